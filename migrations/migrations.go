@@ -1,0 +1,287 @@
+package migrations
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// Errors returned by Check, for errors.Is.
+var (
+	// ErrNotMigrated means the outbox table or some of its migrations are
+	// missing: run `relay migrate up`.
+	ErrNotMigrated = errors.New("outbox schema is missing or out of date; run `relay migrate up`")
+	// ErrSchemaTooNew means the database holds migrations this binary does
+	// not know: it is older than the schema.
+	ErrSchemaTooNew = errors.New("outbox schema is newer than this binary; upgrade the relay")
+)
+
+// Migration is one versioned schema change.
+type Migration struct {
+	Version int
+	Name    string
+	up      string
+	down    string
+}
+
+// State is a migration and when it was applied (zero if pending).
+type State struct {
+	Migration
+	AppliedAt time.Time
+}
+
+// Applied reports whether the migration has run.
+func (s State) Applied() bool { return !s.AppliedAt.IsZero() }
+
+// DB is what the runner needs: pgx.Conn and pgxpool.Pool satisfy it.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+var fileRE = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.(up|down)\.sql$`)
+
+// All returns the embedded migrations in version order.
+func All() ([]Migration, error) {
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("migrations: read embedded files: %w", err)
+	}
+	byVersion := map[int]*Migration{}
+	for _, e := range entries {
+		m := fileRE.FindStringSubmatch(e.Name())
+		if m == nil {
+			return nil, fmt.Errorf("migrations: unexpected file name %q", e.Name())
+		}
+		v, _ := strconv.Atoi(m[1])
+		body, err := fs.ReadFile(files, e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("migrations: read %s: %w", e.Name(), err)
+		}
+		mig := byVersion[v]
+		if mig == nil {
+			mig = &Migration{Version: v, Name: m[2]}
+			byVersion[v] = mig
+		}
+		if m[3] == "up" {
+			mig.up = string(body)
+		} else {
+			mig.down = string(body)
+		}
+	}
+	all := make([]Migration, 0, len(byVersion))
+	for _, m := range byVersion {
+		if m.up == "" || m.down == "" {
+			return nil, fmt.Errorf("migrations: version %03d lacks its up or down file", m.Version)
+		}
+		all = append(all, *m)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Version < all[j].Version })
+	return all, nil
+}
+
+// Latest is the highest embedded version.
+func Latest() int {
+	all, err := All()
+	if err != nil || len(all) == 0 {
+		return 0
+	}
+	return all[len(all)-1].Version
+}
+
+// Up applies every pending migration to table, in one transaction, and
+// returns what it applied (nothing when the schema is current).
+func Up(ctx context.Context, db DB, table outbox.Table) ([]Migration, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	var applied []Migration
+	err = locked(ctx, db, table, true, func(tx pgx.Tx, done map[int]time.Time) error {
+		for _, m := range all {
+			if _, ok := done[m.Version]; ok {
+				continue
+			}
+			if err := execTemplate(ctx, tx, table, m, m.up); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+table.Related("migrations")+" (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+				return fmt.Errorf("migrations: record %03d: %w", m.Version, err)
+			}
+			applied = append(applied, m)
+		}
+		return nil
+	})
+	return applied, err
+}
+
+// Down reverts the most recently applied migration of table and returns it;
+// ok is false when nothing was applied.
+func Down(ctx context.Context, db DB, table outbox.Table) (reverted Migration, ok bool, err error) {
+	all, err := All()
+	if err != nil {
+		return Migration{}, false, err
+	}
+	err = locked(ctx, db, table, true, func(tx pgx.Tx, done map[int]time.Time) error {
+		for i := len(all) - 1; i >= 0; i-- {
+			m := all[i]
+			if _, applied := done[m.Version]; !applied {
+				continue
+			}
+			if err := execTemplate(ctx, tx, table, m, m.down); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "DELETE FROM "+table.Related("migrations")+" WHERE version = $1", m.Version); err != nil {
+				return fmt.Errorf("migrations: unrecord %03d: %w", m.Version, err)
+			}
+			reverted, ok = m, true
+			return nil
+		}
+		return nil
+	})
+	return reverted, ok, err
+}
+
+// Status lists every embedded migration with its applied time, plus any
+// applied version this binary does not know (Name "unknown").
+func Status(ctx context.Context, db DB, table outbox.Table) ([]State, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	var states []State
+	err = locked(ctx, db, table, false, func(_ pgx.Tx, done map[int]time.Time) error {
+		known := map[int]bool{}
+		for _, m := range all {
+			known[m.Version] = true
+			states = append(states, State{Migration: m, AppliedAt: done[m.Version]})
+		}
+		for v, at := range done {
+			if !known[v] {
+				states = append(states, State{Migration: Migration{Version: v, Name: "unknown"}, AppliedAt: at})
+			}
+		}
+		return nil
+	})
+	sort.Slice(states, func(i, j int) bool { return states[i].Version < states[j].Version })
+	return states, err
+}
+
+// Querier is what Check needs: pgx.Conn, pgx.Tx and pgxpool.Pool satisfy it.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Check verifies, without changing anything, that table exists and carries
+// exactly the migrations this binary knows. The error wraps ErrNotMigrated or
+// ErrSchemaTooNew and names the table.
+func Check(ctx context.Context, q Querier, table outbox.Table) error {
+	if err := table.Validate(); err != nil {
+		return err
+	}
+	var outboxExists, migrationsExists bool
+	err := q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL",
+		table.Ident(), table.Related("migrations")).Scan(&outboxExists, &migrationsExists)
+	if err != nil {
+		return fmt.Errorf("migrations: look up table %s: %w", table, err)
+	}
+	if !outboxExists || !migrationsExists {
+		return fmt.Errorf("table %s: %w", table, ErrNotMigrated)
+	}
+	var highest int
+	if err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+table.Related("migrations")).Scan(&highest); err != nil {
+		return fmt.Errorf("migrations: read versions of %s: %w", table, err)
+	}
+	switch latest := Latest(); {
+	case highest < latest:
+		return fmt.Errorf("table %s is at version %d, this binary needs %d: %w", table, highest, latest, ErrNotMigrated)
+	case highest > latest:
+		return fmt.Errorf("table %s is at version %d, this binary knows up to %d: %w", table, highest, latest, ErrSchemaTooNew)
+	}
+	return nil
+}
+
+// locked runs fn in a transaction holding the table's migration lock, with
+// the schema and the migrations table created if missing, and passes the
+// applied versions. The transaction commits only when commit is true.
+func locked(ctx context.Context, db DB, table outbox.Table, commit bool, fn func(pgx.Tx, map[int]time.Time) error) error {
+	if err := table.Validate(); err != nil {
+		return err
+	}
+	table = table.WithDefaults()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrations: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "outboxrelay.migrate:"+table.Ident()); err != nil {
+		return fmt.Errorf("migrations: take lock: %w", err)
+	}
+	setup := []string{
+		"CREATE SCHEMA IF NOT EXISTS " + pgx.Identifier{table.Schema}.Sanitize(),
+		`CREATE TABLE IF NOT EXISTS ` + table.Related("migrations") + ` (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`,
+	}
+	for _, stmt := range setup {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("migrations: prepare %s: %w", table, err)
+		}
+	}
+	rows, err := tx.Query(ctx, "SELECT version, applied_at FROM "+table.Related("migrations"))
+	if err != nil {
+		return fmt.Errorf("migrations: read versions: %w", err)
+	}
+	done := map[int]time.Time{}
+	for rows.Next() {
+		var v int
+		var at time.Time
+		if err := rows.Scan(&v, &at); err != nil {
+			return fmt.Errorf("migrations: read versions: %w", err)
+		}
+		done[v] = at
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrations: read versions: %w", err)
+	}
+	if err := fn(tx, done); err != nil || !commit {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrations: commit: %w", err)
+	}
+	return nil
+}
+
+// execTemplate renders a migration for table and runs it.
+func execTemplate(ctx context.Context, tx pgx.Tx, table outbox.Table, m Migration, body string) error {
+	t, err := template.New(m.Name).Funcs(template.FuncMap{
+		"name": func(suffix string) string { return pgx.Identifier{table.Name + "_" + suffix}.Sanitize() },
+	}).Parse(body)
+	if err != nil {
+		return fmt.Errorf("migrations: parse %03d_%s: %w", m.Version, m.Name, err)
+	}
+	var sql strings.Builder
+	if err := t.Execute(&sql, struct{ Table string }{table.Ident()}); err != nil {
+		return fmt.Errorf("migrations: render %03d_%s: %w", m.Version, m.Name, err)
+	}
+	if _, err := tx.Exec(ctx, sql.String()); err != nil {
+		return fmt.Errorf("migrations: apply %03d_%s to %s: %w", m.Version, m.Name, table, err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package publishers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrUnavailable marks a failure of the whole sink (connection refused, no
+// broker answers). Test with errors.Is.
+var ErrUnavailable = errors.New("sink unavailable")
+
+// Unavailable wraps err so that errors.Is(err, ErrUnavailable) holds. It
+// returns nil for a nil err.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{err}
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "sink unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() []error {
+	return []error{ErrUnavailable, e.err}
+}
+
+// PermanentError marks a failure that retrying cannot fix.
+type PermanentError struct{ Err error }
+
+// Error implements error.
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a *PermanentError. It returns nil for a nil err.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err is or wraps a *PermanentError.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// Errors is a per-message result of a partially failed Publish: Errors[i]
+// belongs to the i-th message and is nil when it was acknowledged.
+type Errors []error
+
+// Error implements error by summarising the failures.
+func (e Errors) Error() string {
+	failed, first := 0, error(nil)
+	for _, err := range e {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if failed == 0 {
+		return "no errors"
+	}
+	return fmt.Sprintf("%d of %d messages failed; first: %v", failed, len(e), first)
+}
+
+// PerMessage expands the result of a Publish of n messages into one error
+// per message: nil when all succeeded, the entries of an Errors of length n,
+// or the same error for every message otherwise.
+func PerMessage(err error, n int) []error {
+	out := make([]error, n)
+	if err == nil {
+		return out
+	}
+	var each Errors
+	if errors.As(err, &each) && len(each) == n {
+		copy(out, each)
+		return out
+	}
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// Describe shortens err to one line of valid UTF-8 without NUL bytes, at
+// most about 1000 bytes, fit for the last_error column.
+func Describe(err error) string {
+	s := strings.NewReplacer("\n", " ", "\x00", "").Replace(err.Error())
+	const max = 1000
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}
