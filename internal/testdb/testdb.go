@@ -1,0 +1,105 @@
+// Package testdb gives each test its own PostgreSQL schema with the outbox
+// table migrated, on the server named by OUTBOX_TEST_DATABASE_URL, or on a
+// throwaway Docker container when that is unset and a Docker engine answers.
+// With neither, tests fail with a message saying how to provide a database:
+// they never skip.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/ory/dockertest/v3"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// EnvURL names the variable holding the test database URL.
+const EnvURL = "OUTBOX_TEST_DATABASE_URL"
+
+var (
+	urlOnce sync.Once
+	baseURL string
+	urlErr  error
+)
+
+// URL returns the URL of the test server, starting a Docker container on
+// first use when EnvURL is unset. It fails the test when there is neither.
+func URL(t testing.TB) string {
+	t.Helper()
+	urlOnce.Do(func() {
+		if baseURL = os.Getenv(EnvURL); baseURL != "" {
+			return
+		}
+		baseURL, urlErr = startDocker()
+	})
+	if urlErr != nil {
+		t.Fatalf("no test database: set %s (e.g. postgres://postgres@127.0.0.1:5432/postgres) or run a Docker engine: %v", EnvURL, urlErr)
+	}
+	return baseURL
+}
+
+// startDocker runs postgres:15 in a container that expires after 10 minutes.
+func startDocker() (string, error) {
+	pool, err := dockertest.NewPool("")
+	if err != nil {
+		return "", fmt.Errorf("docker: %w", err)
+	}
+	if err := pool.Client.Ping(); err != nil {
+		return "", fmt.Errorf("docker engine does not answer: %w", err)
+	}
+	res, err := pool.Run("postgres", "15", []string{"POSTGRES_HOST_AUTH_METHOD=trust"})
+	if err != nil {
+		return "", fmt.Errorf("docker: start postgres: %w", err)
+	}
+	_ = res.Expire(600)
+	url := "postgres://postgres@" + res.GetHostPort("5432/tcp") + "/postgres"
+	pool.MaxWait = time.Minute
+	err = pool.Retry(func() error {
+		conn, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			return err
+		}
+		return conn.Close(context.Background())
+	})
+	return url, err
+}
+
+// New creates a fresh schema with the outbox table migrated and returns a
+// pool and the table. The schema is dropped when the test ends.
+func New(t testing.TB) (*pgxpool.Pool, outbox.Table) {
+	t.Helper()
+	pool, table := NewEmpty(t)
+	if _, err := migrations.Up(context.Background(), pool, table); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool, table
+}
+
+// NewEmpty is New without migrating: the schema does not exist yet.
+func NewEmpty(t testing.TB) (*pgxpool.Pool, outbox.Table) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, URL(t))
+	if err != nil {
+		t.Fatalf("connect to test database: %v", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	table := outbox.Table{Schema: "test_" + hex.EncodeToString(b[:]), Name: "outbox"}
+	t.Cleanup(func() {
+		defer pool.Close()
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{table.Schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop test schema: %v", err)
+		}
+	})
+	return pool, table
+}

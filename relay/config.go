@@ -1,0 +1,114 @@
+package relay
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// Config configures a Relay. Zero fields take the documented defaults.
+type Config struct {
+	// Table is the outbox table. Defaults to "public"."outbox".
+	Table outbox.Table
+	// ID identifies this replica in locked_by. Defaults to host-pid-random.
+	ID string
+	// BatchSize is the most rows claimed at once. Defaults to 100.
+	BatchSize int
+	// Lease is how long a claim stays valid without renewal; another
+	// replica may take the rows after it ends. Defaults to 30s.
+	Lease time.Duration
+	// PollInterval is the wait after a batch that was not full. A full batch
+	// is followed by the next claim at once. Defaults to 500ms.
+	PollInterval time.Duration
+	// MaxAttempts is how many times a row is claimed before a transient
+	// failure marks it failed. Defaults to 10.
+	MaxAttempts int
+	// BackoffMin is the retry delay after the first failed attempt; it
+	// doubles per attempt, with ±50% jitter. Defaults to 1s.
+	BackoffMin time.Duration
+	// BackoffMax caps the retry delay. Defaults to 5m.
+	BackoffMax time.Duration
+	// PublishTimeout bounds one Publish call. While it runs the lease is
+	// extended, so a slow but live publish keeps its rows, and a stuck one
+	// gives them up after this long. Defaults to 1m.
+	PublishTimeout time.Duration
+	// ShutdownTimeout is how long a publish in flight may finish after Run's
+	// context is cancelled before its rows are released. Defaults to 10s.
+	ShutdownTimeout time.Duration
+	// OutageBackoffMin and OutageBackoffMax bound the wait between probes
+	// while the sink (or the database) is unreachable. Default 100ms and 30s.
+	OutageBackoffMin time.Duration
+	OutageBackoffMax time.Duration
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	c.Table = c.Table.WithDefaults()
+	if c.ID == "" {
+		c.ID = newReplicaID()
+	}
+	setDefault(&c.BatchSize, 100)
+	setDefault(&c.Lease, 30*time.Second)
+	setDefault(&c.PollInterval, 500*time.Millisecond)
+	setDefault(&c.MaxAttempts, 10)
+	setDefault(&c.BackoffMin, time.Second)
+	setDefault(&c.BackoffMax, 5*time.Minute)
+	setDefault(&c.PublishTimeout, time.Minute)
+	setDefault(&c.ShutdownTimeout, 10*time.Second)
+	setDefault(&c.OutageBackoffMin, 100*time.Millisecond)
+	setDefault(&c.OutageBackoffMax, 30*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+// validate checks a defaulted config; errors name the field.
+func (c Config) validate() error {
+	if err := c.Table.Validate(); err != nil {
+		return fmt.Errorf("relay: Table: %w", err)
+	}
+	switch {
+	case c.BatchSize < 1 || c.BatchSize > 10000:
+		return fmt.Errorf("relay: BatchSize %d must be between 1 and 10000", c.BatchSize)
+	case c.Lease < time.Second:
+		return fmt.Errorf("relay: Lease %v must be at least 1s", c.Lease)
+	case c.PollInterval < time.Millisecond:
+		return fmt.Errorf("relay: PollInterval %v must be at least 1ms", c.PollInterval)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("relay: MaxAttempts %d must be at least 1", c.MaxAttempts)
+	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("relay: BackoffMin %v and BackoffMax %v must satisfy 0 < min <= max", c.BackoffMin, c.BackoffMax)
+	case c.PublishTimeout <= 0 || c.ShutdownTimeout <= 0:
+		return fmt.Errorf("relay: PublishTimeout %v and ShutdownTimeout %v must be positive", c.PublishTimeout, c.ShutdownTimeout)
+	case c.OutageBackoffMin <= 0 || c.OutageBackoffMax < c.OutageBackoffMin:
+		return fmt.Errorf("relay: OutageBackoffMin %v and OutageBackoffMax %v must satisfy 0 < min <= max", c.OutageBackoffMin, c.OutageBackoffMax)
+	case len(c.ID) > 200:
+		return fmt.Errorf("relay: ID is %d bytes, at most 200", len(c.ID))
+	}
+	return nil
+}
+
+// newReplicaID returns host-pid-random, unique per process start.
+func newReplicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

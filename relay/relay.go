@@ -1,0 +1,344 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// Relay moves committed outbox rows to a Publisher. Create it with New and
+// start it with Run; several Relays (in one process or many) may serve the
+// same table.
+type Relay struct {
+	cfg   Config
+	pool  *pgxpool.Pool
+	pub   Publisher
+	store *store
+	log   *slog.Logger
+}
+
+// BatchResult counts what happened to one claimed batch.
+type BatchResult struct {
+	// Claimed is the number of rows taken.
+	Claimed int
+	// Sent, Retried, Failed and Released count rows by outcome; Released
+	// rows went back to pending without spending an attempt.
+	Sent, Retried, Failed, Released int
+	// Fenced counts rows whose outcome was not recorded because another
+	// replica held them by then.
+	Fenced int
+	// SinkUnavailable is true when the sink reported that it is down.
+	SinkUnavailable bool
+}
+
+// New returns a Relay that reads pool and publishes to pub. It does not
+// touch the database; Run checks the schema. The caller keeps ownership of
+// pool and pub and closes them after Run returns.
+func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
+	if pool == nil || pub == nil {
+		return nil, errors.New("relay: pool and publisher are required")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Relay{
+		cfg:   cfg,
+		pool:  pool,
+		pub:   pub,
+		store: newStore(pool, cfg.Table, cfg.ID, cfg.Lease),
+		log:   cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
+	}, nil
+}
+
+// ID returns the replica id written to locked_by.
+func (r *Relay) ID() string { return r.cfg.ID }
+
+// Run waits for the database (retrying with backoff while it is
+// unreachable), checks that the schema is migrated, then claims and
+// publishes batches until ctx is cancelled. On cancellation it stops
+// claiming, lets the publish in flight finish within ShutdownTimeout,
+// records or releases its rows, and returns nil. It returns an error only
+// when it cannot serve at all, e.g. the table is missing
+// (migrations.ErrNotMigrated).
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.waitReady(ctx); err != nil {
+		return err
+	}
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval)
+	defer r.log.Info("relay stopped")
+	outage := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	sinkDown := false
+	for ctx.Err() == nil {
+		limit := r.cfg.BatchSize
+		if sinkDown {
+			limit = 1 // probe the sink with a single row
+		}
+		res, err := r.ProcessBatch(ctx, limit)
+		switch {
+		case err != nil:
+			d := outage.NextBackOff()
+			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
+			sleep(ctx, d)
+			continue
+		case res.SinkUnavailable:
+			d := outage.NextBackOff()
+			if !sinkDown {
+				r.log.Warn("sink unavailable; pausing claims", "released", res.Released)
+			}
+			r.log.Debug("sink still unavailable", "retry_in", d)
+			sinkDown = true
+			sleep(ctx, d)
+			continue
+		}
+		if sinkDown && res.Claimed > 0 {
+			r.log.Info("sink answers again; resuming")
+			sinkDown = false
+		}
+		outage.Reset()
+		if res.Claimed < limit || sinkDown {
+			sleep(ctx, r.cfg.PollInterval)
+		}
+	}
+	return nil
+}
+
+// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
+// publishes them and records the outcome. Run calls it in a loop; it is
+// exported for callers that drive the relay themselves. A cancelled ctx
+// stops a claim from starting; a publish in flight then gets ShutdownTimeout
+// to finish before its rows are released. The error reports database
+// failures; sink failures are recorded per row and counted in the result.
+func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
+	if limit <= 0 {
+		limit = r.cfg.BatchSize
+	}
+	if err := ctx.Err(); err != nil {
+		return BatchResult{}, nil
+	}
+	// Database statements outlive ctx: a claim whose result is lost to a
+	// cancellation would strand rows until their lease ends.
+	dbctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	defer cancel()
+	rows, err := r.store.claim(dbctx, limit)
+	if err != nil || len(rows) == 0 {
+		return BatchResult{}, err
+	}
+	res := BatchResult{Claimed: len(rows)}
+	var (
+		msgs     []outbox.Message
+		failures []failure
+	)
+	for _, row := range rows {
+		msg, err := r.decode(row)
+		if err != nil {
+			failures = append(failures, failure{row.id, err.Error()})
+			continue
+		}
+		msgs = append(msgs, msg)
+	}
+	// UUIDv7 ids sort by creation time: publish a batch oldest first.
+	slices.SortFunc(msgs, func(a, b outbox.Message) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+
+	var sent, released []uuid.UUID
+	var retries []retry
+	if len(msgs) > 0 {
+		results, interrupted := r.publish(ctx, msgs)
+		for i, msg := range msgs {
+			switch err := results[i]; {
+			case err == nil:
+				sent = append(sent, msg.ID)
+			case interrupted:
+				released = append(released, msg.ID)
+			case errors.Is(err, publishers.ErrUnavailable):
+				res.SinkUnavailable = true
+				released = append(released, msg.ID)
+			case publishers.IsPermanent(err):
+				failures = append(failures, failure{msg.ID, publishers.Describe(err)})
+			case msg.Attempt >= r.cfg.MaxAttempts:
+				failures = append(failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
+			default:
+				retries = append(retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err)})
+			}
+		}
+	}
+
+	res.Sent, res.Retried, res.Failed, res.Released = len(sent), len(retries), len(failures), len(released)
+	steps := []struct {
+		what string
+		do   func(context.Context) (int, error)
+	}{
+		{"sent", func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sent) }},
+		{"retry", func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, retries) }},
+		{"failed", func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, failures) }},
+		{"release", func(ctx context.Context) (int, error) { return r.store.release(ctx, released) }},
+	}
+	for _, step := range steps {
+		fenced, err := r.retryWrite(dbctx, step.do)
+		if err != nil {
+			return res, fmt.Errorf("record outcome (%s) of %d claimed rows: %w; they return after the lease", step.what, len(rows), err)
+		}
+		res.Fenced += fenced
+	}
+	r.logBatch(res, retries, failures)
+	return res, nil
+}
+
+// publish sends msgs while extending their lease, and returns one result per
+// message. interrupted is true when shutdown cut the publish short.
+func (r *Relay) publish(ctx context.Context, msgs []outbox.Message) (results []error, interrupted bool) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+	defer cancel()
+	go func() { // on shutdown, give the publish ShutdownTimeout more
+		select {
+		case <-ctx.Done():
+			select {
+			case <-time.After(r.cfg.ShutdownTimeout):
+				cancel()
+			case <-pctx.Done():
+			}
+		case <-pctx.Done():
+		}
+	}()
+	ids := make([]uuid.UUID, len(msgs))
+	for i := range msgs {
+		ids[i] = msgs[i].ID
+	}
+	heartbeatDone := make(chan struct{})
+	go func() {
+		defer close(heartbeatDone)
+		r.heartbeat(pctx, ids)
+	}()
+	err := r.pub.Publish(pctx, msgs)
+	interrupted = err != nil && ctx.Err() != nil && pctx.Err() != nil
+	cancel()
+	<-heartbeatDone
+	return publishers.PerMessage(err, len(msgs)), interrupted
+}
+
+// heartbeat extends the lease of ids every Lease/3 until ctx ends, which
+// happens when the publish returns or reaches PublishTimeout: a stuck publish
+// does not hold its rows longer than that.
+func (r *Relay) heartbeat(ctx context.Context, ids []uuid.UUID) {
+	t := time.NewTicker(r.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fenced, err := r.store.extend(ctx, ids)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				r.log.Warn("extending lease failed", "rows", len(ids), "error", err)
+			case fenced > 0:
+				r.log.Warn("lease lost while publishing; another replica may publish these rows too", "rows", fenced)
+			}
+		}
+	}
+}
+
+// retryWrite runs a write-back until it succeeds or ctx (bounded by the
+// lease) ends: a failed write-back would make the rows publish twice.
+func (r *Relay) retryWrite(ctx context.Context, do func(context.Context) (int, error)) (int, error) {
+	b := newExponential(50*time.Millisecond, 2*time.Second)
+	for {
+		fenced, err := do(ctx)
+		if err == nil || ctx.Err() != nil {
+			return fenced, err
+		}
+		d := b.NextBackOff()
+		r.log.Warn("recording outcome failed; retrying", "error", err, "retry_in", d)
+		sleep(ctx, d)
+	}
+}
+
+// decode turns a claimed row into a message; an error means the row is
+// malformed (or rescued too often) and goes to failed with that reason.
+func (r *Relay) decode(x row) (outbox.Message, error) {
+	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt}
+	if x.attempt > r.cfg.MaxAttempts {
+		return msg, fmt.Errorf("claimed %d times (max attempts %d) without a recorded outcome: its relays died or lost the lease each time", x.attempt, r.cfg.MaxAttempts)
+	}
+	if err := outbox.ValidateTopic(x.topic); err != nil {
+		return msg, fmt.Errorf("malformed row: %w", err)
+	}
+	if err := json.Unmarshal(x.headers, &msg.Headers); err != nil {
+		return msg, fmt.Errorf("malformed row: headers are not a JSON object of string values: %s", err)
+	}
+	if err := outbox.ValidateHeaders(msg.Headers); err != nil {
+		return msg, fmt.Errorf("malformed row: %w", err)
+	}
+	return msg, nil
+}
+
+func (r *Relay) logBatch(res BatchResult, retries []retry, failures []failure) {
+	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
+		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced)
+	if len(retries) > 0 {
+		r.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
+	}
+	for _, f := range failures {
+		r.log.Error("event failed permanently", "id", f.id, "reason", f.error)
+	}
+	if res.Fenced > 0 {
+		r.log.Warn("outcome not recorded for rows another replica holds now (lease lost)", "rows", res.Fenced)
+	}
+}
+
+// waitReady pings the database until it answers, then checks the schema.
+// Problems that waiting cannot fix are returned; the rest are retried.
+func (r *Relay) waitReady(ctx context.Context) error {
+	b := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	for {
+		err := r.pool.Ping(ctx)
+		if err == nil {
+			if err = migrations.Check(ctx, r.pool, r.cfg.Table); err == nil {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fatal(err) {
+			return fmt.Errorf("relay: %w", err)
+		}
+		d := b.NextBackOff()
+		r.log.Warn("database unreachable; retrying", "error", err, "retry_in", d)
+		sleep(ctx, d)
+	}
+}
+
+// fatal reports errors that retrying cannot fix: a missing or newer schema,
+// an invalid name, and server answers about access or authentication.
+func fatal(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		class := pgErr.Code[:2]
+		return class == "28" || class == "42" || class == "3D" || class == "3F"
+	}
+	return errors.Is(err, migrations.ErrNotMigrated) || errors.Is(err, migrations.ErrSchemaTooNew) ||
+		errors.Is(err, outbox.ErrInvalidIdentifier)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,203 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// The statements of the row lifecycle. {{table}} is replaced by the quoted
+// table name; everything else is a parameter. Durations are milliseconds so
+// that the database clock does all time arithmetic.
+const (
+	// claimSQL takes up to $1 rows: processing rows whose lease ran out
+	// first (their relay died or froze), then due pending rows, oldest first.
+	// Each branch uses its own partial index; SKIP LOCKED lets replicas claim
+	// side by side without waiting on each other.
+	claimSQL = `WITH picked AS (
+    SELECT id FROM (
+        SELECT id
+        FROM {{table}}
+        WHERE status = 'processing'
+          AND locked_until < now()
+        ORDER BY locked_until
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) AS expired
+    UNION ALL
+    SELECT id FROM (
+        SELECT id
+        FROM {{table}}
+        WHERE status = 'pending'
+          AND next_retry_at <= now()
+        ORDER BY next_retry_at, id
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+    LIMIT $1
+)
+UPDATE {{table}} AS o
+SET status = 'processing',
+    locked_by = $2,
+    locked_until = now() + $3 * interval '1 millisecond',
+    attempt = o.attempt + 1
+FROM picked
+WHERE o.id = picked.id
+RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at`
+
+	// The write-backs below are fenced: they touch only rows this replica
+	// still holds. locked_by is kept as a record of who handled the row last.
+	markSentSQL = `UPDATE {{table}}
+SET status = 'sent',
+    sent_at = now(),
+    locked_until = NULL,
+    last_error = NULL
+WHERE id = ANY($1)
+  AND locked_by = $2
+  AND status = 'processing'`
+
+	markRetrySQL = `UPDATE {{table}} AS o
+SET status = 'pending',
+    next_retry_at = now() + r.delay_ms * interval '1 millisecond',
+    last_error = r.error,
+    locked_until = NULL
+FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS r(id, delay_ms, error)
+WHERE o.id = r.id
+  AND o.locked_by = $4
+  AND o.status = 'processing'`
+
+	markFailedSQL = `UPDATE {{table}} AS o
+SET status = 'failed',
+    last_error = r.error,
+    locked_until = NULL
+FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
+WHERE o.id = r.id
+  AND o.locked_by = $3
+  AND o.status = 'processing'`
+
+	// releaseSQL gives rows back without spending the attempt: they are
+	// claimable at once (next_retry_at was already due when claimed).
+	releaseSQL = `UPDATE {{table}}
+SET status = 'pending',
+    attempt = attempt - 1,
+    locked_until = NULL
+WHERE id = ANY($1)
+  AND locked_by = $2
+  AND status = 'processing'`
+
+	extendSQL = `UPDATE {{table}}
+SET locked_until = now() + $3 * interval '1 millisecond'
+WHERE id = ANY($1)
+  AND locked_by = $2
+  AND status = 'processing'`
+)
+
+// row is a claimed outbox row before decoding.
+type row struct {
+	id        uuid.UUID
+	topic     string
+	key       []byte
+	payload   []byte
+	headers   []byte
+	attempt   int
+	createdAt time.Time
+}
+
+// retry and failure are write-back requests.
+type retry struct {
+	id    uuid.UUID
+	delay time.Duration
+	error string
+}
+
+type failure struct {
+	id    uuid.UUID
+	error string
+}
+
+// store runs the lifecycle statements for one table and replica.
+type store struct {
+	pool  *pgxpool.Pool
+	me    string
+	lease time.Duration
+	sql   map[string]string
+}
+
+func newStore(pool *pgxpool.Pool, table outbox.Table, me string, lease time.Duration) *store {
+	s := &store{pool: pool, me: me, lease: lease, sql: map[string]string{}}
+	for name, q := range map[string]string{
+		"claim": claimSQL, "sent": markSentSQL, "retry": markRetrySQL,
+		"failed": markFailedSQL, "release": releaseSQL, "extend": extendSQL,
+	} {
+		s.sql[name] = strings.ReplaceAll(q, "{{table}}", table.Ident())
+	}
+	return s
+}
+
+// claim takes up to limit rows and leases them to this replica.
+func (s *store) claim(ctx context.Context, limit int) ([]row, error) {
+	rows, err := s.pool.Query(ctx, s.sql["claim"], limit, s.me, s.lease.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.id, &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return claimed, nil
+}
+
+// The write-backs return how many of the rows were fenced out: no longer
+// held by this replica, so left untouched.
+
+func (s *store) markSent(ctx context.Context, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "sent", len(ids), ids, s.me)
+}
+
+func (s *store) markRetry(ctx context.Context, rs []retry) (fenced int, err error) {
+	ids, delays, errs := make([]uuid.UUID, len(rs)), make([]int64, len(rs)), make([]string, len(rs))
+	for i, r := range rs {
+		ids[i], delays[i], errs[i] = r.id, r.delay.Milliseconds(), r.error
+	}
+	return s.exec(ctx, "retry", len(rs), ids, delays, errs, s.me)
+}
+
+func (s *store) markFailed(ctx context.Context, fs []failure) (fenced int, err error) {
+	ids, errs := make([]uuid.UUID, len(fs)), make([]string, len(fs))
+	for i, f := range fs {
+		ids[i], errs[i] = f.id, f.error
+	}
+	return s.exec(ctx, "failed", len(fs), ids, errs, s.me)
+}
+
+func (s *store) release(ctx context.Context, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "release", len(ids), ids, s.me)
+}
+
+func (s *store) extend(ctx context.Context, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "extend", len(ids), ids, s.me, s.lease.Milliseconds())
+}
+
+// exec runs a fenced statement over n rows; it does nothing when n is 0.
+func (s *store) exec(ctx context.Context, name string, n int, args ...any) (int, error) {
+	if n == 0 {
+		return 0, nil
+	}
+	var tag pgconn.CommandTag
+	tag, err := s.pool.Exec(ctx, s.sql[name], args...)
+	if err != nil {
+		return 0, fmt.Errorf("mark %s: %w", name, err)
+	}
+	return n - int(tag.RowsAffected()), nil
+}
