@@ -76,28 +76,48 @@ func setDefault[T int | time.Duration](v *T, def T) {
 	}
 }
 
-// validate checks a defaulted config; errors name the field.
+// ConfigError reports an invalid Config field.
+type ConfigError struct {
+	// Field is the Config field name, e.g. "BatchSize".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string { return "relay: invalid " + e.Field + ": " + e.Reason }
+
+// validate checks a defaulted config; the error is a *ConfigError.
 func (c Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
 	if err := c.Table.Validate(); err != nil {
-		return fmt.Errorf("relay: Table: %w", err)
+		return bad("Table", "%v", err)
 	}
 	switch {
 	case c.BatchSize < 1 || c.BatchSize > 10000:
-		return fmt.Errorf("relay: BatchSize %d must be between 1 and 10000", c.BatchSize)
+		return bad("BatchSize", "%d is not between 1 and 10000", c.BatchSize)
 	case c.Lease < time.Second:
-		return fmt.Errorf("relay: Lease %v must be at least 1s", c.Lease)
+		return bad("Lease", "%v is shorter than 1s", c.Lease)
 	case c.PollInterval < time.Millisecond:
-		return fmt.Errorf("relay: PollInterval %v must be at least 1ms", c.PollInterval)
+		return bad("PollInterval", "%v is shorter than 1ms", c.PollInterval)
 	case c.MaxAttempts < 1:
-		return fmt.Errorf("relay: MaxAttempts %d must be at least 1", c.MaxAttempts)
-	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:
-		return fmt.Errorf("relay: BackoffMin %v and BackoffMax %v must satisfy 0 < min <= max", c.BackoffMin, c.BackoffMax)
-	case c.PublishTimeout <= 0 || c.ShutdownTimeout <= 0:
-		return fmt.Errorf("relay: PublishTimeout %v and ShutdownTimeout %v must be positive", c.PublishTimeout, c.ShutdownTimeout)
-	case c.OutageBackoffMin <= 0 || c.OutageBackoffMax < c.OutageBackoffMin:
-		return fmt.Errorf("relay: OutageBackoffMin %v and OutageBackoffMax %v must satisfy 0 < min <= max", c.OutageBackoffMin, c.OutageBackoffMax)
+		return bad("MaxAttempts", "%d is less than 1", c.MaxAttempts)
+	case c.BackoffMin <= 0:
+		return bad("BackoffMin", "%v is not positive", c.BackoffMin)
+	case c.BackoffMax < c.BackoffMin:
+		return bad("BackoffMax", "%v is less than BackoffMin %v", c.BackoffMax, c.BackoffMin)
+	case c.PublishTimeout <= 0:
+		return bad("PublishTimeout", "%v is not positive", c.PublishTimeout)
+	case c.ShutdownTimeout <= 0:
+		return bad("ShutdownTimeout", "%v is not positive", c.ShutdownTimeout)
+	case c.OutageBackoffMin <= 0:
+		return bad("OutageBackoffMin", "%v is not positive", c.OutageBackoffMin)
+	case c.OutageBackoffMax < c.OutageBackoffMin:
+		return bad("OutageBackoffMax", "%v is less than OutageBackoffMin %v", c.OutageBackoffMax, c.OutageBackoffMin)
 	case len(c.ID) > 200:
-		return fmt.Errorf("relay: ID is %d bytes, at most 200", len(c.ID))
+		return bad("ID", "%d bytes, more than 200", len(c.ID))
 	}
 	return nil
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// newLogger builds the process logger; format is "text" or "json", level one
+// of debug, info, warn, error.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError("invalid value for --log-level (%s): %q; use debug, info, warn or error", envName("log-level"), level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageError("invalid value for --log-format (%s): %q; use text or json", envName("log-format"), format)
+}
+
+var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// redactDSN hides the password of a PostgreSQL URL or key=value connection
+// string so that it can be logged.
+func redactDSN(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "(unparseable database URL)"
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	return kvPassword.ReplaceAllString(dsn, "${1}xxxxx")
+}

@@ -1,0 +1,98 @@
+// Command relay runs the outbox relay, migrates the outbox table and runs a
+// self-contained demo.
+//
+//	relay run              claim and publish outbox rows until SIGTERM/SIGINT
+//	relay migrate up       apply pending migrations (safe to run from many replicas)
+//	relay migrate down     revert the latest migration
+//	relay migrate status   list migrations and when they ran
+//	relay demo             end-to-end demo on local PostgreSQL and an embedded broker
+//	relay version          print the version
+//
+// Every flag can also be set from the environment: --database-url is
+// OUTBOX_DATABASE_URL. Exit status: 0 success, 1 failure, 2 bad usage or
+// configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+const usage = `relay: transactional outbox relay for PostgreSQL
+
+Usage:
+  relay run [flags]              claim and publish outbox rows until SIGTERM/SIGINT
+  relay migrate up|down|status   manage the outbox table's schema
+  relay demo [flags]             end-to-end demo: local PostgreSQL, embedded Kafka-protocol broker
+  relay version                  print the version
+
+Run "relay <command> --help" for the flags of a command. Every flag can also
+be set by an environment variable: --database-url is OUTBOX_DATABASE_URL.`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process at once
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run executes one command and returns the exit status.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "run":
+		err = runRelay(ctx, rest, getenv, stderr)
+	case "migrate":
+		err = runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "demo":
+		err = runDemo(ctx, rest, getenv, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "relay", buildVersion())
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprintln(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "relay: unknown command %q\n\n%s\n", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "relay:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "relay:", err)
+		return 1
+	}
+}
+
+// buildVersion returns the ldflags version or the module version.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}

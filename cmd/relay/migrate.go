@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// dbFlags are the flags every database command shares.
+type dbFlags struct {
+	url, schema, table string
+}
+
+func (d *dbFlags) register(f *flags, defaultURL string) {
+	f.String(&d.url, "database-url", defaultURL, "PostgreSQL connection URL, e.g. postgres://user:pass@host:5432/db")
+	f.String(&d.schema, "schema", outbox.DefaultSchema, "schema of the outbox table")
+	f.String(&d.table, "table", outbox.DefaultTable, "name of the outbox table")
+}
+
+// outboxTable validates the schema and table flags.
+func (d *dbFlags) outboxTable() (outbox.Table, error) {
+	t := outbox.Table{Schema: d.schema, Name: d.table}
+	if err := (outbox.Table{Schema: d.schema}).Validate(); err != nil {
+		return t, usageError("invalid value for --schema (%s): %v", envName("schema"), err)
+	}
+	if err := t.Validate(); err != nil {
+		return t, usageError("invalid value for --table (%s): %v", envName("table"), err)
+	}
+	return t, nil
+}
+
+// pool parses the URL (a usage error naming the flag when it is bad) and
+// returns a pool; it does not connect yet.
+func (d *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	if d.url == "" {
+		return nil, usageError("--database-url (%s) is required", envName("database-url"))
+	}
+	cfg, err := pgxpool.ParseConfig(d.url)
+	if err != nil {
+		return nil, usageError("invalid value for --database-url (%s): %s", envName("database-url"), redactDSN(err.Error()))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", redactDSN(d.url), err)
+	}
+	return pool, nil
+}
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newFlags("relay migrate", "Usage: relay migrate up|down|status [flags]\n\n"+
+		"up applies every pending migration (several replicas may run it at once; a second run is a no-op),\n"+
+		"down reverts the latest one (001 down drops the outbox table and its events),\n"+
+		"status lists migrations and when they ran.", stderr, getenv)
+	var db dbFlags
+	db.register(f, "")
+	var timeout time.Duration
+	f.Duration(&timeout, "timeout", time.Minute, "give up when the database does not answer within this time")
+	if len(args) == 0 {
+		f.fs.Usage()
+		return usageError("migrate needs a subcommand: up, down or status")
+	}
+	sub := args[0]
+	if sub == "-h" || sub == "-help" || sub == "--help" {
+		f.fs.Usage()
+		return flag.ErrHelp
+	}
+	if err := f.parse(args[1:]); err != nil {
+		return err
+	}
+	table, err := db.outboxTable()
+	if err != nil {
+		return err
+	}
+	pool, err := db.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	switch sub {
+	case "up":
+		applied, err := migrations.Up(ctx, pool, table)
+		if err != nil {
+			return err
+		}
+		if len(applied) == 0 {
+			fmt.Fprintf(stdout, "%s is up to date (version %03d)\n", table, migrations.Latest())
+		}
+		for _, m := range applied {
+			fmt.Fprintf(stdout, "applied %03d_%s to %s\n", m.Version, m.Name, table)
+		}
+	case "down":
+		m, ok, err := migrations.Down(ctx, pool, table)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintf(stdout, "%s has no applied migrations\n", table)
+		} else {
+			fmt.Fprintf(stdout, "reverted %03d_%s on %s\n", m.Version, m.Name, table)
+		}
+	case "status":
+		states, err := migrations.Status(ctx, pool, table)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", table)
+		for _, s := range states {
+			when := "pending"
+			if s.Applied() {
+				when = "applied " + s.AppliedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(stdout, "  %03d_%-24s %s\n", s.Version, s.Name, when)
+		}
+	default:
+		return usageError("unknown migrate subcommand %q: use up, down or status", sub)
+	}
+	return nil
+}

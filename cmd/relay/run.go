@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/publishers/kafka"
+	"github.com/outboxrelay/outboxrelay/publishers/stdout"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// kafkaFlags are the Kafka sink's flags, shared by run and demo.
+type kafkaFlags struct {
+	brokers, partitioner                      string
+	tls, tlsInsecure                          bool
+	tlsCA, tlsCert, tlsKey                    string
+	saslMechanism, saslUsername, saslPassword string
+}
+
+func (k *kafkaFlags) register(f *flags) {
+	f.String(&k.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port")
+	f.String(&k.partitioner, "kafka-partitioner", kafka.PartitionerMurmur2, "partition by key with murmur2 (Java client default), crc32 (librdkafka), fnv1a (sarama) or round-robin")
+	f.Bool(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
+	f.String(&k.tlsCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots); implies --kafka-tls")
+	f.String(&k.tlsCert, "kafka-tls-cert", "", "PEM client certificate for mutual TLS; implies --kafka-tls")
+	f.String(&k.tlsKey, "kafka-tls-key", "", "PEM private key of --kafka-tls-cert")
+	f.Bool(&k.tlsInsecure, "kafka-tls-insecure-skip-verify", false, "do not verify the brokers' certificates (testing only)")
+	f.String(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL)")
+	f.String(&k.saslUsername, "kafka-sasl-username", "", "SASL user name")
+	f.String(&k.saslPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable; never logged)")
+}
+
+// config turns the flags into a kafka.Config; errors name the flag.
+func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
+	cfg := kafka.Config{
+		Brokers:     splitList(k.brokers),
+		Partitioner: k.partitioner,
+		SASL:        kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: k.saslPassword},
+		Logger:      logger,
+	}
+	if len(cfg.Brokers) == 0 {
+		return cfg, usageError("--kafka-brokers (%s) is required with --sink kafka", envName("kafka-brokers"))
+	}
+	if k.tls || k.tlsCA != "" || k.tlsCert != "" || k.tlsKey != "" || k.tlsInsecure {
+		tlsCfg, err := kafka.LoadTLS(k.tlsCA, k.tlsCert, k.tlsKey, k.tlsInsecure)
+		if err != nil {
+			return cfg, usageError("invalid TLS files (--kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key): %v", err)
+		}
+		cfg.TLS = tlsCfg
+	}
+	return cfg, nil
+}
+
+// relayFlags hold the relay.Config knobs.
+type relayFlags struct {
+	id                              string
+	batchSize, maxAttempts          int
+	lease, pollInterval             time.Duration
+	backoffMin, backoffMax          time.Duration
+	publishTimeout, shutdownTimeout time.Duration
+}
+
+func (r *relayFlags) register(f *flags) {
+	f.String(&r.id, "relay-id", "", "replica id written to locked_by (default host-pid-random)")
+	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
+	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
+	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once)")
+	f.Int(&r.maxAttempts, "max-attempts", 10, "attempts before a transiently failing row is marked failed")
+	f.Duration(&r.backoffMin, "backoff-min", time.Second, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
+	f.Duration(&r.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
+	f.Duration(&r.publishTimeout, "publish-timeout", time.Minute, "bound on one publish; the lease is extended while it runs")
+	f.Duration(&r.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
+}
+
+// configFlag maps relay.Config fields to the flags that set them.
+var configFlag = map[string]string{
+	"ID": "relay-id", "BatchSize": "batch-size", "Lease": "lease", "PollInterval": "poll-interval",
+	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
+	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
+}
+
+func (r *relayFlags) config() relay.Config {
+	return relay.Config{
+		ID: r.id, BatchSize: r.batchSize, Lease: r.lease, PollInterval: r.pollInterval,
+		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
+		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
+	}
+}
+
+// asUsage turns a *relay.ConfigError into a usage error naming the flag.
+func asUsage(err error) error {
+	var ce *relay.ConfigError
+	if errors.As(err, &ce) {
+		name := configFlag[ce.Field]
+		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+	}
+	return err
+}
+
+func runRelay(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	f := newFlags("relay run", "Usage: relay run [flags]\n\n"+
+		"Claims committed outbox rows and publishes them until SIGTERM or SIGINT, then stops claiming,\n"+
+		"lets the batch in flight finish (or releases it) and exits 0. Run as many replicas as you like.", stderr, getenv)
+	var (
+		db                  dbFlags
+		kf                  kafkaFlags
+		rf                  relayFlags
+		sink                string
+		logFormat, logLevel string
+	)
+	db.register(f, "")
+	kf.register(f)
+	rf.register(f)
+	f.String(&sink, "sink", "kafka", "where events go: kafka, or stdout (JSON lines, for debugging)")
+	f.String(&logFormat, "log-format", "text", "log format: text or json")
+	f.String(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if len(f.args()) > 0 {
+		return usageError("unexpected arguments %q", f.args())
+	}
+	logger, err := newLogger(stderr, logFormat, logLevel)
+	if err != nil {
+		return err
+	}
+	table, err := db.outboxTable()
+	if err != nil {
+		return err
+	}
+	cfg := rf.config()
+	cfg.Table, cfg.Logger = table, logger
+
+	var pub relay.Publisher
+	switch sink {
+	case "kafka":
+		kcfg, err := kf.config(logger)
+		if err != nil {
+			return err
+		}
+		p, err := kafka.New(kcfg)
+		if err != nil {
+			return usageError("invalid Kafka configuration: %v", err)
+		}
+		pub = p
+		logger.Info("kafka sink", "config", kcfg)
+	case "stdout":
+		pub = stdout.New(nil)
+	default:
+		return usageError("invalid value for --sink (%s): %q; use kafka or stdout", envName("sink"), sink)
+	}
+	defer pub.Close()
+
+	pool, err := db.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	r, err := relay.New(pool, pub, cfg)
+	if err != nil {
+		return asUsage(err)
+	}
+	logger.Info("connecting", "database", redactDSN(db.url), "table", table.String(), "sink", sink)
+	if err := r.Run(ctx); err != nil {
+		return fmt.Errorf("%w", err)
+	}
+	return nil
+}

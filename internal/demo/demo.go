@@ -1,0 +1,354 @@
+// Package demo runs the end-to-end demonstration behind `relay demo`: it
+// migrates an outbox table on a real PostgreSQL, starts an embedded
+// Kafka-protocol broker (kfake) unless brokers are given, writes orders and
+// their events in real transactions (some rolled back), runs several relays
+// side by side, consumes the topic back and proves that every committed
+// event arrived intact and no rolled-back one did.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers/kafka"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// Config configures a demo run.
+type Config struct {
+	// DatabaseURL is the PostgreSQL to use. Required.
+	DatabaseURL string
+	// Schema is created afresh (dropped first if present) for the run.
+	Schema string
+	// Brokers, when empty, makes the demo start kfake on 127.0.0.1.
+	Brokers []string
+	// Topic receives the events. It is created when missing.
+	Topic string
+	// Events is how many events the writers attempt, committed or not.
+	Events int
+	// Writers is the number of concurrent writer goroutines.
+	Writers int
+	// Relays is the number of relay replicas.
+	Relays int
+	// RollbackEvery rolls back one transaction in this many.
+	RollbackEvery int
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// Out receives progress lines and the summary.
+	Out io.Writer
+	// Logger receives the relays' logs.
+	Logger *slog.Logger
+}
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Committed, RolledBack      int
+	Delivered, Duplicates      int
+	Missing, RolledBackArrived int
+	Corrupted                  int
+	SentByRelay                map[string]int
+	Elapsed                    time.Duration
+}
+
+// OK reports whether the run proved the promise.
+func (s Summary) OK() bool {
+	return s.Committed > 0 && s.Missing == 0 && s.RolledBackArrived == 0 && s.Corrupted == 0
+}
+
+// written is what the writers recorded of one event.
+type written struct {
+	key, payload string
+	committed    bool
+}
+
+// Run executes the demo and returns its summary; the error is non-nil when
+// something kept the demo from running or the summary is not OK.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	out := cfg.Out
+
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return Summary{}, fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		return Summary{}, fmt.Errorf("cannot reach PostgreSQL (start it, or pass --database-url): %w", err)
+	}
+	table := outbox.Table{Schema: cfg.Schema, Name: "outbox"}
+	if err := prepareSchema(ctx, pool, table); err != nil {
+		return Summary{}, err
+	}
+	fmt.Fprintf(out, "postgres: schema %s migrated to version %03d\n", cfg.Schema, migrations.Latest())
+
+	brokers := cfg.Brokers
+	if len(brokers) == 0 {
+		b, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{cfg.Topic}, Partitions: 3})
+		if err != nil {
+			return Summary{}, fmt.Errorf("start embedded broker: %w", err)
+		}
+		defer b.Close()
+		brokers = b.Addrs()
+		fmt.Fprintf(out, "kafka:    embedded kfake broker on %v, topic %s (3 partitions)\n", brokers, cfg.Topic)
+	} else {
+		if err := ensureTopic(ctx, brokers, cfg.Topic); err != nil {
+			return Summary{}, err
+		}
+		fmt.Fprintf(out, "kafka:    brokers %v, topic %s\n", brokers, cfg.Topic)
+	}
+
+	cons, err := newConsumer(ctx, brokers, cfg.Topic)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer cons.close()
+
+	relayCtx, stopRelays := context.WithCancel(ctx)
+	var relays sync.WaitGroup
+	for i := 0; i < cfg.Relays; i++ {
+		pub, err := kafka.New(kafka.Config{Brokers: brokers})
+		if err != nil {
+			stopRelays()
+			return Summary{}, fmt.Errorf("kafka sink: %w", err)
+		}
+		r, err := relay.New(pool, pub, relay.Config{
+			Table: table, ID: fmt.Sprintf("demo-relay-%d", i+1), BatchSize: 100,
+			PollInterval: 50 * time.Millisecond, Logger: cfg.Logger,
+		})
+		if err != nil {
+			stopRelays()
+			return Summary{}, err
+		}
+		relays.Add(1)
+		go func() {
+			defer relays.Done()
+			defer pub.Close()
+			if err := r.Run(relayCtx); err != nil {
+				cfg.Logger.Error("relay stopped", "error", err)
+			}
+		}()
+	}
+	fmt.Fprintf(out, "relays:   %d replicas claiming with FOR UPDATE SKIP LOCKED\n", cfg.Relays)
+
+	events := writeEvents(ctx, pool, table, cfg, out)
+	committed := 0
+	for _, w := range events {
+		if w.committed {
+			committed++
+		}
+	}
+	fmt.Fprintf(out, "writers:  done: %d events committed, %d rolled back\n", committed, len(events)-committed)
+
+	// Wait until every committed event has arrived, printing progress.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for cons.countKnown(events) < committed && ctx.Err() == nil {
+		select {
+		case <-tick.C:
+			fmt.Fprintf(out, "progress: %d of %d committed events delivered\n", cons.countKnown(events), committed)
+		case <-cons.changed():
+		case <-ctx.Done():
+		}
+	}
+	stopRelays()
+	relays.Wait()
+	// Anything a rolled-back transaction wrote would have been published by
+	// now; read what is left on the wire.
+	cons.drain(500 * time.Millisecond)
+
+	sum := summarize(events, cons.snapshot())
+	sum.Elapsed = time.Since(start)
+	sum.SentByRelay, err = sentByRelay(context.WithoutCancel(ctx), pool, table)
+	if err != nil {
+		return sum, err
+	}
+	printSummary(out, sum)
+	if !sum.OK() {
+		if ctx.Err() != nil {
+			return sum, fmt.Errorf("demo timed out after %v: %w", cfg.Timeout, ctx.Err())
+		}
+		return sum, errors.New("demo failed: see the summary")
+	}
+	return sum, nil
+}
+
+// prepareSchema drops and recreates the demo schema, migrates the outbox
+// table and creates the business table the writers insert orders into.
+func prepareSchema(ctx context.Context, pool *pgxpool.Pool, table outbox.Table) error {
+	schema := pgx.Identifier{table.Schema}.Sanitize()
+	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+		return fmt.Errorf("drop demo schema: %w", err)
+	}
+	if _, err := migrations.Up(ctx, pool, table); err != nil {
+		return err
+	}
+	_, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.orders (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    customer    text   NOT NULL,
+    amount_cents integer NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+)`)
+	if err != nil {
+		return fmt.Errorf("create demo orders table: %w", err)
+	}
+	return nil
+}
+
+// writeEvents runs the writers: each transaction inserts an order and one
+// to three events about it; one in RollbackEvery is rolled back.
+func writeEvents(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, cfg Config, out io.Writer) map[string]written {
+	w, _ := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	var (
+		mu     sync.Mutex
+		events = map[string]written{}
+		budget atomic.Int64
+		wg     sync.WaitGroup
+		txn    atomic.Int64
+	)
+	budget.Store(int64(cfg.Events))
+	orders := pgx.Identifier{table.Schema, "orders"}.Sanitize()
+	for g := 0; g < cfg.Writers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n := 1 + rand.IntN(3)
+				if budget.Add(int64(-n)) < 0 {
+					return
+				}
+				rollback := txn.Add(1)%int64(cfg.RollbackEvery) == 0
+				got, err := writeOrder(ctx, pool, w, orders, cfg.Topic, n, rollback)
+				if err != nil {
+					cfg.Logger.Error("writer transaction failed", "error", err)
+					continue
+				}
+				mu.Lock()
+				for id, e := range got {
+					events[id] = e
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return events
+}
+
+func writeOrder(ctx context.Context, pool *pgxpool.Pool, w *outbox.Writer, orders, topic string, n int, rollback bool) (map[string]written, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	customer := fmt.Sprintf("customer-%03d", rand.IntN(200))
+	var orderID int64
+	if err := tx.QueryRow(ctx, "INSERT INTO "+orders+" (customer, amount_cents) VALUES ($1, $2) RETURNING id",
+		customer, 100+rand.IntN(100000)).Scan(&orderID); err != nil {
+		return nil, err
+	}
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		kind := []string{"order.created", "order.paid", "order.shipped"}[i]
+		msgs[i] = outbox.Message{
+			Topic:   topic,
+			Key:     []byte(customer),
+			Payload: fmt.Appendf(nil, `{"order_id":%d,"event":%q,"customer":%q}`, orderID, kind, customer),
+			Headers: map[string]string{"event-type": kind, "order-id": fmt.Sprint(orderID)},
+		}
+	}
+	results, err := w.WriteBatch(ctx, tx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[string]written, n)
+	for i, r := range results {
+		got[r.ID.String()] = written{key: customer, payload: string(msgs[i].Payload), committed: !rollback}
+	}
+	if rollback {
+		return got, tx.Rollback(ctx)
+	}
+	return got, tx.Commit(ctx)
+}
+
+// summarize compares what was written with what arrived.
+func summarize(events map[string]written, arrived map[string][]received) Summary {
+	var s Summary
+	for id, w := range events {
+		got := arrived[id]
+		if w.committed {
+			s.Committed++
+		} else {
+			s.RolledBack++
+		}
+		switch {
+		case len(got) == 0 && w.committed:
+			s.Missing++
+		case len(got) > 0 && !w.committed:
+			s.RolledBackArrived++
+		case len(got) > 0:
+			s.Delivered++
+			s.Duplicates += len(got) - 1
+			for _, r := range got {
+				if r.key != w.key || r.payload != w.payload {
+					s.Corrupted++
+				}
+			}
+		}
+	}
+	return s
+}
+
+func sentByRelay(ctx context.Context, pool *pgxpool.Pool, table outbox.Table) (map[string]int, error) {
+	rows, err := pool.Query(ctx, "SELECT locked_by, count(*) FROM "+table.Ident()+" WHERE status = 'sent' GROUP BY locked_by")
+	if err != nil {
+		return nil, fmt.Errorf("count sent rows: %w", err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var who string
+		var n int
+		if err := rows.Scan(&who, &n); err != nil {
+			return nil, err
+		}
+		out[who] = n
+	}
+	return out, rows.Err()
+}
+
+func printSummary(out io.Writer, s Summary) {
+	verdict := "OK: every committed event arrived intact, no rolled-back event arrived"
+	if !s.OK() {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(out, `
+summary
+  committed events           %d
+  rolled-back events         %d
+  delivered (distinct)       %d
+  duplicates                 %d
+  missing                    %d
+  rolled-back but delivered  %d
+  corrupted (key/payload)    %d
+  elapsed                    %v
+`, s.Committed, s.RolledBack, s.Delivered, s.Duplicates, s.Missing, s.RolledBackArrived, s.Corrupted, s.Elapsed.Round(time.Millisecond))
+	for _, who := range slices.Sorted(maps.Keys(s.SentByRelay)) {
+		fmt.Fprintf(out, "  sent by %-18s %d\n", who, s.SentByRelay[who])
+	}
+	fmt.Fprintln(out, verdict)
+}
