@@ -8,7 +8,7 @@
 // constraints), so one database can hold several outbox tables. Identifiers
 // are validated and quoted, never pasted raw.
 //
-// Every run takes a transaction-scoped advisory lock for its table first, so
+// Every run takes a transaction-scoped advisory lock for its schema first, so
 // replicas may run `migrate up` at the same moment: one applies, the others
 // wait and then find nothing to do. A run applies all pending migrations in
 // one transaction, so a failure leaves the schema as it was.

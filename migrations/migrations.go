@@ -110,7 +110,7 @@ func Up(ctx context.Context, db DB, table outbox.Table) ([]Migration, error) {
 		return nil, err
 	}
 	var applied []Migration
-	err = locked(ctx, db, table, true, func(tx pgx.Tx, done map[int]time.Time) error {
+	err = locked(ctx, db, table, func(tx pgx.Tx, done map[int]time.Time) error {
 		for _, m := range all {
 			if _, ok := done[m.Version]; ok {
 				continue
@@ -135,7 +135,7 @@ func Down(ctx context.Context, db DB, table outbox.Table) (reverted Migration, o
 	if err != nil {
 		return Migration{}, false, err
 	}
-	err = locked(ctx, db, table, true, func(tx pgx.Tx, done map[int]time.Time) error {
+	err = locked(ctx, db, table, func(tx pgx.Tx, done map[int]time.Time) error {
 		for i := len(all) - 1; i >= 0; i-- {
 			m := all[i]
 			if _, applied := done[m.Version]; !applied {
@@ -156,32 +156,66 @@ func Down(ctx context.Context, db DB, table outbox.Table) (reverted Migration, o
 }
 
 // Status lists every embedded migration with its applied time, plus any
-// applied version this binary does not know (Name "unknown").
-func Status(ctx context.Context, db DB, table outbox.Table) ([]State, error) {
+// applied version this binary does not know (Name "unknown"). It only reads:
+// a user without DDL rights may run it.
+func Status(ctx context.Context, q Querier, table outbox.Table) ([]State, error) {
+	if err := table.Validate(); err != nil {
+		return nil, err
+	}
 	all, err := All()
 	if err != nil {
 		return nil, err
 	}
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table.Related("migrations")).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("migrations: look up %s: %w", table.Related("migrations"), err)
+	}
+	done := map[int]time.Time{}
+	if exists {
+		if done, err = appliedVersions(ctx, q, table); err != nil {
+			return nil, err
+		}
+	}
 	var states []State
-	err = locked(ctx, db, table, false, func(_ pgx.Tx, done map[int]time.Time) error {
-		known := map[int]bool{}
-		for _, m := range all {
-			known[m.Version] = true
-			states = append(states, State{Migration: m, AppliedAt: done[m.Version]})
+	known := map[int]bool{}
+	for _, m := range all {
+		known[m.Version] = true
+		states = append(states, State{Migration: m, AppliedAt: done[m.Version]})
+	}
+	for v, at := range done {
+		if !known[v] {
+			states = append(states, State{Migration: Migration{Version: v, Name: "unknown"}, AppliedAt: at})
 		}
-		for v, at := range done {
-			if !known[v] {
-				states = append(states, State{Migration: Migration{Version: v, Name: "unknown"}, AppliedAt: at})
-			}
-		}
-		return nil
-	})
+	}
 	sort.Slice(states, func(i, j int) bool { return states[i].Version < states[j].Version })
-	return states, err
+	return states, nil
 }
 
-// Querier is what Check needs: pgx.Conn, pgx.Tx and pgxpool.Pool satisfy it.
+// appliedVersions reads the migrations table.
+func appliedVersions(ctx context.Context, q Querier, table outbox.Table) (map[int]time.Time, error) {
+	rows, err := q.Query(ctx, "SELECT version, applied_at FROM "+table.Related("migrations"))
+	if err != nil {
+		return nil, fmt.Errorf("migrations: read versions: %w", err)
+	}
+	done := map[int]time.Time{}
+	for rows.Next() {
+		var v int
+		var at time.Time
+		if err := rows.Scan(&v, &at); err != nil {
+			return nil, fmt.Errorf("migrations: read versions: %w", err)
+		}
+		done[v] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("migrations: read versions: %w", err)
+	}
+	return done, nil
+}
+
+// Querier is what Status and Check need: pgx.Conn, pgx.Tx and pgxpool.Pool
+// satisfy it.
 type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -216,8 +250,8 @@ func Check(ctx context.Context, q Querier, table outbox.Table) error {
 
 // locked runs fn in a transaction holding the table's migration lock, with
 // the schema and the migrations table created if missing, and passes the
-// applied versions. The transaction commits only when commit is true.
-func locked(ctx context.Context, db DB, table outbox.Table, commit bool, fn func(pgx.Tx, map[int]time.Time) error) error {
+// applied versions. The transaction commits when fn succeeds.
+func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[int]time.Time) error) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -227,7 +261,7 @@ func locked(ctx context.Context, db DB, table outbox.Table, commit bool, fn func
 		return fmt.Errorf("migrations: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "outboxrelay.migrate:"+table.Ident()); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "outboxrelay.migrate:"+pgx.Identifier{table.Schema}.Sanitize()); err != nil {
 		return fmt.Errorf("migrations: take lock: %w", err)
 	}
 	setup := []string{
@@ -243,23 +277,11 @@ func locked(ctx context.Context, db DB, table outbox.Table, commit bool, fn func
 			return fmt.Errorf("migrations: prepare %s: %w", table, err)
 		}
 	}
-	rows, err := tx.Query(ctx, "SELECT version, applied_at FROM "+table.Related("migrations"))
+	done, err := appliedVersions(ctx, tx, table)
 	if err != nil {
-		return fmt.Errorf("migrations: read versions: %w", err)
+		return err
 	}
-	done := map[int]time.Time{}
-	for rows.Next() {
-		var v int
-		var at time.Time
-		if err := rows.Scan(&v, &at); err != nil {
-			return fmt.Errorf("migrations: read versions: %w", err)
-		}
-		done[v] = at
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("migrations: read versions: %w", err)
-	}
-	if err := fn(tx, done); err != nil || !commit {
+	if err := fn(tx, done); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -2,7 +2,9 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,7 +39,9 @@ type WriterConfig struct {
 
 // Result reports what happened to one written message.
 type Result struct {
-	// ID is the event id, generated unless the message carried one.
+	// ID is the event id, generated unless the message carried one. For a
+	// duplicate it is the id of the row already in the table, or uuid.Nil
+	// when the caller's transaction cannot see that row.
 	ID uuid.UUID
 	// Duplicate is true when a row with the same ID or DedupKey already
 	// existed, so nothing was written. The caller's transaction is unharmed.
@@ -105,7 +109,13 @@ func (w *Writer) Write(ctx context.Context, tx Executor, msg Message) (Result, e
 	if err != nil {
 		return Result{}, fmt.Errorf("outbox: insert into %s: %w", w.table, err)
 	}
-	return Result{ID: msg.ID, Duplicate: tag.RowsAffected() == 0}, nil
+	res := Result{ID: msg.ID, Duplicate: tag.RowsAffected() == 0}
+	if res.Duplicate && msg.DedupKey != "" {
+		if res.ID, err = w.existingID(ctx, tx, msg.DedupKey); err != nil {
+			return Result{}, err
+		}
+	}
+	return res, nil
 }
 
 // WriteBatch validates every message first, then inserts them all inside tx
@@ -170,9 +180,36 @@ func (w *Writer) insertChunk(ctx context.Context, tx Executor, rows [][]any, res
 		fresh[id] = true
 	}
 	for i := range results {
-		results[i].Duplicate = !fresh[results[i].ID.String()]
+		id := results[i].ID.String()
+		if fresh[id] {
+			delete(fresh, id) // a second message with the same id is a duplicate
+			continue
+		}
+		results[i].Duplicate = true
+		if dedup, _ := rows[i][5].(string); dedup != "" {
+			existing, err := w.existingID(ctx, tx, dedup)
+			if err != nil {
+				return err
+			}
+			results[i].ID = existing
+		}
 	}
 	return nil
+}
+
+// existingID returns the id of the row holding dedupKey, or uuid.Nil when tx
+// cannot see it (e.g. it was written by a concurrent transaction and tx
+// runs at REPEATABLE READ).
+func (w *Writer) existingID(ctx context.Context, tx Executor, dedupKey string) (uuid.UUID, error) {
+	var id string
+	err := tx.QueryRow(ctx, "SELECT id::text FROM "+w.table.Ident()+" WHERE dedup_key = $1", dedupKey).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
+		return uuid.Nil, nil
+	}
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("outbox: look up duplicate of dedup key: %w", err)
+	}
+	return uuid.Parse(id)
 }
 
 const onConflict = "\nON CONFLICT DO NOTHING"

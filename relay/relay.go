@@ -33,11 +33,13 @@ type Relay struct {
 type BatchResult struct {
 	// Claimed is the number of rows taken.
 	Claimed int
-	// Sent, Retried, Failed and Released count rows by outcome; Released
-	// rows went back to pending without spending an attempt.
+	// Sent, Retried, Failed and Released count rows whose outcome was
+	// recorded; Released rows went back to pending without spending an
+	// attempt.
 	Sent, Retried, Failed, Released int
 	// Fenced counts rows whose outcome was not recorded because another
-	// replica held them by then.
+	// replica held them by then. Claimed = Sent + Retried + Failed +
+	// Released + Fenced.
 	Fenced int
 	// SinkUnavailable is true when the sink reported that it is down.
 	SinkUnavailable bool
@@ -128,11 +130,11 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	if err := ctx.Err(); err != nil {
 		return BatchResult{}, nil
 	}
-	// Database statements outlive ctx: a claim whose result is lost to a
+	// The claim outlives ctx: a claim whose result is lost to a
 	// cancellation would strand rows until their lease ends.
-	dbctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer cancel()
-	rows, err := r.store.claim(dbctx, limit)
+	rows, err := r.store.claim(cctx, limit)
 	if err != nil || len(rows) == 0 {
 		return BatchResult{}, err
 	}
@@ -175,21 +177,27 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 		}
 	}
 
-	res.Sent, res.Retried, res.Failed, res.Released = len(sent), len(retries), len(failures), len(released)
+	// The write-back gets its own deadline, a lease from now: the publish
+	// may have run longer than a lease while the heartbeat kept the rows.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	defer wcancel()
 	steps := []struct {
-		what string
-		do   func(context.Context) (int, error)
+		what  string
+		count *int
+		n     int
+		do    func(context.Context) (int, error)
 	}{
-		{"sent", func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sent) }},
-		{"retry", func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, retries) }},
-		{"failed", func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, failures) }},
-		{"release", func(ctx context.Context) (int, error) { return r.store.release(ctx, released) }},
+		{"sent", &res.Sent, len(sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sent) }},
+		{"retry", &res.Retried, len(retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, retries) }},
+		{"failed", &res.Failed, len(failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, failures) }},
+		{"release", &res.Released, len(released), func(ctx context.Context) (int, error) { return r.store.release(ctx, released) }},
 	}
 	for _, step := range steps {
-		fenced, err := r.retryWrite(dbctx, step.do)
+		fenced, err := r.retryWrite(wctx, step.do)
 		if err != nil {
 			return res, fmt.Errorf("record outcome (%s) of %d claimed rows: %w; they return after the lease", step.what, len(rows), err)
 		}
+		*step.count = step.n - fenced
 		res.Fenced += fenced
 	}
 	r.logBatch(res, retries, failures)

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var err error
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "run":
-		err = runRelay(ctx, rest, getenv, stderr)
+		err = runRelay(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "demo":

@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
-	"github.com/outboxrelay/outboxrelay/publishers/stdout"
+	stdoutsink "github.com/outboxrelay/outboxrelay/publishers/stdout"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -83,12 +82,25 @@ var configFlag = map[string]string{
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
 }
 
-func (r *relayFlags) config() relay.Config {
+// config builds the relay.Config. Zero means "default" in relay.Config, so
+// zero and negative flag values are rejected here, naming the flag.
+func (r *relayFlags) config() (relay.Config, error) {
+	positive := map[string]int64{
+		"batch-size": int64(r.batchSize), "max-attempts": int64(r.maxAttempts),
+		"lease": int64(r.lease), "poll-interval": int64(r.pollInterval),
+		"backoff-min": int64(r.backoffMin), "backoff-max": int64(r.backoffMax),
+		"publish-timeout": int64(r.publishTimeout), "shutdown-timeout": int64(r.shutdownTimeout),
+	}
+	for name, v := range positive {
+		if v <= 0 {
+			return relay.Config{}, usageError("invalid value for --%s (%s): must be positive", name, envName(name))
+		}
+	}
 	return relay.Config{
 		ID: r.id, BatchSize: r.batchSize, Lease: r.lease, PollInterval: r.pollInterval,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
-	}
+	}, nil
 }
 
 // asUsage turns a *relay.ConfigError into a usage error naming the flag.
@@ -101,7 +113,7 @@ func asUsage(err error) error {
 	return err
 }
 
-func runRelay(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func runRelay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay run", "Usage: relay run [flags]\n\n"+
 		"Claims committed outbox rows and publishes them until SIGTERM or SIGINT, then stops claiming,\n"+
 		"lets the batch in flight finish (or releases it) and exits 0. Run as many replicas as you like.", stderr, getenv)
@@ -132,7 +144,10 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	cfg := rf.config()
+	cfg, err := rf.config()
+	if err != nil {
+		return err
+	}
 	cfg.Table, cfg.Logger = table, logger
 
 	var pub relay.Publisher
@@ -149,7 +164,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		pub = p
 		logger.Info("kafka sink", "config", kcfg)
 	case "stdout":
-		pub = stdout.New(nil)
+		pub = stdoutsink.New(stdout)
 	default:
 		return usageError("invalid value for --sink (%s): %q; use kafka or stdout", envName("sink"), sink)
 	}
@@ -165,8 +180,5 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		return asUsage(err)
 	}
 	logger.Info("connecting", "database", redactDSN(db.url), "table", table.String(), "sink", sink)
-	if err := r.Run(ctx); err != nil {
-		return fmt.Errorf("%w", err)
-	}
-	return nil
+	return r.Run(ctx)
 }

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// syncBuffer is a bytes.Buffer safe for the relay's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// invoke runs the binary's entry point with env as the environment.
+func invoke(ctx context.Context, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut syncBuffer
+	code = run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestBadConfigurationExits2NamingTheFlag(t *testing.T) {
+	t.Parallel()
+	url := "postgres://postgres@127.0.0.1:1/postgres"
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no command", nil, nil, "Usage"},
+		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"missing database url", nil, []string{"run", "--sink", "stdout"}, "--database-url (OUTBOX_DATABASE_URL) is required"},
+		{"bad batch size", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--batch-size", "0"}, "--batch-size (OUTBOX_BATCH_SIZE)"},
+		{"bad lease from env", map[string]string{"OUTBOX_LEASE": "soon"}, []string{"run", "--sink", "stdout", "--database-url", url}, "--lease from OUTBOX_LEASE"},
+		{"short lease", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--lease", "10ms"}, "--lease (OUTBOX_LEASE)"},
+		{"backoff bounds", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--backoff-min", "1m", "--backoff-max", "1s"}, "--backoff-max"},
+		{"unknown sink", nil, []string{"run", "--sink", "carrier-pigeon", "--database-url", url}, "--sink (OUTBOX_SINK)"},
+		{"kafka without brokers", nil, []string{"run", "--database-url", url}, "--kafka-brokers (OUTBOX_KAFKA_BROKERS) is required"},
+		{"bad table name", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--table", "outbox; DROP TABLE x"}, "--table (OUTBOX_TABLE)"},
+		{"bad schema name", nil, []string{"migrate", "up", "--database-url", url, "--schema", "a.b"}, "--schema (OUTBOX_SCHEMA)"},
+		{"bad log level", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--log-level", "loud"}, "--log-level"},
+		{"unknown flag", nil, []string{"run", "--frobnicate"}, "frobnicate"},
+		{"migrate without subcommand", nil, []string{"migrate"}, "up, down or status"},
+		{"bad database url", nil, []string{"migrate", "up", "--database-url", "postgres://u:hunter2@[::1"}, "--database-url (OUTBOX_DATABASE_URL)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := invoke(context.Background(), c.env, c.args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Fatalf("stderr does not mention %q:\n%s", c.want, stderr)
+			}
+			if strings.Contains(stderr, "hunter2") {
+				t.Fatalf("stderr leaks the password:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestHelpListsEnvironmentVariables(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := invoke(context.Background(), nil, "run", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"-database-url", "[OUTBOX_DATABASE_URL]", "-kafka-sasl-password", "[OUTBOX_BATCH_SIZE]"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	if code, out, _ := invoke(context.Background(), nil, "version"); code != 0 || !strings.HasPrefix(out, "relay ") {
+		t.Errorf("version: exit %d, output %q", code, out)
+	}
+}
+
+func TestRunNamesMigrateUpWhenTableIsMissing(t *testing.T) {
+	t.Parallel()
+	_, table := testdb.NewEmpty(t)
+	code, _, stderr := invoke(context.Background(), nil, "run", "--sink", "stdout",
+		"--database-url", testdb.URL(t), "--schema", table.Schema)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "relay migrate up") {
+		t.Fatalf("stderr does not name `relay migrate up`:\n%s", stderr)
+	}
+}
+
+func TestUnreachableDatabaseIsRetriedWithoutLeakingThePassword(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"run", "--sink", "stdout", "--database-url", "postgres://app:hunter2@127.0.0.1:1/db"},
+			func(string) string { return "" }, &out, &errOut)
+	}()
+	await(t, 10*time.Second, func() bool { return strings.Count(errOut.String(), "database unreachable; retrying") >= 2 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d after cancel, want 0; stderr:\n%s", code, errOut.String())
+	}
+	if strings.Contains(errOut.String(), "hunter2") {
+		t.Fatalf("logs leak the password:\n%s", errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "app:xxxxx@") {
+		t.Fatalf("logs do not show the redacted URL:\n%s", errOut.String())
+	}
+}
+
+func TestMigrateAndRunWithStdoutSink(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.NewEmpty(t)
+	url := testdb.URL(t)
+	env := map[string]string{"OUTBOX_DATABASE_URL": url, "OUTBOX_SCHEMA": table.Schema}
+	ctx := context.Background()
+
+	code, out, stderr := invoke(ctx, env, "migrate", "up")
+	if code != 0 || !strings.Contains(out, "applied 001_create_outbox") {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ = invoke(ctx, env, "migrate", "up"); code != 0 || !strings.Contains(out, "up to date") {
+		t.Fatalf("second migrate up: exit %d\n%s", code, out)
+	}
+	if code, out, _ = invoke(ctx, env, "migrate", "status"); code != 0 || !strings.Contains(out, "001_create_outbox") || !strings.Contains(out, "applied 2") {
+		t.Fatalf("migrate status: exit %d\n%s", code, out)
+	}
+
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 3; i++ {
+		res, err := w.Write(ctx, pool, outbox.Message{Topic: "cli.test", Key: []byte("k"), Payload: fmt.Appendf(nil, "event %d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID.String())
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var runOut, runErr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, []string{"run", "--sink", "stdout", "--poll-interval", "20ms", "--log-format", "json"},
+			func(k string) string { return env[k] }, &runOut, &runErr)
+	}()
+	await(t, 10*time.Second, func() bool {
+		for _, id := range ids {
+			if !strings.Contains(runOut.String(), id) {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exit %d; stderr:\n%s", code, runErr.String())
+	}
+	if !strings.Contains(runErr.String(), `"msg":"relay started"`) {
+		t.Fatalf("no JSON start log:\n%s", runErr.String())
+	}
+
+	if code, out, _ = invoke(ctx, env, "migrate", "down"); code != 0 || !strings.Contains(out, "reverted 001_create_outbox") {
+		t.Fatalf("migrate down: exit %d\n%s", code, out)
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table.Ident()).Scan(&exists); err != nil || exists {
+		t.Fatalf("outbox table still exists after down (err %v)", err)
+	}
+}
+
+func await(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,145 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+var (
+	// ErrInvalidConfig is wrapped by the error New returns for an invalid
+	// Config; the message names the field.
+	ErrInvalidConfig = errors.New("kafka: invalid config")
+	// ErrClosed is returned by Publish after Close.
+	ErrClosed = errors.New("kafka: publisher closed")
+)
+
+// Broker error codes by what they say about the failed messages. Codes in
+// neither set (NotEnoughReplicas, LeaderNotAvailable, NotLeaderForPartition,
+// RequestTimedOut, ...) are transient: a later retry may succeed.
+var (
+	// recordCodes reject something in the record batch itself. The broker
+	// rejects the whole batch, so the messages that share it with the
+	// culprit fail too: Publish re-sends them alone to find the culprit.
+	recordCodes = map[kafkago.Error]bool{
+		kafkago.InvalidMessage:      true, // CORRUPT_MESSAGE
+		kafkago.InvalidMessageSize:  true,
+		kafkago.MessageSizeTooLarge: true,
+		kafkago.RecordListTooLarge:  true,
+		kafkago.InvalidTimestamp:    true,
+		kafkago.InvalidRecord:       true, // e.g. a record without key on a compacted topic
+	}
+	// topicCodes reject the topic: every message for it fails alike.
+	topicCodes = map[kafkago.Error]bool{
+		kafkago.UnknownTopicOrPartition:  true,
+		kafkago.InvalidTopic:             true,
+		kafkago.TopicAuthorizationFailed: true,
+	}
+	// sinkCodes mean that no message can get through: the brokers are
+	// unreachable or refuse this client as a whole.
+	sinkCodes = map[kafkago.Error]bool{
+		kafkago.BrokerNotAvailable:         true,
+		kafkago.NetworkException:           true,
+		kafkago.SASLAuthenticationFailed:   true,
+		kafkago.UnsupportedSASLMechanism:   true,
+		kafkago.IllegalSASLState:           true,
+		kafkago.ClusterAuthorizationFailed: true,
+		kafkago.SecurityDisabled:           true,
+	}
+)
+
+// classify marks err for the relay, which is the one place where kafka-go
+// and network errors are translated:
+//
+//   - publishers.Permanent: the message itself or its topic is rejected
+//     (recordCodes, topicCodes, or a client-side MessageTooLargeError);
+//   - publishers.Unavailable: the sink as a whole cannot take messages
+//     (sinkCodes, network and TLS failures, a publish deadline);
+//   - unchanged: transient, or the caller's cancellation.
+//
+// Errors already marked are returned as they are.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case publishers.IsPermanent(err), errors.Is(err, publishers.ErrUnavailable):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
+		return err
+	}
+	var code kafkago.Error
+	if errors.As(err, &code) {
+		switch {
+		case recordCodes[code], topicCodes[code]:
+			return publishers.Permanent(err)
+		case sinkCodes[code]:
+			return publishers.Unavailable(err)
+		default:
+			return err
+		}
+	}
+	if isNetworkError(err) {
+		return publishers.Unavailable(err)
+	}
+	return err
+}
+
+// isRecordLevel reports whether err rejects a record batch for its content,
+// so that the messages sharing the batch need to be told apart.
+func isRecordLevel(err error) bool {
+	var code kafkago.Error
+	return errors.As(err, &code) && recordCodes[code]
+}
+
+// isNetworkError reports whether err means the brokers could not be reached
+// or the connection broke: dial and connection failures, I/O timeouts, a
+// publish deadline, a failed TLS handshake.
+func isNetworkError(err error) bool {
+	for _, target := range []error{
+		context.DeadlineExceeded,
+		io.EOF,
+		io.ErrUnexpectedEOF,
+		net.ErrClosed,
+		syscall.ECONNREFUSED,
+		syscall.ECONNRESET,
+		syscall.ECONNABORTED,
+		syscall.EPIPE,
+		syscall.ETIMEDOUT,
+		syscall.EHOSTUNREACH,
+		syscall.ENETUNREACH,
+		syscall.ENETDOWN,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var (
+		netErr     net.Error
+		opErr      *net.OpError
+		dnsErr     *net.DNSError
+		recordErr  tls.RecordHeaderError
+		alertErr   tls.AlertError
+		verifyErr  *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &opErr), errors.As(err, &dnsErr):
+		return true
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return true
+	case errors.As(err, &recordErr), errors.As(err, &alertErr), errors.As(err, &verifyErr),
+		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
+		return true
+	}
+	return false
+}

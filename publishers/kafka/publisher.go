@@ -1,0 +1,463 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// Publisher publishes outbox messages to Kafka with kafka-go's Writer,
+// synchronously and with acks=all. Its methods are safe for concurrent use.
+type Publisher struct {
+	cfg       Config
+	sasl      sasl.Mechanism
+	transport *kafkago.Transport
+	writer    *kafkago.Writer
+
+	// isolated re-sends the messages of a rejected batch in smaller
+	// batches, one caller at a time, so that no other caller's message
+	// shares their batch (see isolate).
+	isolated  *kafkago.Writer
+	isolateMu sync.Mutex
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Publisher for cfg. It does not connect: the first Publish
+// does. The error of an invalid cfg wraps ErrInvalidConfig.
+func New(cfg Config) (*Publisher, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	mechanism, err := saslMechanism(cfg.SASL)
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{
+		cfg:  cfg,
+		sasl: mechanism,
+		transport: &kafkago.Transport{
+			DialTimeout: cfg.DialTimeout,
+			ClientID:    cfg.ClientID,
+			TLS:         cfg.TLS,
+			SASL:        mechanism,
+		},
+	}
+	p.writer = p.newWriter()
+	p.isolated = p.newWriter()
+	return p, nil
+}
+
+// saslMechanism builds kafka-go's mechanism for s. Its errors never hold
+// the password.
+func saslMechanism(s SASLConfig) (sasl.Mechanism, error) {
+	switch s.Mechanism {
+	case "":
+		return nil, nil
+	case SASLPlain:
+		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
+	}
+	algo := scram.SHA256
+	if s.Mechanism == SASLScramSHA512 {
+		algo = scram.SHA512
+	}
+	m, err := scram.Mechanism(algo, s.Username, s.Password)
+	if err != nil {
+		// The underlying message may quote the password: drop it.
+		return nil, fmt.Errorf("%w: SASL: username or password is not valid for %s (SASLprep)", ErrInvalidConfig, s.Mechanism)
+	}
+	return m, nil
+}
+
+func (p *Publisher) newWriter() *kafkago.Writer {
+	w := &kafkago.Writer{
+		Addr:                   kafkago.TCP(p.cfg.Brokers...),
+		Balancer:               newBalancer(p.cfg.Partitioner),
+		MaxAttempts:            p.cfg.MaxAttempts,
+		BatchSize:              p.cfg.BatchSize,
+		BatchBytes:             int64(p.cfg.MaxMessageBytes),
+		BatchTimeout:           p.cfg.BatchTimeout,
+		ReadTimeout:            p.cfg.WriteTimeout,
+		WriteTimeout:           p.cfg.WriteTimeout,
+		RequiredAcks:           kafkago.RequireAll,
+		Transport:              p.transport,
+		AllowAutoTopicCreation: p.cfg.AllowAutoTopicCreation,
+	}
+	if l := p.cfg.Logger; l != nil {
+		w.Logger = kafkago.LoggerFunc(func(format string, args ...any) {
+			l.Debug(fmt.Sprintf(format, args...), slog.String("component", "kafka-go"))
+		})
+		w.ErrorLogger = kafkago.LoggerFunc(func(format string, args ...any) {
+			l.Warn(fmt.Sprintf(format, args...), slog.String("component", "kafka-go"))
+		})
+	}
+	return w
+}
+
+// Publish sends msgs and waits for the brokers to acknowledge them (acks=all).
+//
+// It returns nil when every message was acknowledged, a publishers.Errors
+// with one entry per message when the outcome differs between messages,
+// and a single error when the whole call failed alike (wrapping
+// publishers.ErrUnavailable when no broker could take any message). Each
+// failure is classified as described in the package documentation.
+//
+// Messages are grouped by topic and each topic is written on its own, so a
+// missing or forbidden topic fails only its own messages. Within a topic,
+// messages of the same partition are sent in their order in msgs.
+//
+// When ctx ends first, Publish returns, but kafka-go may still be sending
+// and may still read the messages' Key, Payload and Headers; the caller
+// must not modify them.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return classify(fmt.Errorf("kafka: publish: %w", err))
+	}
+
+	results := make([]error, len(msgs))
+	records := make([]kafkago.Message, len(msgs))
+	groups := make(map[string][]int)
+	var topics []string // first-seen order, for determinism
+	for i := range msgs {
+		m := &msgs[i]
+		if err := outbox.ValidateTopic(m.Topic); err != nil {
+			results[i] = publishers.Permanent(fmt.Errorf("kafka: event %s: %w", m.ID, err))
+			continue
+		}
+		records[i] = toKafka(m)
+		if size := messageSize(&records[i]); size > p.cfg.MaxMessageBytes {
+			results[i] = publishers.Permanent(fmt.Errorf("kafka: topic %q: event %s: message of %d bytes exceeds MaxMessageBytes (%d): %w",
+				m.Topic, m.ID, size, p.cfg.MaxMessageBytes, kafkago.MessageSizeTooLarge))
+			continue
+		}
+		if _, ok := groups[m.Topic]; !ok {
+			topics = append(topics, m.Topic)
+		}
+		groups[m.Topic] = append(groups[m.Topic], i)
+	}
+
+	if len(topics) == 1 {
+		err := p.publishTopic(ctx, topics[0], records, groups[topics[0]], results)
+		if err != nil && len(groups[topics[0]]) == len(msgs) {
+			return err // one topic holding every message failed as a whole
+		}
+		return summarize(results)
+	}
+	// Each topic's goroutine writes only the results of its own messages.
+	var wg sync.WaitGroup
+	for _, topic := range topics {
+		wg.Go(func() { p.publishTopic(ctx, topic, records, groups[topic], results) })
+	}
+	wg.Wait()
+	return summarize(results)
+}
+
+// summarize turns per-message results into Publish's return value: nil
+// when all succeeded, the first error when every message failed because
+// the sink is unavailable, a publishers.Errors otherwise.
+func summarize(results []error) error {
+	failed, unavailable := 0, 0
+	for _, err := range results {
+		if err != nil {
+			failed++
+			if errors.Is(err, publishers.ErrUnavailable) {
+				unavailable++
+			}
+		}
+	}
+	switch {
+	case failed == 0:
+		return nil
+	case unavailable == len(results):
+		return results[0]
+	default:
+		return publishers.Errors(results)
+	}
+}
+
+// publishTopic writes the messages records[i] for i in idxs, all of one
+// topic, and sets results[i]. It returns the error shared by all of them
+// when the write failed as a whole, nil otherwise.
+func (p *Publisher) publishTopic(ctx context.Context, topic string, records []kafkago.Message, idxs []int, results []error) error {
+	batch := make([]kafkago.Message, len(idxs))
+	for j, i := range idxs {
+		batch[j] = records[i]
+	}
+	errs, whole := p.write(ctx, p.writer, batch)
+	if whole != nil {
+		whole = p.confirmUnknownTopicWhole(ctx, topic, whole)
+	} else {
+		p.confirmUnknownTopic(ctx, topic, errs)
+		p.isolate(ctx, batch, errs)
+		whole = sameError(errs)
+	}
+	if whole != nil {
+		whole = classify(fmt.Errorf("kafka: topic %q: %w", topic, whole))
+		for _, i := range idxs {
+			results[i] = whole
+		}
+		return whole
+	}
+	for j, i := range idxs {
+		if errs[j] != nil {
+			results[i] = classify(fmt.Errorf("kafka: topic %q: event %s: %w", topic, eventID(&batch[j]), errs[j]))
+		}
+	}
+	return nil
+}
+
+// sameError returns the error shared by every entry of errs (all from one
+// failed batch), or nil when they differ or one is nil.
+func sameError(errs []error) error {
+	first := errs[0]
+	if first == nil || !reflect.TypeOf(first).Comparable() {
+		return nil
+	}
+	for _, err := range errs[1:] {
+		if err != first { // no panic: first's dynamic type is comparable
+			return nil
+		}
+	}
+	return first
+}
+
+// write sends batch with w and returns one raw error per message, or, when
+// the call failed as a whole, that error as whole (and errs nil).
+func (p *Publisher) write(ctx context.Context, w *kafkago.Writer, batch []kafkago.Message) (errs []error, whole error) {
+	errs = make([]error, len(batch))
+	pending := make([]int, len(batch)) // indexes into batch still to send
+	for j := range pending {
+		pending[j] = j
+	}
+	sendMsgs := batch
+	for {
+		err := w.WriteMessages(ctx, sendMsgs...)
+		if err == nil {
+			return errs, nil
+		}
+		var (
+			perMessage kafkago.WriteErrors
+			tooLarge   kafkago.MessageTooLargeError
+		)
+		switch {
+		case errors.As(err, &perMessage) && len(perMessage) == len(pending):
+			for k, j := range pending {
+				errs[j] = perMessage[k]
+			}
+			return errs, nil
+		case errors.As(err, &tooLarge):
+			// kafka-go refuses the whole call for one message larger
+			// than BatchBytes. Publish checks sizes first, so this is a
+			// safety net: fail that message, send the others again.
+			k := indexOfEvent(sendMsgs, eventID(&tooLarge.Message))
+			if k < 0 {
+				break
+			}
+			errs[pending[k]] = err
+			pending = append(pending[:k:k], pending[k+1:]...)
+			if len(pending) == 0 {
+				return errs, nil
+			}
+			sendMsgs = make([]kafkago.Message, len(pending))
+			for k, j := range pending {
+				sendMsgs[k] = batch[j]
+			}
+			continue
+		case errors.Is(err, io.ErrClosedPipe):
+			err = ErrClosed
+		}
+		if len(pending) == len(batch) {
+			return nil, err
+		}
+		for _, j := range pending {
+			errs[j] = err
+		}
+		return errs, nil
+	}
+}
+
+// indexOfEvent returns the index of the message with event id id in msgs,
+// or -1.
+func indexOfEvent(msgs []kafkago.Message, id string) int {
+	if id == "" {
+		return -1
+	}
+	for k := range msgs {
+		if eventID(&msgs[k]) == id {
+			return k
+		}
+	}
+	return -1
+}
+
+// isolate re-sends the messages whose batch the broker rejected for its
+// content (isRecordLevel): the broker rejects a batch whole, so the
+// messages sharing it with the culprit got the same error. They are sent
+// again with the isolated writer, in halves, until each failure is known to
+// belong to a message sent alone. It updates errs in place.
+func (p *Publisher) isolate(ctx context.Context, batch []kafkago.Message, errs []error) {
+	var suspects []int
+	for j, err := range errs {
+		if isRecordLevel(err) {
+			suspects = append(suspects, j)
+		}
+	}
+	if len(suspects) == 0 {
+		return
+	}
+	p.isolateMu.Lock()
+	defer p.isolateMu.Unlock()
+	p.bisect(ctx, batch, suspects, errs)
+}
+
+func (p *Publisher) bisect(ctx context.Context, batch []kafkago.Message, set []int, errs []error) {
+	if err := ctx.Err(); err != nil {
+		for _, j := range set {
+			// Not wrapped: the rejection is not known to be this message's.
+			errs[j] = fmt.Errorf("batch rejected (%v), and the context ended before the rejected message was found: %w", errs[j], err)
+		}
+		return
+	}
+	msgs := make([]kafkago.Message, len(set))
+	for k, j := range set {
+		msgs[k] = batch[j]
+	}
+	res, whole := p.write(ctx, p.isolated, msgs)
+	var again []int
+	for k, j := range set {
+		if whole != nil {
+			errs[j] = whole
+		} else {
+			errs[j] = res[k]
+		}
+		if isRecordLevel(errs[j]) {
+			again = append(again, j)
+		}
+	}
+	// A message that failed alone, or as the only failure of a sent set
+	// (the others were in other batches), is the culprit.
+	if len(set) == 1 || len(again) <= 1 {
+		return
+	}
+	half := len(again) / 2
+	p.bisect(ctx, batch, again[:half], errs)
+	p.bisect(ctx, batch, again[half:], errs)
+}
+
+// confirmUnknownTopic checks with the brokers whether a topic reported
+// unknown really is. kafka-go answers from metadata it caches for up to
+// 6 s, so a topic created since is reported unknown though it exists:
+// such errors become transient instead of permanent.
+func (p *Publisher) confirmUnknownTopic(ctx context.Context, topic string, errs []error) {
+	var unknown error
+	for _, err := range errs {
+		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
+			unknown = err
+			break
+		}
+	}
+	if unknown == nil {
+		return
+	}
+	replacement := p.confirmUnknownTopicWhole(ctx, topic, unknown)
+	if replacement == unknown {
+		return
+	}
+	for j, err := range errs {
+		if errors.Is(err, kafkago.UnknownTopicOrPartition) {
+			errs[j] = replacement
+		}
+	}
+}
+
+// confirmUnknownTopicWhole returns err unchanged unless err says topic is
+// unknown and the brokers disagree or cannot be asked.
+func (p *Publisher) confirmUnknownTopicWhole(ctx context.Context, topic string, err error) error {
+	if !errors.Is(err, kafkago.UnknownTopicOrPartition) {
+		return err
+	}
+	exists, lookupErr := p.topicExists(ctx, topic)
+	switch {
+	case lookupErr != nil:
+		// %v, not %w: the unknown-topic error must not make this permanent.
+		return fmt.Errorf("reported unknown (%v), and confirming it failed: %w", err, lookupErr)
+	case exists:
+		return fmt.Errorf("reported unknown (%v) by stale client metadata, but the topic exists; retry later", err)
+	default:
+		return err
+	}
+}
+
+// topicExists asks the brokers for topic's metadata over a new connection,
+// bypassing the metadata cached by the Writer's transport.
+func (p *Publisher) topicExists(ctx context.Context, topic string) (bool, error) {
+	transport := &kafkago.Transport{
+		DialTimeout:    p.cfg.DialTimeout,
+		ClientID:       p.cfg.ClientID,
+		TLS:            p.cfg.TLS,
+		SASL:           p.sasl,
+		MetadataTopics: []string{topic},
+	}
+	defer transport.CloseIdleConnections()
+	client := &kafkago.Client{Addr: kafkago.TCP(p.cfg.Brokers...), Transport: transport, Timeout: p.cfg.WriteTimeout}
+	res, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return false, err
+	}
+	for _, t := range res.Topics {
+		if t.Name != topic {
+			continue
+		}
+		switch {
+		case t.Error == nil:
+			return true, nil
+		case errors.Is(t.Error, kafkago.UnknownTopicOrPartition):
+			return false, nil
+		default:
+			return false, t.Error
+		}
+	}
+	return false, nil
+}
+
+// Close waits for in-flight produce requests to end, then closes the
+// connections. Publish fails with ErrClosed afterwards. Close is idempotent.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		err := errors.Join(p.writer.Close(), p.isolated.Close())
+		p.transport.CloseIdleConnections()
+		if err != nil {
+			p.closeErr = fmt.Errorf("kafka: close: %w", err)
+		}
+	})
+	return p.closeErr
+}
+
+// String describes the publisher without secrets.
+func (p *Publisher) String() string {
+	return "kafka.Publisher{" + strings.Join(p.cfg.Brokers, ",") + "}"
+}
