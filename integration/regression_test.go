@@ -71,10 +71,32 @@ func TestWriteBatchSameIDTwiceInOneBatch(t *testing.T) {
 	}
 }
 
+// A message whose explicit ID exists already, with a DedupKey no row holds,
+// is a duplicate by its ID: Result.ID must be that ID, not uuid.Nil.
+func TestDuplicateByIDWithFreshDedupKeyReportsTheID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.write(outbox.Message{Topic: "orders", Payload: []byte("first")})[0]
+	res, err := b.writer.Write(b.ctx, b.pool, outbox.Message{ID: id, Topic: "orders", Payload: []byte("again"), DedupKey: "fresh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Duplicate || res.ID != id {
+		t.Errorf("Write = %+v, want Duplicate with ID %v", res, id)
+	}
+	batch, err := b.writer.WriteBatch(b.ctx, b.pool, []outbox.Message{{ID: id, Topic: "orders", Payload: []byte("again"), DedupKey: "fresh2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !batch[0].Duplicate || batch[0].ID != id {
+		t.Errorf("WriteBatch = %+v, want Duplicate with ID %v", batch[0], id)
+	}
+}
+
 // Several outbox tables may share a schema (package migrations says so), but
-// migrations.Up serialises runs per table only: runs for two tables of a
-// schema that does not exist yet both execute CREATE SCHEMA IF NOT EXISTS
-// concurrently, and all but one fail with a unique violation on
+// migrations.Up once serialised runs per table only: runs for two tables of
+// a schema that did not exist yet both executed CREATE SCHEMA IF NOT EXISTS
+// concurrently, and all but one failed with a unique violation on
 // pg_namespace (SQLSTATE 23505).
 func TestMigrationsConcurrentUpOfTablesInOneNewSchema(t *testing.T) {
 	t.Parallel()

@@ -695,8 +695,8 @@ WHERE id = $1`, poison)
 		t.Errorf("ProcessBatch = %+v, want %+v", res, want)
 	}
 	row := b.row(poison)
-	if row.Status != "failed" || row.Attempt != 4 || row.LastError == nil || !strings.Contains(*row.LastError, "claimed 4 times") {
-		t.Errorf("poison row: status %s, attempt %d, last_error %v; want failed, 4, 'claimed 4 times ...'", row.Status, row.Attempt, deref(row.LastError))
+	if row.Status != "failed" || row.Attempt != 4 || row.LastError == nil || !strings.Contains(*row.LastError, "attempt 4 exceeds max attempts 3") {
+		t.Errorf("poison row: status %s, attempt %d, last_error %v; want failed, 4, 'attempt 4 exceeds max attempts 3 ...'", row.Status, row.Attempt, deref(row.LastError))
 	}
 	if acked := s.ackedByID(); acked[poison] != 0 || acked[healthy] != 1 {
 		t.Errorf("sink acknowledged %v; want only the healthy row", acked)

@@ -292,6 +292,7 @@ func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[
 
 // execTemplate renders a migration for table and runs it.
 func execTemplate(ctx context.Context, tx pgx.Tx, table outbox.Table, m Migration, body string) error {
+	table = table.WithDefaults() // {{name}} derives from table.Name: "" must mean "outbox"
 	t, err := template.New(m.Name).Funcs(template.FuncMap{
 		"name": func(suffix string) string { return pgx.Identifier{table.Name + "_" + suffix}.Sanitize() },
 	}).Parse(body)

@@ -40,8 +40,7 @@ type WriterConfig struct {
 // Result reports what happened to one written message.
 type Result struct {
 	// ID is the event id, generated unless the message carried one. For a
-	// duplicate it is the id of the row already in the table, or uuid.Nil
-	// when the caller's transaction cannot see that row.
+	// duplicate it is the id of the row already in the table.
 	ID uuid.UUID
 	// Duplicate is true when a row with the same ID or DedupKey already
 	// existed, so nothing was written. The caller's transaction is unharmed.
@@ -111,7 +110,7 @@ func (w *Writer) Write(ctx context.Context, tx Executor, msg Message) (Result, e
 	}
 	res := Result{ID: msg.ID, Duplicate: tag.RowsAffected() == 0}
 	if res.Duplicate && msg.DedupKey != "" {
-		if res.ID, err = w.existingID(ctx, tx, msg.DedupKey); err != nil {
+		if res.ID, err = w.existingID(ctx, tx, msg.DedupKey, msg.ID); err != nil {
 			return Result{}, err
 		}
 	}
@@ -187,24 +186,23 @@ func (w *Writer) insertChunk(ctx context.Context, tx Executor, rows [][]any, res
 		}
 		results[i].Duplicate = true
 		if dedup, _ := rows[i][5].(string); dedup != "" {
-			existing, err := w.existingID(ctx, tx, dedup)
+			id, err := w.existingID(ctx, tx, dedup, results[i].ID)
 			if err != nil {
 				return err
 			}
-			results[i].ID = existing
+			results[i].ID = id
 		}
 	}
 	return nil
 }
 
-// existingID returns the id of the row holding dedupKey, or uuid.Nil when tx
-// cannot see it (e.g. it was written by a concurrent transaction and tx
-// runs at REPEATABLE READ).
-func (w *Writer) existingID(ctx context.Context, tx Executor, dedupKey string) (uuid.UUID, error) {
+// existingID returns the id of the row holding dedupKey. When no row holds
+// it, the conflict was on the message's own id, which is returned.
+func (w *Writer) existingID(ctx context.Context, tx Executor, dedupKey string, own uuid.UUID) (uuid.UUID, error) {
 	var id string
 	err := tx.QueryRow(ctx, "SELECT id::text FROM "+w.table.Ident()+" WHERE dedup_key = $1", dedupKey).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
-		return uuid.Nil, nil
+		return own, nil
 	}
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("outbox: look up duplicate of dedup key: %w", err)

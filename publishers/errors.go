@@ -92,7 +92,7 @@ func PerMessage(err error, n int) []error {
 // Describe shortens err to one line of valid UTF-8 without NUL bytes, at
 // most about 1000 bytes, fit for the last_error column.
 func Describe(err error) string {
-	s := strings.NewReplacer("\n", " ", "\x00", "").Replace(err.Error())
+	s := strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\x00", "").Replace(err.Error())
 	const max = 1000
 	if len(s) > max {
 		s = s[:max] + "..."

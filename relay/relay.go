@@ -76,7 +76,7 @@ func (r *Relay) ID() string { return r.cfg.ID }
 // when it cannot serve at all, e.g. the table is missing
 // (migrations.ErrNotMigrated).
 func (r *Relay) Run(ctx context.Context) error {
-	if err := r.waitReady(ctx); err != nil {
+	if err := r.waitReady(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval)
@@ -91,12 +91,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		res, err := r.ProcessBatch(ctx, limit)
 		switch {
 		case err != nil:
-			d := outage.NextBackOff()
+			d := min(outage.NextBackOff(), r.cfg.OutageBackoffMax)
 			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
 			sleep(ctx, d)
 			continue
 		case res.SinkUnavailable:
-			d := outage.NextBackOff()
+			d := min(outage.NextBackOff(), r.cfg.OutageBackoffMax)
 			if !sinkDown {
 				r.log.Warn("sink unavailable; pausing claims", "released", res.Released)
 			}
@@ -278,7 +278,7 @@ func (r *Relay) retryWrite(ctx context.Context, do func(context.Context) (int, e
 func (r *Relay) decode(x row) (outbox.Message, error) {
 	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt}
 	if x.attempt > r.cfg.MaxAttempts {
-		return msg, fmt.Errorf("claimed %d times (max attempts %d) without a recorded outcome: its relays died or lost the lease each time", x.attempt, r.cfg.MaxAttempts)
+		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, r.cfg.MaxAttempts)
 	}
 	if err := outbox.ValidateTopic(x.topic); err != nil {
 		return msg, fmt.Errorf("malformed row: %w", err)
@@ -321,9 +321,9 @@ func (r *Relay) waitReady(ctx context.Context) error {
 			return nil
 		}
 		if fatal(err) {
-			return fmt.Errorf("relay: %w", err)
+			return err
 		}
-		d := b.NextBackOff()
+		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)
 		r.log.Warn("database unreachable; retrying", "error", err, "retry_in", d)
 		sleep(ctx, d)
 	}

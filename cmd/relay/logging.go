@@ -25,7 +25,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, usageError("invalid value for --log-format (%s): %q; use text or json", envName("log-format"), format)
 }
 
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+// kvPassword matches password=value in a key=value connection string, where
+// the value is quoted or unquoted with backslash escapes (libpq's rules).
+var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)+\\?)`)
 
 // redactDSN hides the password of a PostgreSQL URL or key=value connection
 // string so that it can be logged.

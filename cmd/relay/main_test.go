@@ -130,6 +130,21 @@ func TestUnreachableDatabaseIsRetriedWithoutLeakingThePassword(t *testing.T) {
 	}
 }
 
+func TestMigrateRetriesUnreachableDatabaseThenFails(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := invoke(context.Background(), nil, "migrate", "up",
+		"--database-url", "postgres://app:hunter2@127.0.0.1:1/db", "--timeout", "1500ms")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+	}
+	if strings.Count(stderr, "unreachable, retrying") < 2 || !strings.Contains(stderr, "did not answer before --timeout") {
+		t.Fatalf("stderr does not show retries and the final error:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "hunter2") {
+		t.Fatalf("stderr leaks the password:\n%s", stderr)
+	}
+}
+
 func TestMigrateAndRunWithStdoutSink(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.NewEmpty(t)

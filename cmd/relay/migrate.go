@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -84,6 +85,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	defer pool.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if err := awaitDatabase(ctx, pool, db.url, stderr); err != nil {
+		return err
+	}
 
 	switch sub {
 	case "up":
@@ -124,4 +128,26 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return usageError("unknown migrate subcommand %q: use up, down or status", sub)
 	}
 	return nil
+}
+
+// awaitDatabase pings until the database answers or ctx ends, saying on
+// stderr why it waits.
+func awaitDatabase(ctx context.Context, pool *pgxpool.Pool, url string, stderr io.Writer) error {
+	b := backoff.NewExponentialBackOff()
+	b.MaxElapsedTime = 0
+	for {
+		err := pool.Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("database %s did not answer before --timeout: %w", redactDSN(url), err)
+		}
+		d := b.NextBackOff()
+		fmt.Fprintf(stderr, "relay: database %s unreachable, retrying in %v: %v\n", redactDSN(url), d.Round(time.Millisecond), err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
 }

@@ -61,6 +61,7 @@ type relayFlags struct {
 	lease, pollInterval             time.Duration
 	backoffMin, backoffMax          time.Duration
 	publishTimeout, shutdownTimeout time.Duration
+	outageMin, outageMax            time.Duration
 }
 
 func (r *relayFlags) register(f *flags) {
@@ -73,6 +74,8 @@ func (r *relayFlags) register(f *flags) {
 	f.Duration(&r.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
 	f.Duration(&r.publishTimeout, "publish-timeout", time.Minute, "bound on one publish; the lease is extended while it runs")
 	f.Duration(&r.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
+	f.Duration(&r.outageMin, "outage-backoff-min", 100*time.Millisecond, "first wait before probing again while the sink or the database is unreachable")
+	f.Duration(&r.outageMax, "outage-backoff-max", 30*time.Second, "longest wait between probes while the sink or the database is unreachable")
 }
 
 // configFlag maps relay.Config fields to the flags that set them.
@@ -80,6 +83,7 @@ var configFlag = map[string]string{
 	"ID": "relay-id", "BatchSize": "batch-size", "Lease": "lease", "PollInterval": "poll-interval",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
+	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
 }
 
 // config builds the relay.Config. Zero means "default" in relay.Config, so
@@ -90,6 +94,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		"lease": int64(r.lease), "poll-interval": int64(r.pollInterval),
 		"backoff-min": int64(r.backoffMin), "backoff-max": int64(r.backoffMax),
 		"publish-timeout": int64(r.publishTimeout), "shutdown-timeout": int64(r.shutdownTimeout),
+		"outage-backoff-min": int64(r.outageMin), "outage-backoff-max": int64(r.outageMax),
 	}
 	for name, v := range positive {
 		if v <= 0 {
@@ -100,6 +105,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		ID: r.id, BatchSize: r.batchSize, Lease: r.lease, PollInterval: r.pollInterval,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
+		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
 	}, nil
 }
 

@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/kafka"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// Benchmarks of the core paths. Run them with
+//
+//	go test ./integration -run '^$' -bench . -benchtime 2000x
+//
+// and compare figures as ratios within one run: see docs/benchmarks.md.
+
+var benchPayload = []byte(fmt.Sprintf("%0200d", 0)) // 200 bytes, as in the ceiling measurements
+
+// BenchmarkWriteSingle commits one event per transaction through Writer.Write.
+func BenchmarkWriteSingle(b *testing.B) {
+	ctx := context.Background()
+	pool, table := testdb.New(b)
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Write(ctx, tx, outbox.Message{Topic: "bench", Key: []byte("k"), Payload: benchPayload}); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkPlainInsertSingle is the baseline for BenchmarkWriteSingle: the
+// same row (UUIDv7 id included) inserted with a hand-written INSERT, no
+// validation, headers encoding or dedup.
+func BenchmarkPlainInsertSingle(b *testing.B) {
+	ctx := context.Background()
+	pool, table := testdb.New(b)
+	q := "INSERT INTO " + table.Ident() + " (id, topic, key, payload) VALUES ($1, $2, $3, $4)"
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, q, uuid.Must(uuid.NewV7()), "bench", []byte("k"), benchPayload); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkWriteBatch commits batches of events through Writer.WriteBatch
+// (COPY); one op is one event.
+func BenchmarkWriteBatch(b *testing.B) {
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			pool, table := testdb.New(b)
+			w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+			if err != nil {
+				b.Fatal(err)
+			}
+			msgs := make([]outbox.Message, size)
+			b.ResetTimer()
+			for done := 0; done < b.N; done += size {
+				for i := range msgs {
+					msgs[i] = outbox.Message{Topic: "bench", Key: []byte("k"), Payload: benchPayload}
+				}
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w.WriteBatch(ctx, tx, msgs[:min(size, b.N-done)]); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkRelayDrain measures burn-down: b.N events are written first, then
+// one relay publishes them all to a kfake broker over TCP (acks=all); one op
+// is one event, timed from the relay's start to the last row marked sent.
+func BenchmarkRelayDrain(b *testing.B) {
+	for _, batch := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			ctx := context.Background()
+			pool, table := testdb.New(b)
+			w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for done := 0; done < b.N; done += 1000 {
+				msgs := make([]outbox.Message, min(1000, b.N-done))
+				for i := range msgs {
+					msgs[i] = outbox.Message{Topic: "bench", Key: fmt.Appendf(nil, "key-%d", done+i), Payload: benchPayload}
+				}
+				if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+table.Ident()); err != nil {
+				b.Fatal(err)
+			}
+			br, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{"bench"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer br.Close()
+			pub, err := kafka.New(kafka.Config{Brokers: br.Addrs(), BatchSize: batch})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pub.Close()
+			r, err := relay.New(pool, pub, relay.Config{Table: table, BatchSize: batch, Logger: discardLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			sent := 0
+			for sent < b.N {
+				res, err := r.ProcessBatch(ctx, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Sent != res.Claimed {
+					b.Fatalf("batch %+v: not all sent", res)
+				}
+				sent += res.Sent
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkClaim checks that the claim path does not slow down with a large
+// history of sent rows: one op is a claim of 100 rows and their release (the
+// sink reports itself down), on a table of 1,000 pending rows with no sent
+// rows and with 200,000. Compare the two as a ratio.
+func BenchmarkClaim(b *testing.B) {
+	for _, sentRows := range []int{0, 200000} {
+		b.Run(fmt.Sprintf("sent=%d", sentRows), func(b *testing.B) {
+			ctx := context.Background()
+			pool, table := testdb.New(b)
+			_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+` (id, topic, payload, status, sent_at)
+SELECT gen_random_uuid(), 'bench', $1, 'sent', now() FROM generate_series(1, $2)`, benchPayload, sentRows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, err = pool.Exec(ctx, "INSERT INTO "+table.Ident()+` (id, topic, payload)
+SELECT gen_random_uuid(), 'bench', $1 FROM generate_series(1, 1000)`, benchPayload)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+table.Ident()); err != nil {
+				b.Fatal(err)
+			}
+			r, err := relay.New(pool, unavailableSink{}, relay.Config{Table: table, Logger: discardLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := r.ProcessBatch(ctx, 100)
+				if err != nil || res.Released != 100 {
+					b.Fatalf("claim: %+v, %v", res, err)
+				}
+			}
+		})
+	}
+}
+
+// unavailableSink reports the sink down, so every claimed row is released.
+type unavailableSink struct{}
+
+func (unavailableSink) Publish(context.Context, []outbox.Message) error {
+	return publishers.Unavailable(errors.New("benchmark sink is always down"))
+}
+func (unavailableSink) Close() error { return nil }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
