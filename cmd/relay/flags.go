@@ -9,12 +9,14 @@ import (
 	"time"
 )
 
-// errUsage marks bad command lines and configuration: the binary exits 2.
-var errUsage = errors.New("usage")
+// errUsage is a bad command line or configuration: the binary exits 2.
+type errUsage struct{ msg string }
+
+func (e *errUsage) Error() string { return e.msg }
 
 // usageError names the offending flag (and its environment variable).
 func usageError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+	return &errUsage{fmt.Sprintf(format, args...)}
 }
 
 // flags is a flag.FlagSet in which every flag can also come from an
@@ -69,7 +71,7 @@ func (f *flags) parse(args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageError("%v", err)
 	}
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })

@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errUsage):
+	case errors.As(err, new(*errUsage)):
 		fmt.Fprintln(stderr, "relay:", err)
 		return 2
 	default:
