@@ -365,3 +365,12 @@ func (s *sink) ackedMessages() []outbox.Message {
 
 // within reports whether d lies in [lo, hi].
 func within(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
+
+// replicaOf strips the claim number from a locked_by value ("<id>#<n>").
+func replicaOf(lockedBy *string) string {
+	if lockedBy == nil {
+		return ""
+	}
+	id, _, _ := strings.Cut(*lockedBy, "#")
+	return id
+}

@@ -189,7 +189,7 @@ func TestKafkaThreeRelaysDeliverEachEventOnce(t *testing.T) {
 	}
 
 	perRelay := map[string]int{}
-	rows, err := b.pool.Query(b.ctx, b.sql("SELECT locked_by, count(*) FROM {{table}} GROUP BY locked_by"))
+	rows, err := b.pool.Query(b.ctx, b.sql("SELECT regexp_replace(locked_by, '#[0-9]+$', ''), count(*) FROM {{table}} GROUP BY 1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,14 +281,14 @@ func TestKafkaBrokerOutageBurnsNoAttempts(t *testing.T) {
 		if err := b.pool.QueryRow(b.ctx, b.sql(`SELECT
     count(*) FILTER (WHERE status = 'pending' AND attempt <> 0),
     coalesce(max(attempt), 0),
-    count(*) FILTER (WHERE last_error IS NOT NULL),
+    count(*) FILTER (WHERE last_error NOT LIKE '%sink unavailable%'),
     count(*) FILTER (WHERE status IN ('sent', 'failed'))
 FROM {{table}}
 WHERE id = ANY($1)`), during).Scan(&burned, &maxAttempt, &errored, &done); err != nil {
 			t.Fatal(err)
 		}
 		if burned != 0 || maxAttempt > 1 || errored != 0 || done != 0 {
-			t.Fatalf("during the outage: %d pending rows with attempts, max attempt %d, %d with last_error, %d sent/failed; want 0, <=1, 0, 0: %v",
+			t.Fatalf("during the outage: %d pending rows with attempts, max attempt %d, %d with a last_error other than the outage, %d sent/failed; want 0, <=1, 0, 0: %v",
 				burned, maxAttempt, errored, done, b.rows("id = ANY($1)", during))
 		}
 		sawClaim = sawClaim || maxAttempt == 1

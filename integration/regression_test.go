@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -112,5 +114,55 @@ func TestMigrationsConcurrentUpOfTablesInOneNewSchema(t *testing.T) {
 			})
 		}
 		wg.Wait()
+	}
+}
+
+// The owner of an existing schema, without the CREATE privilege on the
+// database, must be able to run migrations: CREATE SCHEMA IF NOT EXISTS
+// needs that privilege even when the schema exists, so it runs only when
+// the schema is missing.
+func TestMigrateAsSchemaOwnerWithoutDatabaseCreate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, table := testdb.NewEmpty(t)
+	role := table.Schema + "_owner"
+	ident := pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{
+		"CREATE ROLE " + ident + " LOGIN",
+		"CREATE SCHEMA " + pgx.Identifier{table.Schema}.Sanitize() + " AUTHORIZATION " + ident,
+	} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// The schema (dropped by testdb's cleanup, registered earlier, so
+		// run later) must go first; drop it here to free the role.
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{table.Schema}.Sanitize()+" CASCADE")
+		if _, err := admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+ident); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	owner, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	var canCreate bool
+	if err := owner.QueryRow(ctx, "SELECT has_database_privilege(current_database(), 'CREATE')").Scan(&canCreate); err != nil || canCreate {
+		t.Fatalf("test role can create in the database (%v): the test proves nothing", err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := migrations.Up(ctx, owner, table); err != nil {
+			t.Fatalf("migrate up #%d as the schema owner: %v", i+1, err)
+		}
+	}
+	if err := migrations.Check(ctx, owner, table); err != nil {
+		t.Fatalf("check after migrating: %v", err)
 	}
 }

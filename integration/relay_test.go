@@ -136,7 +136,7 @@ WHERE status = 'pending'`); n != 5 {
 			t.Errorf("row %s published with Attempt %d, want 2", id, attempt)
 		}
 		r := b.row(id)
-		if r.Attempt != 2 || r.LockedBy == nil || *r.LockedBy != live.ID() || r.SentAt == nil || r.LockedUntil != nil {
+		if r.Attempt != 2 || replicaOf(r.LockedBy) != live.ID() || r.SentAt == nil || r.LockedUntil != nil {
 			t.Errorf("row %s after rescue: attempt %d, locked_by %v, sent_at %v, locked_until %v; want 2, %s, set, NULL",
 				id, r.Attempt, deref(r.LockedBy), r.SentAt, r.LockedUntil, live.ID())
 		}
@@ -364,14 +364,14 @@ func TestSinkOutageBurnsNoAttempts(t *testing.T) {
 		err := b.pool.QueryRow(b.ctx, b.sql(`SELECT
     count(*) FILTER (WHERE status = 'pending' AND attempt <> 0),
     coalesce(max(attempt), 0),
-    count(*) FILTER (WHERE last_error IS NOT NULL),
+    count(*) FILTER (WHERE last_error NOT LIKE '%sink unavailable%'),
     count(*) FILTER (WHERE status IN ('sent', 'failed'))
 FROM {{table}}`)).Scan(&burned, &maxAttempt, &withError, &done)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if burned != 0 || maxAttempt > 1 || withError != 0 || done != 0 {
-			t.Fatalf("during the outage: %d pending rows with attempts, max attempt %d, %d with last_error, %d sent/failed; want 0, <=1, 0, 0",
+			t.Fatalf("during the outage: %d pending rows with attempts, max attempt %d, %d with a last_error other than the outage, %d sent/failed; want 0, <=1, 0, 0",
 				burned, maxAttempt, withError, done)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -550,7 +550,7 @@ func TestGracefulShutdownReleasesClaims(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("relay never published")
 	}
-	if n := b.count("status = 'processing' AND attempt = 1 AND locked_by = $1", first.ID()); n != 5 {
+	if n := b.count("status = 'processing' AND attempt = 1 AND regexp_replace(locked_by, '#[0-9]+$', '') = $1", first.ID()); n != 5 {
 		t.Fatalf("%d rows in flight, want 5", n)
 	}
 	start := time.Now()
@@ -746,7 +746,7 @@ func TestHeartbeatKeepsRowsOfSlowPublish(t *testing.T) {
 	}
 	for _, id := range written {
 		r := b.row(id)
-		if r.Status != "processing" || deref(r.LockedBy) != a.ID() || r.LockedUntil == nil || !r.LockedUntil.After(first.Add(lease)) {
+		if r.Status != "processing" || replicaOf(r.LockedBy) != a.ID() || r.LockedUntil == nil || !r.LockedUntil.After(first.Add(lease)) {
 			t.Errorf("row %s during a slow publish: status %s, locked_by %v, locked_until %v; want processing by %s, extended past %v",
 				id, r.Status, deref(r.LockedBy), r.LockedUntil, a.ID(), first.Add(lease))
 		}

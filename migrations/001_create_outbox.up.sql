@@ -17,8 +17,14 @@ CREATE TABLE {{.Table}} (
     last_error    text,
     created_at    timestamptz NOT NULL DEFAULT now(),
     sent_at       timestamptz,
-    dedup_key     text        CONSTRAINT {{name "dedup_key_key"}} UNIQUE
+    dedup_key     text
 );
+
+-- Idempotent writes: at most one row per dedup key. Partial, so the many rows
+-- without a key cost no index entries.
+CREATE UNIQUE INDEX {{name "dedup_key_idx"}}
+    ON {{.Table}} (dedup_key)
+    WHERE dedup_key IS NOT NULL;
 
 -- The claim path: due pending rows, oldest first. Partial, so sent and failed
 -- rows (the bulk of the table over time) are never scanned.

@@ -264,13 +264,25 @@ func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "outboxrelay.migrate:"+pgx.Identifier{table.Schema}.Sanitize()); err != nil {
 		return fmt.Errorf("migrations: take lock: %w", err)
 	}
-	setup := []string{
-		"CREATE SCHEMA IF NOT EXISTS " + pgx.Identifier{table.Schema}.Sanitize(),
-		`CREATE TABLE IF NOT EXISTS ` + table.Related("migrations") + ` (
+	// Create only what is missing: CREATE SCHEMA IF NOT EXISTS needs the
+	// CREATE privilege on the database even when the schema exists, which
+	// the owner of an existing schema may lack.
+	var schemaExists, tableExists bool
+	err = tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), to_regclass($2) IS NOT NULL",
+		table.Schema, table.Related("migrations")).Scan(&schemaExists, &tableExists)
+	if err != nil {
+		return fmt.Errorf("migrations: look up %s: %w", table, err)
+	}
+	var setup []string
+	if !schemaExists {
+		setup = append(setup, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{table.Schema}.Sanitize())
+	}
+	if !tableExists {
+		setup = append(setup, `CREATE TABLE IF NOT EXISTS `+table.Related("migrations")+` (
     version    integer     PRIMARY KEY,
     name       text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
-)`,
+)`)
 	}
 	for _, stmt := range setup {
 		if _, err := tx.Exec(ctx, stmt); err != nil {

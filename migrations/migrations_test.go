@@ -143,7 +143,7 @@ func TestTemplatesRenderForTable(t *testing.T) {
 			}
 			up := render(t, c.table, false)
 			var missing []string
-			for _, suffix := range []string{"pending_idx", "processing_idx", "status_check", "dedup_key_key"} {
+			for _, suffix := range []string{"pending_idx", "processing_idx", "status_check", "dedup_key_idx"} {
 				if want := `"` + c.prefix + suffix + `"`; !strings.Contains(up, want) {
 					missing = append(missing, want)
 				}

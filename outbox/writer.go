@@ -55,9 +55,10 @@ type Writer struct {
 	insertHead string // INSERT INTO ... (columns) VALUES
 }
 
-// batchChunk bounds the rows of one INSERT statement (7 parameters a row,
-// far below PostgreSQL's 65535-parameter limit).
-const batchChunk = 1000
+// maxChunk bounds the rows of one INSERT statement (7 parameters a row, far
+// below PostgreSQL's 65535-parameter limit). Chunks are powers of two, so a
+// connection prepares at most 11 statement shapes whatever the batch sizes.
+const maxChunk = 1024
 
 // NewWriter validates cfg and returns a Writer.
 func NewWriter(cfg WriterConfig) (*Writer, error) {
@@ -146,13 +147,23 @@ func (w *Writer) WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([
 		}
 		return results, nil
 	}
-	for start := 0; start < len(rows); start += batchChunk {
-		end := min(start+batchChunk, len(rows))
+	for start := 0; start < len(rows); {
+		end := start + chunkSize(len(rows)-start)
 		if err := w.insertChunk(ctx, tx, rows[start:end], results[start:end], mayDuplicate); err != nil {
 			return nil, err
 		}
+		start = end
 	}
 	return results, nil
+}
+
+// chunkSize is the largest power of two not above remaining or maxChunk.
+func chunkSize(remaining int) int {
+	n := 1
+	for n*2 <= remaining && n*2 <= maxChunk {
+		n *= 2
+	}
+	return n
 }
 
 // insertChunk writes one multi-row INSERT. When rows may be duplicates it
@@ -235,7 +246,12 @@ func newRow(msg *Message) ([]any, error) {
 		}
 		headers = string(b)
 	}
-	var dedup, deliverAt any
+	// Untyped nil, not a nil []byte: some drivers (lib/pq) send a nil []byte
+	// as an empty value, and an empty key is not the same as no key.
+	var key, dedup, deliverAt any
+	if msg.Key != nil {
+		key = msg.Key
+	}
 	if msg.DedupKey != "" {
 		dedup = msg.DedupKey
 	}
@@ -246,7 +262,7 @@ func newRow(msg *Message) ([]any, error) {
 	if payload == nil {
 		payload = []byte{}
 	}
-	return []any{msg.ID, msg.Topic, msg.Key, payload, headers, dedup, deliverAt}, nil
+	return []any{msg.ID, msg.Topic, key, payload, headers, dedup, deliverAt}, nil
 }
 
 // placeholders returns n rows of typed parameters for the INSERT.

@@ -8,10 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -27,6 +32,11 @@ type Relay struct {
 	pub   Publisher
 	store *store
 	log   *slog.Logger
+	seq   atomic.Uint64 // numbers claims, for their owner tokens
+
+	mu     sync.Mutex
+	down   bool                        // the sink was down and has not acknowledged anything since
+	outage *backoff.ExponentialBackOff // waits while the sink is down
 }
 
 // BatchResult counts what happened to one claimed batch.
@@ -34,15 +44,21 @@ type BatchResult struct {
 	// Claimed is the number of rows taken.
 	Claimed int
 	// Sent, Retried, Failed and Released count rows whose outcome was
-	// recorded; Released rows went back to pending without spending an
-	// attempt.
+	// recorded. Retried rows wait for a later attempt; those deferred
+	// because the sink was unavailable got their attempt back, and so did
+	// Released rows, which are claimable again at once.
 	Sent, Retried, Failed, Released int
 	// Fenced counts rows whose outcome was not recorded because another
-	// replica held them by then. Claimed = Sent + Retried + Failed +
+	// claim held them by then. Claimed = Sent + Retried + Failed +
 	// Released + Fenced.
 	Fenced int
-	// SinkUnavailable is true when the sink reported that it is down.
+	// SinkUnavailable is true when the sink took none of the batch and not
+	// because of the messages: it is down. The batch's rows were deferred
+	// by Backoff without spending an attempt.
 	SinkUnavailable bool
+	// Backoff is, when SinkUnavailable, how long to wait before probing the
+	// sink again; it grows with each consecutive outage batch.
+	Backoff time.Duration
 }
 
 // New returns a Relay that reads pool and publishes to pub. It does not
@@ -57,15 +73,18 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	return &Relay{
-		cfg:   cfg,
-		pool:  pool,
-		pub:   pub,
-		store: newStore(pool, cfg.Table, cfg.ID, cfg.Lease),
-		log:   cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
+		cfg:    cfg,
+		pool:   pool,
+		pub:    pub,
+		store:  newStore(pool, cfg.Table, cfg.Lease),
+		log:    cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
+		outage: newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
 	}, nil
 }
 
-// ID returns the replica id written to locked_by.
+// ID returns the replica id. Each claim writes "<ID>#<n>" to locked_by, n
+// counting the replica's claims, so that a write-back is fenced by the
+// claim, not only by the replica.
 func (r *Relay) ID() string { return r.cfg.ID }
 
 // Run waits for the database (retrying with backoff while it is
@@ -75,13 +94,16 @@ func (r *Relay) ID() string { return r.cfg.ID }
 // records or releases its rows, and returns nil. It returns an error only
 // when it cannot serve at all, e.g. the table is missing
 // (migrations.ErrNotMigrated).
+//
+// While the sink is down Run probes it with one-row batches, waiting
+// OutageBackoffMin doubling up to OutageBackoffMax in between.
 func (r *Relay) Run(ctx context.Context) error {
 	if err := r.waitReady(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval)
 	defer r.log.Info("relay stopped")
-	outage := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	sinkDown := false
 	for ctx.Err() == nil {
 		limit := r.cfg.BatchSize
@@ -91,25 +113,24 @@ func (r *Relay) Run(ctx context.Context) error {
 		res, err := r.ProcessBatch(ctx, limit)
 		switch {
 		case err != nil:
-			d := min(outage.NextBackOff(), r.cfg.OutageBackoffMax)
+			d := min(dbDown.NextBackOff(), r.cfg.OutageBackoffMax)
 			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
 			sleep(ctx, d)
 			continue
 		case res.SinkUnavailable:
-			d := min(outage.NextBackOff(), r.cfg.OutageBackoffMax)
 			if !sinkDown {
-				r.log.Warn("sink unavailable; pausing claims", "released", res.Released)
+				r.log.Warn("sink unavailable; pausing claims", "deferred", res.Retried)
 			}
-			r.log.Debug("sink still unavailable", "retry_in", d)
+			r.log.Debug("sink still unavailable", "retry_in", res.Backoff)
 			sinkDown = true
-			sleep(ctx, d)
+			sleep(ctx, res.Backoff)
 			continue
 		}
+		dbDown.Reset()
 		if sinkDown && res.Claimed > 0 {
 			r.log.Info("sink answers again; resuming")
 			sinkDown = false
 		}
-		outage.Reset()
 		if res.Claimed < limit || sinkDown {
 			sleep(ctx, r.cfg.PollInterval)
 		}
@@ -119,10 +140,22 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
 // publishes them and records the outcome. Run calls it in a loop; it is
-// exported for callers that drive the relay themselves. A cancelled ctx
-// stops a claim from starting; a publish in flight then gets ShutdownTimeout
-// to finish before its rows are released. The error reports database
-// failures; sink failures are recorded per row and counted in the result.
+// exported for callers that drive the relay themselves, and safe for
+// concurrent use. A cancelled ctx stops a claim from starting; a publish in
+// flight then gets ShutdownTimeout to finish before its rows are released.
+// The error reports database failures; sink failures are recorded per row
+// and counted in the result.
+//
+// Outcomes per message: acknowledged rows are sent; permanent failures and
+// malformed rows fail at once; transient failures are retried with backoff
+// until MaxAttempts, then fail. When nothing of the batch was acknowledged
+// and the failures say the sink is down (it reported itself unavailable, or
+// two or more messages failed transiently, or a probe did during an
+// outage), those rows are deferred by the outage backoff with their attempt
+// given back, and stay so until the sink acknowledges something again. A
+// message the sink reports unavailable while others got through (one
+// unreachable partition, say) is deferred by BackoffMin, also without
+// spending its attempt.
 func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
 	if limit <= 0 {
 		limit = r.cfg.BatchSize
@@ -130,11 +163,12 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	if err := ctx.Err(); err != nil {
 		return BatchResult{}, nil
 	}
+	owner := r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
 	// The claim outlives ctx: a claim whose result is lost to a
 	// cancellation would strand rows until their lease ends.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer cancel()
-	rows, err := r.store.claim(cctx, limit)
+	rows, err := r.store.claim(cctx, owner, limit)
 	if err != nil || len(rows) == 0 {
 		return BatchResult{}, err
 	}
@@ -154,26 +188,43 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	// UUIDv7 ids sort by creation time: publish a batch oldest first.
 	slices.SortFunc(msgs, func(a, b outbox.Message) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 
-	var sent, released []uuid.UUID
-	var retries []retry
+	var (
+		sent, released []uuid.UUID
+		retries        []retry
+	)
 	if len(msgs) > 0 {
-		results, interrupted := r.publish(ctx, msgs)
+		results, interrupted := r.publish(ctx, owner, msgs)
+		r.mu.Lock()
+		down := !interrupted && sinkDown(results, r.down)
+		if down {
+			r.down = true
+			res.SinkUnavailable = true
+			res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
+		}
+		r.mu.Unlock()
 		for i, msg := range msgs {
 			switch err := results[i]; {
 			case err == nil:
 				sent = append(sent, msg.ID)
 			case interrupted:
 				released = append(released, msg.ID)
-			case errors.Is(err, publishers.ErrUnavailable):
-				res.SinkUnavailable = true
-				released = append(released, msg.ID)
 			case publishers.IsPermanent(err):
 				failures = append(failures, failure{msg.ID, publishers.Describe(err)})
+			case down:
+				retries = append(retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
+			case errors.Is(err, publishers.ErrUnavailable):
+				retries = append(retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
 			case msg.Attempt >= r.cfg.MaxAttempts:
 				failures = append(failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
 			default:
-				retries = append(retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err)})
+				retries = append(retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
 			}
+		}
+		if len(sent) > 0 {
+			r.mu.Lock()
+			r.down = false
+			r.outage.Reset()
+			r.mu.Unlock()
 		}
 	}
 
@@ -187,10 +238,10 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 		n     int
 		do    func(context.Context) (int, error)
 	}{
-		{"sent", &res.Sent, len(sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sent) }},
-		{"retry", &res.Retried, len(retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, retries) }},
-		{"failed", &res.Failed, len(failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, failures) }},
-		{"release", &res.Released, len(released), func(ctx context.Context) (int, error) { return r.store.release(ctx, released) }},
+		{"sent", &res.Sent, len(sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, owner, sent) }},
+		{"retry", &res.Retried, len(retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, owner, retries) }},
+		{"failed", &res.Failed, len(failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, owner, failures) }},
+		{"release", &res.Released, len(released), func(ctx context.Context) (int, error) { return r.store.release(ctx, owner, released) }},
 	}
 	for _, step := range steps {
 		fenced, err := r.retryWrite(wctx, step.do)
@@ -204,9 +255,30 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	return res, nil
 }
 
+// sinkDown reports whether a batch's results say the sink is down rather
+// than that some messages are bad: nothing was acknowledged, and either the
+// sink said it is unavailable, or several messages all failed transiently,
+// or one did while the sink was already down (a probe). Otherwise a lone
+// transient failure is charged to its message, so that an event the sink
+// keeps refusing still reaches failed after MaxAttempts.
+func sinkDown(results []error, alreadyDown bool) bool {
+	unavailable, transient := false, 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			return false
+		case errors.Is(err, publishers.ErrUnavailable):
+			unavailable = true
+		case !publishers.IsPermanent(err):
+			transient++
+		}
+	}
+	return unavailable || transient >= 2 || alreadyDown && transient > 0
+}
+
 // publish sends msgs while extending their lease, and returns one result per
 // message. interrupted is true when shutdown cut the publish short.
-func (r *Relay) publish(ctx context.Context, msgs []outbox.Message) (results []error, interrupted bool) {
+func (r *Relay) publish(ctx context.Context, owner string, msgs []outbox.Message) (results []error, interrupted bool) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	defer cancel()
 	go func() { // on shutdown, give the publish ShutdownTimeout more
@@ -227,7 +299,7 @@ func (r *Relay) publish(ctx context.Context, msgs []outbox.Message) (results []e
 	heartbeatDone := make(chan struct{})
 	go func() {
 		defer close(heartbeatDone)
-		r.heartbeat(pctx, ids)
+		r.heartbeat(pctx, owner, ids)
 	}()
 	err := r.pub.Publish(pctx, msgs)
 	interrupted = err != nil && ctx.Err() != nil && pctx.Err() != nil
@@ -239,7 +311,7 @@ func (r *Relay) publish(ctx context.Context, msgs []outbox.Message) (results []e
 // heartbeat extends the lease of ids every Lease/3 until ctx ends, which
 // happens when the publish returns or reaches PublishTimeout: a stuck publish
 // does not hold its rows longer than that.
-func (r *Relay) heartbeat(ctx context.Context, ids []uuid.UUID) {
+func (r *Relay) heartbeat(ctx context.Context, owner string, ids []uuid.UUID) {
 	t := time.NewTicker(r.cfg.Lease / 3)
 	defer t.Stop()
 	for {
@@ -247,7 +319,7 @@ func (r *Relay) heartbeat(ctx context.Context, ids []uuid.UUID) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fenced, err := r.store.extend(ctx, ids)
+			fenced, err := r.store.extend(ctx, owner, ids)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				r.log.Warn("extending lease failed", "rows", len(ids), "error", err)
@@ -276,9 +348,12 @@ func (r *Relay) retryWrite(ctx context.Context, do func(context.Context) (int, e
 // decode turns a claimed row into a message; an error means the row is
 // malformed (or rescued too often) and goes to failed with that reason.
 func (r *Relay) decode(x row) (outbox.Message, error) {
-	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt}
+	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt.Time}
 	if x.attempt > r.cfg.MaxAttempts {
 		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, r.cfg.MaxAttempts)
+	}
+	if !x.createdAt.Valid || x.createdAt.InfinityModifier != pgtype.Finite {
+		return msg, errors.New("malformed row: created_at is not a finite time")
 	}
 	if err := outbox.ValidateTopic(x.topic); err != nil {
 		return msg, fmt.Errorf("malformed row: %w", err)
@@ -295,7 +370,7 @@ func (r *Relay) decode(x row) (outbox.Message, error) {
 func (r *Relay) logBatch(res BatchResult, retries []retry, failures []failure) {
 	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
 		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced)
-	if len(retries) > 0 {
+	if len(retries) > 0 && !res.SinkUnavailable { // Run logs an outage once, not every probe
 		r.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
 	}
 	for _, f := range failures {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -52,8 +53,9 @@ FROM picked
 WHERE o.id = picked.id
 RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at`
 
-	// The write-backs below are fenced: they touch only rows this replica
-	// still holds. locked_by is kept as a record of who handled the row last.
+	// The write-backs below are fenced: they touch only rows the claim that
+	// took them still holds. locked_by is kept as a record of who handled
+	// the row last.
 	markSentSQL = `UPDATE {{table}}
 SET status = 'sent',
     sent_at = now(),
@@ -63,14 +65,18 @@ WHERE id = ANY($1)
   AND locked_by = $2
   AND status = 'processing'`
 
+	// markRetrySQL puts rows back to pending until a delay has passed. A
+	// refund of 1 gives the attempt back: the sink was down, the message
+	// was not at fault.
 	markRetrySQL = `UPDATE {{table}} AS o
 SET status = 'pending',
     next_retry_at = now() + r.delay_ms * interval '1 millisecond',
+    attempt = o.attempt - r.refund,
     last_error = r.error,
     locked_until = NULL
-FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS r(id, delay_ms, error)
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
 WHERE o.id = r.id
-  AND o.locked_by = $4
+  AND o.locked_by = $5
   AND o.status = 'processing'`
 
 	markFailedSQL = `UPDATE {{table}} AS o
@@ -99,7 +105,8 @@ WHERE id = ANY($1)
   AND status = 'processing'`
 )
 
-// row is a claimed outbox row before decoding.
+// row is a claimed outbox row before decoding. createdAt is scanned
+// loosely so that a hand-made 'infinity' fails its row, not the claim.
 type row struct {
 	id        uuid.UUID
 	topic     string
@@ -107,14 +114,16 @@ type row struct {
 	payload   []byte
 	headers   []byte
 	attempt   int
-	createdAt time.Time
+	createdAt pgtype.Timestamptz
 }
 
-// retry and failure are write-back requests.
+// retry and failure are write-back requests. A refunded retry gives the
+// attempt back.
 type retry struct {
-	id    uuid.UUID
-	delay time.Duration
-	error string
+	id     uuid.UUID
+	delay  time.Duration
+	error  string
+	refund bool
 }
 
 type failure struct {
@@ -122,16 +131,17 @@ type failure struct {
 	error string
 }
 
-// store runs the lifecycle statements for one table and replica.
+// store runs the lifecycle statements for one table. Every statement takes
+// the owner token of one claim: it is written to locked_by by the claim and
+// fences every later write-back of that claim.
 type store struct {
 	pool  *pgxpool.Pool
-	me    string
 	lease time.Duration
 	sql   map[string]string
 }
 
-func newStore(pool *pgxpool.Pool, table outbox.Table, me string, lease time.Duration) *store {
-	s := &store{pool: pool, me: me, lease: lease, sql: map[string]string{}}
+func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration) *store {
+	s := &store{pool: pool, lease: lease, sql: map[string]string{}}
 	for name, q := range map[string]string{
 		"claim": claimSQL, "sent": markSentSQL, "retry": markRetrySQL,
 		"failed": markFailedSQL, "release": releaseSQL, "extend": extendSQL,
@@ -141,9 +151,9 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, me string, lease time.Dura
 	return s
 }
 
-// claim takes up to limit rows and leases them to this replica.
-func (s *store) claim(ctx context.Context, limit int) ([]row, error) {
-	rows, err := s.pool.Query(ctx, s.sql["claim"], limit, s.me, s.lease.Milliseconds())
+// claim takes up to limit rows and leases them to owner.
+func (s *store) claim(ctx context.Context, owner string, limit int) ([]row, error) {
+	rows, err := s.pool.Query(ctx, s.sql["claim"], limit, owner, s.lease.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -159,34 +169,37 @@ func (s *store) claim(ctx context.Context, limit int) ([]row, error) {
 }
 
 // The write-backs return how many of the rows were fenced out: no longer
-// held by this replica, so left untouched.
+// held by this claim, so left untouched.
 
-func (s *store) markSent(ctx context.Context, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "sent", len(ids), ids, s.me)
+func (s *store) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "sent", len(ids), ids, owner)
 }
 
-func (s *store) markRetry(ctx context.Context, rs []retry) (fenced int, err error) {
-	ids, delays, errs := make([]uuid.UUID, len(rs)), make([]int64, len(rs)), make([]string, len(rs))
+func (s *store) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
+	ids, delays, errs, refunds := make([]uuid.UUID, len(rs)), make([]int64, len(rs)), make([]string, len(rs)), make([]int32, len(rs))
 	for i, r := range rs {
 		ids[i], delays[i], errs[i] = r.id, r.delay.Milliseconds(), r.error
+		if r.refund {
+			refunds[i] = 1
+		}
 	}
-	return s.exec(ctx, "retry", len(rs), ids, delays, errs, s.me)
+	return s.exec(ctx, "retry", len(rs), ids, delays, errs, refunds, owner)
 }
 
-func (s *store) markFailed(ctx context.Context, fs []failure) (fenced int, err error) {
+func (s *store) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
 	ids, errs := make([]uuid.UUID, len(fs)), make([]string, len(fs))
 	for i, f := range fs {
 		ids[i], errs[i] = f.id, f.error
 	}
-	return s.exec(ctx, "failed", len(fs), ids, errs, s.me)
+	return s.exec(ctx, "failed", len(fs), ids, errs, owner)
 }
 
-func (s *store) release(ctx context.Context, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "release", len(ids), ids, s.me)
+func (s *store) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "release", len(ids), ids, owner)
 }
 
-func (s *store) extend(ctx context.Context, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "extend", len(ids), ids, s.me, s.lease.Milliseconds())
+func (s *store) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "extend", len(ids), ids, owner, s.lease.Milliseconds())
 }
 
 // exec runs a fenced statement over n rows; it does nothing when n is 0.

@@ -163,6 +163,8 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return err
 		}
+		// One produce request per partition can carry a whole claimed batch.
+		kcfg.BatchSize = cfg.BatchSize
 		p, err := kafka.New(kcfg)
 		if err != nil {
 			return usageError("invalid Kafka configuration: %v", err)

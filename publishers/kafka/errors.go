@@ -38,10 +38,12 @@ var (
 		kafkago.InvalidRecord:       true, // e.g. a record without key on a compacted topic
 	}
 	// topicCodes reject the topic: every message for it fails alike.
+	// TopicAuthorizationFailed is not among them: a missing ACL is an
+	// operator's fix away, so it is retried rather than failing every event
+	// of the topic at once.
 	topicCodes = map[kafkago.Error]bool{
-		kafkago.UnknownTopicOrPartition:  true,
-		kafkago.InvalidTopic:             true,
-		kafkago.TopicAuthorizationFailed: true,
+		kafkago.UnknownTopicOrPartition: true,
+		kafkago.InvalidTopic:            true,
 	}
 	// sinkCodes mean that no message can get through: the brokers are
 	// unreachable or refuse this client as a whole.
@@ -72,7 +74,9 @@ func classify(err error) error {
 		return nil
 	case publishers.IsPermanent(err), errors.Is(err, publishers.ErrUnavailable):
 		return err
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrClosed):
+		return publishers.Unavailable(err) // no attempt is spent on a closed sink
+	case errors.Is(err, context.Canceled):
 		return err
 	}
 	var code kafkago.Error

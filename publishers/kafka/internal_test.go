@@ -38,7 +38,7 @@ func TestClassify(t *testing.T) {
 		{"unknown topic", kafkago.UnknownTopicOrPartition, "permanent"},
 		{"unknown topic with broker message", fmt.Errorf("%w: %s", kafkago.UnknownTopicOrPartition, "no such topic"), "permanent"},
 		{"invalid topic", kafkago.InvalidTopic, "permanent"},
-		{"topic authorization failed", kafkago.TopicAuthorizationFailed, "permanent"},
+		{"topic authorization failed", kafkago.TopicAuthorizationFailed, "transient"},
 		{"invalid record", kafkago.InvalidRecord, "permanent"},
 		{"corrupt message", kafkago.InvalidMessage, "permanent"},
 		{"invalid timestamp", kafkago.InvalidTimestamp, "permanent"},
@@ -68,7 +68,7 @@ func TestClassify(t *testing.T) {
 		{"storage error", kafkago.KafkaStorageError, "transient"},
 		{"unknown broker error", kafkago.Unknown, "transient"},
 		{"canceled", context.Canceled, "transient"},
-		{"closed", ErrClosed, "transient"},
+		{"closed", ErrClosed, "unavailable"},
 		{"anything else", errors.New("boom"), "transient"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
