@@ -47,11 +47,11 @@ func TestKafkaCommitIsDelivered(t *testing.T) {
 		t.Errorf("record key %q, value %q; want %q, %q", r.Key, r.Value, "order-7", payload)
 	}
 	for name, want := range headers {
-		if v, ok := r.header(name); !ok || v != want {
+		if v, ok := r.Header(name); !ok || v != want {
 			t.Errorf("header %q = %q (present once: %v), want %q", name, v, ok, want)
 		}
 	}
-	if v, ok := r.header(outbox.HeaderEventID); !ok || v != id.String() {
+	if v, ok := r.Header(outbox.HeaderEventID); !ok || v != id.String() {
 		t.Errorf("%s header = %q (once: %v), want %s", outbox.HeaderEventID, v, ok, id)
 	}
 	if len(r.Headers) != len(headers)+1 {
@@ -96,7 +96,7 @@ func TestKafkaRollbackIsNeverDelivered(t *testing.T) {
 	marker := b.write(outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("committed")})[0]
 	await(t, 15*time.Second, func() bool { return b.count("status = 'sent'") == 1 }, "committed event not sent: %v", b.statuses())
 	recs := readTopic(t, br.Addrs(), "orders")
-	if len(recs) != 1 || recs[0].eventID() != marker.String() || string(recs[0].Value) != "committed" {
+	if len(recs) != 1 || recs[0].EventID() != marker.String() || string(recs[0].Value) != "committed" {
 		t.Errorf("topic holds %d records (%v), want only the committed event %s", len(recs), recs, marker)
 	}
 	if n := b.count("true"); n != 1 {

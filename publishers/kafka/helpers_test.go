@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
+
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 
@@ -70,28 +69,12 @@ func newMsg(topic, key, payload string) outbox.Message {
 }
 
 // record is a record read back from the broker.
-type record struct {
-	Partition int
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   []kafkago.Header
-}
+type record = kafkatest.Record
 
-// header returns the value of the named header, and whether it is there.
-func (r record) header(name string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == name {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
-// eventID returns the event id header of r.
-func (r record) eventID(t *testing.T) uuid.UUID {
+// eventIDOf returns the event id header of r.
+func eventIDOf(t *testing.T, r record) uuid.UUID {
 	t.Helper()
-	v, ok := r.header(outbox.HeaderEventID)
+	v, ok := r.Header(outbox.HeaderEventID)
 	if !ok {
 		t.Fatalf("record at %d/%d has no %s header", r.Partition, r.Offset, outbox.HeaderEventID)
 	}
@@ -102,67 +85,10 @@ func (r record) eventID(t *testing.T) uuid.UUID {
 	return id
 }
 
-// readTopic reads every record of topic with kafka-go's Client, partition
-// by partition, in offset order.
+// readTopic reads every record of topic; see kafkatest.ReadTopic.
 func readTopic(t *testing.T, addrs []string, topic string) []record {
 	t.Helper()
-	return readTopicWith(t, addrs, topic, nil)
-}
-
-// readTopicWith is readTopic over transport (nil: a plaintext one).
-func readTopicWith(t *testing.T, addrs []string, topic string, transport *kafkago.Transport) []record {
-	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
-	client := newClient(t, addrs, transport)
-	md, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		t.Fatalf("metadata of %s: %v", topic, err)
-	}
-	if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-		t.Fatalf("metadata of %s: %+v", topic, md.Topics)
-	}
-	var out []record
-	for _, p := range md.Topics[0].Partitions {
-		var offset int64
-		for {
-			res, err := client.Fetch(ctx, &kafkago.FetchRequest{
-				Topic: topic, Partition: p.ID, Offset: offset,
-				MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 10 * time.Millisecond,
-			})
-			if err != nil {
-				t.Fatalf("fetch %s/%d@%d: %v", topic, p.ID, offset, err)
-			}
-			if res.Error != nil {
-				t.Fatalf("fetch %s/%d@%d: %v", topic, p.ID, offset, res.Error)
-			}
-			for {
-				r, err := res.Records.ReadRecord()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("read record of %s/%d: %v", topic, p.ID, err)
-				}
-				key, err := protocol.ReadAll(r.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				value, err := protocol.ReadAll(r.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.Offset >= offset {
-					out = append(out, record{Partition: p.ID, Offset: r.Offset, Key: key, Value: value, Headers: r.Headers})
-					offset = r.Offset + 1
-				}
-			}
-			if offset >= res.HighWatermark {
-				break
-			}
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
-	return out
+	return kafkatest.ReadTopic(t, addrs, topic, nil)
 }
 
 // byEventID indexes records by their event id header.
@@ -170,7 +96,7 @@ func byEventID(t *testing.T, recs []record) map[uuid.UUID]record {
 	t.Helper()
 	m := make(map[uuid.UUID]record, len(recs))
 	for _, r := range recs {
-		id := r.eventID(t)
+		id := eventIDOf(t, r)
 		if _, dup := m[id]; dup {
 			t.Errorf("event %s published twice", id)
 		}

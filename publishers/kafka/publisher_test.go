@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
@@ -547,7 +548,7 @@ func TestPublishSASL(t *testing.T) {
 // superuser "plain-user".
 func readTopicSASL(t *testing.T, b *kfakebroker.Broker, topic string) []record {
 	t.Helper()
-	return readTopicWith(t, b.Addrs(), topic, &kafkago.Transport{SASL: plainMechanism("plain-user", "s3cret-Pa55w0rd-never-logged")})
+	return kafkatest.ReadTopic(t, b.Addrs(), topic, &kafkago.Transport{SASL: plainMechanism("plain-user", "s3cret-Pa55w0rd-never-logged")})
 }
 
 func TestPublishTLS(t *testing.T) {
