@@ -315,7 +315,8 @@ func summarize(events map[string]written, arrived map[string][]received) Summary
 }
 
 func sentByRelay(ctx context.Context, pool *pgxpool.Pool, table outbox.Table) (map[string]int, error) {
-	rows, err := pool.Query(ctx, "SELECT locked_by, count(*) FROM "+table.Ident()+" WHERE status = 'sent' GROUP BY locked_by")
+	// locked_by is "<relay id>#<claim number>"; group by the relay.
+	rows, err := pool.Query(ctx, "SELECT regexp_replace(locked_by, '#[0-9]+$', ''), count(*) FROM "+table.Ident()+" WHERE status = 'sent' GROUP BY 1")
 	if err != nil {
 		return nil, fmt.Errorf("count sent rows: %w", err)
 	}
