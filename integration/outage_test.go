@@ -21,8 +21,8 @@ import (
 // Every produce is refused with NOT_ENOUGH_REPLICAS (the in-sync replicas
 // fell below min.insync.replicas): a retriable error, but no write can
 // succeed anywhere. The backlog must not burn its attempts: batches that
-// get nothing through are deferred with the attempt given back, and only
-// one-row probes are charged. When the cluster heals, everything arrives.
+// get nothing through, and the one-row probes that follow, are deferred
+// with the attempt given back. When the cluster heals, everything arrives.
 func TestKafkaClusterWideRetriableErrorBurnsNoBacklog(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

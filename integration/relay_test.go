@@ -339,7 +339,7 @@ func TestPermanentErrorFailsAtOnce(t *testing.T) {
 }
 
 // While the sink is down as a whole (publishers.Unavailable), rows are
-// released without spending attempts and the relay probes with one row;
+// deferred without spending attempts and the relay probes with one row;
 // once the sink answers, everything is delivered on its first counted
 // attempt.
 func TestSinkOutageBurnsNoAttempts(t *testing.T) {
@@ -409,7 +409,7 @@ func TestFencedWriteBackChangesNothing(t *testing.T) {
 		{"sent", func(int) error { return nil }},
 		{"retry", func(int) error { return errors.New("transient") }},
 		{"failed", func(int) error { return publishers.Permanent(errors.New("rejected")) }},
-		{"released", func(int) error { return publishers.Unavailable(errors.New("down")) }},
+		{"deferred (sink down)", func(int) error { return publishers.Unavailable(errors.New("down")) }},
 		{"per-message", func(n int) error {
 			errs := make(publishers.Errors, n)
 			errs[0] = errors.New("transient")

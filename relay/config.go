@@ -15,7 +15,8 @@ import (
 type Config struct {
 	// Table is the outbox table. Defaults to "public"."outbox".
 	Table outbox.Table
-	// ID identifies this replica in locked_by. Defaults to host-pid-random.
+	// ID identifies this replica: each claim writes "<ID>#<n>" to
+	// locked_by. Defaults to host-pid-random.
 	ID string
 	// BatchSize is the most rows claimed at once. Defaults to 100.
 	BatchSize int

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -72,19 +73,23 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Relay{
+	r := &Relay{
 		cfg:    cfg,
 		pool:   pool,
 		pub:    pub,
 		store:  newStore(pool, cfg.Table, cfg.Lease),
 		log:    cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
 		outage: newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
-	}, nil
+	}
+	// Claim numbers start at a random point, so that replicas mistakenly
+	// given the same ID still write distinct locked_by tokens.
+	r.seq.Store(rand.Uint64() >> 24)
+	return r, nil
 }
 
 // ID returns the replica id. Each claim writes "<ID>#<n>" to locked_by, n
-// counting the replica's claims, so that a write-back is fenced by the
-// claim, not only by the replica.
+// numbering the replica's claims from a random start, so that a write-back
+// is fenced by the claim, not only by the replica.
 func (r *Relay) ID() string { return r.cfg.ID }
 
 // Run waits for the database (retrying with backoff while it is
@@ -324,7 +329,7 @@ func (r *Relay) heartbeat(ctx context.Context, owner string, ids []uuid.UUID) {
 			case err != nil && ctx.Err() == nil:
 				r.log.Warn("extending lease failed", "rows", len(ids), "error", err)
 			case fenced > 0:
-				r.log.Warn("lease lost while publishing; another replica may publish these rows too", "rows", fenced)
+				r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", fenced)
 			}
 		}
 	}
@@ -377,7 +382,7 @@ func (r *Relay) logBatch(res BatchResult, retries []retry, failures []failure) {
 		r.log.Error("event failed permanently", "id", f.id, "reason", f.error)
 	}
 	if res.Fenced > 0 {
-		r.log.Warn("outcome not recorded for rows another replica holds now (lease lost)", "rows", res.Fenced)
+		r.log.Warn("outcome not recorded for rows another claim holds now (lease lost)", "rows", res.Fenced)
 	}
 }
 

@@ -65,7 +65,7 @@ type relayFlags struct {
 }
 
 func (r *relayFlags) register(f *flags) {
-	f.String(&r.id, "relay-id", "", "replica id written to locked_by (default host-pid-random)")
+	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
 	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
 	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
 	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once)")

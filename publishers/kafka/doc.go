@@ -28,8 +28,8 @@
 //
 //   - permanent (publishers.Permanent): message too large (client-side, over
 //     MaxMessageBytes, or refused by the broker), unknown or invalid topic,
-//     topic authorization failed, invalid or corrupt record, invalid
-//     timestamp. When the broker rejects a batch for the content of one
+//     invalid or corrupt record, invalid timestamp. (A topic authorization
+//     failure is retried: a missing ACL is an operator's fix away.) When the broker rejects a batch for the content of one
 //     record, Publish re-sends the batch's messages in smaller groups so
 //     that only the culprit fails. An unknown topic is confirmed with a
 //     fresh metadata request first, as kafka-go's cached metadata can

@@ -128,7 +128,7 @@ func (p *Publisher) newWriter() *kafkago.Writer {
 // must not modify them.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	if p.closed.Load() {
-		return ErrClosed
+		return publishers.Unavailable(ErrClosed) // not the messages' fault: spend no attempt
 	}
 	if len(msgs) == 0 {
 		return nil
