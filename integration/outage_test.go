@@ -149,3 +149,21 @@ func TestSharedReplicaIDIsStillFenced(t *testing.T) {
 		}
 	}
 }
+
+// Two relays given the same ID, each making its first claim, write
+// different locked_by tokens: claim numbers start at a random point.
+func TestSharedReplicaIDClaimsWriteDistinctTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.writeN(2, "orders", "tokens")
+	for i := 0; i < 2; i++ {
+		res, err := b.newRelay(&sink{}, relay.Config{ID: "same"}).ProcessBatch(b.ctx, 1)
+		if err != nil || res.Sent != 1 {
+			t.Fatalf("relay %d: %+v, %v", i, res, err)
+		}
+	}
+	first, second := deref(b.row(ids[0]).LockedBy), deref(b.row(ids[1]).LockedBy)
+	if replicaOf(&first) != "same" || replicaOf(&second) != "same" || first == second {
+		t.Errorf("locked_by tokens %q and %q: want same#<n> with different n", first, second)
+	}
+}
