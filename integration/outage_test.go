@@ -162,8 +162,8 @@ func TestSharedReplicaIDClaimsWriteDistinctTokens(t *testing.T) {
 			t.Fatalf("relay %d: %+v, %v", i, res, err)
 		}
 	}
-	first, second := deref(b.row(ids[0]).LockedBy), deref(b.row(ids[1]).LockedBy)
-	if replicaOf(&first) != "same" || replicaOf(&second) != "same" || first == second {
-		t.Errorf("locked_by tokens %q and %q: want same#<n> with different n", first, second)
+	first, second := b.row(ids[0]).LockedBy, b.row(ids[1]).LockedBy
+	if replicaOf(first) != "same" || replicaOf(second) != "same" || *first == *second {
+		t.Errorf("locked_by tokens %v and %v: want same#<n> with different n", deref(first), deref(second))
 	}
 }
