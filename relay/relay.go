@@ -178,86 +178,106 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 		return BatchResult{}, err
 	}
 	res := BatchResult{Claimed: len(rows)}
-	var (
-		msgs     []outbox.Message
-		failures []failure
-	)
+	var out outcome
+	msgs := r.decodeAll(rows, &out)
+	if len(msgs) > 0 {
+		results, interrupted := r.publish(ctx, owner, msgs)
+		r.classify(msgs, results, interrupted, &out, &res)
+	}
+	if err := r.record(ctx, owner, &out, &res); err != nil {
+		return res, err
+	}
+	r.logBatch(res, out.retries, out.failures)
+	return res, nil
+}
+
+// outcome is what is to be recorded for a claimed batch.
+type outcome struct {
+	sent, released []uuid.UUID
+	retries        []retry
+	failures       []failure
+}
+
+// decodeAll turns claimed rows into messages, oldest first; malformed rows
+// go to out.failures.
+func (r *Relay) decodeAll(rows []row, out *outcome) []outbox.Message {
+	msgs := make([]outbox.Message, 0, len(rows))
 	for _, row := range rows {
 		msg, err := r.decode(row)
 		if err != nil {
-			failures = append(failures, failure{row.id, err.Error()})
+			out.failures = append(out.failures, failure{row.id, err.Error()})
 			continue
 		}
 		msgs = append(msgs, msg)
 	}
 	// UUIDv7 ids sort by creation time: publish a batch oldest first.
 	slices.SortFunc(msgs, func(a, b outbox.Message) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return msgs
+}
 
-	var (
-		sent, released []uuid.UUID
-		retries        []retry
-	)
-	if len(msgs) > 0 {
-		results, interrupted := r.publish(ctx, owner, msgs)
-		r.mu.Lock()
-		down := !interrupted && sinkDown(results, r.down)
-		if down {
-			r.down = true
-			res.SinkUnavailable = true
-			res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
-		}
-		r.mu.Unlock()
-		for i, msg := range msgs {
-			switch err := results[i]; {
-			case err == nil:
-				sent = append(sent, msg.ID)
-			case interrupted:
-				released = append(released, msg.ID)
-			case publishers.IsPermanent(err):
-				failures = append(failures, failure{msg.ID, publishers.Describe(err)})
-			case down:
-				retries = append(retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
-			case errors.Is(err, publishers.ErrUnavailable):
-				retries = append(retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
-			case msg.Attempt >= r.cfg.MaxAttempts:
-				failures = append(failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
-			default:
-				retries = append(retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
-			}
-		}
-		if len(sent) > 0 {
-			r.mu.Lock()
-			r.down = false
-			r.outage.Reset()
-			r.mu.Unlock()
+// classify decides each published message's outcome from its result (see
+// ProcessBatch) and keeps the relay's outage state.
+func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted bool, out *outcome, res *BatchResult) {
+	r.mu.Lock()
+	down := !interrupted && sinkDown(results, r.down)
+	if down {
+		r.down = true
+		res.SinkUnavailable = true
+		res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
+	}
+	r.mu.Unlock()
+	for i, msg := range msgs {
+		switch err := results[i]; {
+		case err == nil:
+			out.sent = append(out.sent, msg.ID)
+		case interrupted:
+			out.released = append(out.released, msg.ID)
+		case publishers.IsPermanent(err):
+			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
+		case down:
+			out.retries = append(out.retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
+		case errors.Is(err, publishers.ErrUnavailable):
+			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
+		case msg.Attempt >= r.cfg.MaxAttempts:
+			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
+		default:
+			out.retries = append(out.retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
 		}
 	}
+	if len(out.sent) > 0 {
+		r.mu.Lock()
+		r.down = false
+		r.outage.Reset()
+		r.mu.Unlock()
+	}
+}
 
-	// The write-back gets its own deadline, a lease from now: the publish
-	// may have run longer than a lease while the heartbeat kept the rows.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
-	defer wcancel()
+// record writes the outcome back, fenced by owner, and counts it in res.
+// The write-back gets its own deadline, a lease from now: the publish may
+// have run longer than a lease while the heartbeat kept the rows.
+func (r *Relay) record(ctx context.Context, owner string, out *outcome, res *BatchResult) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	defer cancel()
 	steps := []struct {
 		what  string
 		count *int
 		n     int
 		do    func(context.Context) (int, error)
 	}{
-		{"sent", &res.Sent, len(sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, owner, sent) }},
-		{"retry", &res.Retried, len(retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, owner, retries) }},
-		{"failed", &res.Failed, len(failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, owner, failures) }},
-		{"release", &res.Released, len(released), func(ctx context.Context) (int, error) { return r.store.release(ctx, owner, released) }},
+		{"sent", &res.Sent, len(out.sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, owner, out.sent) }},
+		{"retry", &res.Retried, len(out.retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, owner, out.retries) }},
+		{"failed", &res.Failed, len(out.failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, owner, out.failures) }},
+		{"release", &res.Released, len(out.released), func(ctx context.Context) (int, error) { return r.store.release(ctx, owner, out.released) }},
 	}
 	for _, step := range steps {
 		fenced, err := r.retryWrite(wctx, step.do)
 		if err != nil {
-			return res, fmt.Errorf("record outcome (%s) of %d claimed rows: %w; they return after the lease", step.what, len(rows), err)
+			return fmt.Errorf("record outcome (%s) of %d claimed rows: %w; they return after the lease", step.what, res.Claimed, err)
 		}
 		*step.count = step.n - fenced
 		res.Fenced += fenced
 	}
-	r.logBatch(res, retries, failures)
-	return res, nil
+	return nil
 }
 
 // sinkDown reports whether a batch's results say the sink is down rather
