@@ -1,0 +1,272 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// Outcomes per message: acknowledged rows are sent; permanent failures and
+// malformed rows fail at once; transient failures are retried with backoff
+// until MaxAttempts, then fail. When nothing of the batch was acknowledged
+// and the failures say the sink is down (it reported itself unavailable, or
+// two or more messages failed transiently, or a probe did during an
+// outage), those rows are deferred by the outage backoff with their attempt
+// given back, and stay so until the sink acknowledges something again. A
+// message the sink reports unavailable while others got through (one
+// unreachable partition, say) is deferred by BackoffMin, also without
+// spending its attempt.
+func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
+	if limit <= 0 {
+		limit = r.cfg.BatchSize
+	}
+	if err := ctx.Err(); err != nil {
+		return BatchResult{}, nil
+	}
+	owner := r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
+	// The claim outlives ctx: a claim whose result is lost to a
+	// cancellation would strand rows until their lease ends.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	defer cancel()
+	rows, err := r.store.claim(cctx, owner, limit)
+	if err != nil || len(rows) == 0 {
+		return BatchResult{}, err
+	}
+	res := BatchResult{Claimed: len(rows)}
+	var out outcome
+	msgs := r.decodeAll(rows, &out)
+	if len(msgs) > 0 {
+		results, interrupted := r.publish(ctx, owner, msgs)
+		r.classify(msgs, results, interrupted, &out, &res)
+	}
+	if err := r.record(ctx, owner, &out, &res); err != nil {
+		return res, err
+	}
+	r.logBatch(res, out.retries, out.failures)
+	return res, nil
+}
+
+// outcome is what is to be recorded for a claimed batch.
+type outcome struct {
+	sent, released []uuid.UUID
+	retries        []retry
+	failures       []failure
+}
+
+// decodeAll turns claimed rows into messages, oldest first; malformed rows
+// go to out.failures.
+func (r *Relay) decodeAll(rows []row, out *outcome) []outbox.Message {
+	msgs := make([]outbox.Message, 0, len(rows))
+	for _, row := range rows {
+		msg, err := r.decode(row)
+		if err != nil {
+			out.failures = append(out.failures, failure{row.id, err.Error()})
+			continue
+		}
+		msgs = append(msgs, msg)
+	}
+	// UUIDv7 ids sort by creation time: publish a batch oldest first.
+	slices.SortFunc(msgs, func(a, b outbox.Message) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return msgs
+}
+
+// classify decides each published message's outcome from its result (see
+// ProcessBatch) and keeps the relay's outage state.
+func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted bool, out *outcome, res *BatchResult) {
+	r.mu.Lock()
+	down := !interrupted && sinkDown(results, r.down)
+	if down {
+		r.down = true
+		res.SinkUnavailable = true
+		res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
+	}
+	r.mu.Unlock()
+	for i, msg := range msgs {
+		switch err := results[i]; {
+		case err == nil:
+			out.sent = append(out.sent, msg.ID)
+		case interrupted:
+			out.released = append(out.released, msg.ID)
+		case publishers.IsPermanent(err):
+			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
+		case down:
+			out.retries = append(out.retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
+		case errors.Is(err, publishers.ErrUnavailable):
+			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
+		case msg.Attempt >= r.cfg.MaxAttempts:
+			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
+		default:
+			out.retries = append(out.retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
+		}
+	}
+	if len(out.sent) > 0 {
+		r.mu.Lock()
+		r.down = false
+		r.outage.Reset()
+		r.mu.Unlock()
+	}
+}
+
+// record writes the outcome back, fenced by owner, and counts it in res.
+// The write-back gets its own deadline, a lease from now: the publish may
+// have run longer than a lease while the heartbeat kept the rows.
+func (r *Relay) record(ctx context.Context, owner string, out *outcome, res *BatchResult) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	defer cancel()
+	steps := []struct {
+		what  string
+		count *int
+		n     int
+		do    func(context.Context) (int, error)
+	}{
+		{"sent", &res.Sent, len(out.sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, owner, out.sent) }},
+		{"retry", &res.Retried, len(out.retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, owner, out.retries) }},
+		{"failed", &res.Failed, len(out.failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, owner, out.failures) }},
+		{"release", &res.Released, len(out.released), func(ctx context.Context) (int, error) { return r.store.release(ctx, owner, out.released) }},
+	}
+	for _, step := range steps {
+		fenced, err := r.retryWrite(wctx, step.do)
+		if err != nil {
+			return fmt.Errorf("record outcome (%s) of %d claimed rows: %w; they return after the lease", step.what, res.Claimed, err)
+		}
+		*step.count = step.n - fenced
+		res.Fenced += fenced
+	}
+	return nil
+}
+
+// sinkDown reports whether a batch's results say the sink is down rather
+// than that some messages are bad: nothing was acknowledged, and either the
+// sink said it is unavailable, or several messages all failed transiently,
+// or one did while the sink was already down (a probe). Otherwise a lone
+// transient failure is charged to its message, so that an event the sink
+// keeps refusing still reaches failed after MaxAttempts.
+func sinkDown(results []error, alreadyDown bool) bool {
+	unavailable, transient := false, 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			return false
+		case errors.Is(err, publishers.ErrUnavailable):
+			unavailable = true
+		case !publishers.IsPermanent(err):
+			transient++
+		}
+	}
+	return unavailable || transient >= 2 || alreadyDown && transient > 0
+}
+
+// publish sends msgs while extending their lease, and returns one result per
+// message. interrupted is true when shutdown cut the publish short.
+func (r *Relay) publish(ctx context.Context, owner string, msgs []outbox.Message) (results []error, interrupted bool) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+	defer cancel()
+	go func() { // on shutdown, give the publish ShutdownTimeout more
+		select {
+		case <-ctx.Done():
+			select {
+			case <-time.After(r.cfg.ShutdownTimeout):
+				cancel()
+			case <-pctx.Done():
+			}
+		case <-pctx.Done():
+		}
+	}()
+	ids := make([]uuid.UUID, len(msgs))
+	for i := range msgs {
+		ids[i] = msgs[i].ID
+	}
+	heartbeatDone := make(chan struct{})
+	go func() {
+		defer close(heartbeatDone)
+		r.heartbeat(pctx, owner, ids)
+	}()
+	err := r.pub.Publish(pctx, msgs)
+	interrupted = err != nil && ctx.Err() != nil && pctx.Err() != nil
+	cancel()
+	<-heartbeatDone
+	return publishers.PerMessage(err, len(msgs)), interrupted
+}
+
+// heartbeat extends the lease of ids every Lease/3 until ctx ends, which
+// happens when the publish returns or reaches PublishTimeout: a stuck publish
+// does not hold its rows longer than that.
+func (r *Relay) heartbeat(ctx context.Context, owner string, ids []uuid.UUID) {
+	t := time.NewTicker(r.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fenced, err := r.store.extend(ctx, owner, ids)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				r.log.Warn("extending lease failed", "rows", len(ids), "error", err)
+			case fenced > 0:
+				r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", fenced)
+			}
+		}
+	}
+}
+
+// retryWrite runs a write-back until it succeeds or ctx (bounded by the
+// lease) ends: a failed write-back would make the rows publish twice.
+func (r *Relay) retryWrite(ctx context.Context, do func(context.Context) (int, error)) (int, error) {
+	b := newExponential(50*time.Millisecond, 2*time.Second)
+	for {
+		fenced, err := do(ctx)
+		if err == nil || ctx.Err() != nil {
+			return fenced, err
+		}
+		d := b.NextBackOff()
+		r.log.Warn("recording outcome failed; retrying", "error", err, "retry_in", d)
+		sleep(ctx, d)
+	}
+}
+
+// decode turns a claimed row into a message; an error means the row is
+// malformed (or rescued too often) and goes to failed with that reason.
+func (r *Relay) decode(x row) (outbox.Message, error) {
+	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt.Time}
+	if x.attempt > r.cfg.MaxAttempts {
+		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, r.cfg.MaxAttempts)
+	}
+	if !x.createdAt.Valid || x.createdAt.InfinityModifier != pgtype.Finite {
+		return msg, errors.New("malformed row: created_at is not a finite time")
+	}
+	if err := outbox.ValidateTopic(x.topic); err != nil {
+		return msg, fmt.Errorf("malformed row: %w", err)
+	}
+	if err := json.Unmarshal(x.headers, &msg.Headers); err != nil {
+		return msg, fmt.Errorf("malformed row: headers are not a JSON object of string values: %s", err)
+	}
+	if err := outbox.ValidateHeaders(msg.Headers); err != nil {
+		return msg, fmt.Errorf("malformed row: %w", err)
+	}
+	return msg, nil
+}
+
+func (r *Relay) logBatch(res BatchResult, retries []retry, failures []failure) {
+	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
+		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced)
+	if len(retries) > 0 && !res.SinkUnavailable { // Run logs an outage once, not every probe
+		r.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
+	}
+	for _, f := range failures {
+		r.log.Error("event failed permanently", "id", f.id, "reason", f.error)
+	}
+	if res.Fenced > 0 {
+		r.log.Warn("outcome not recorded for rows another claim holds now (lease lost)", "rows", res.Fenced)
+	}
+}

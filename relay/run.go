@@ -1,0 +1,115 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// Run waits for the database (retrying with backoff while it is
+// unreachable), checks that the schema is migrated, then claims and
+// publishes batches until ctx is cancelled. On cancellation it stops
+// claiming, lets the publish in flight finish within ShutdownTimeout,
+// records or releases its rows, and returns nil. It returns an error only
+// when it cannot serve at all, e.g. the table is missing
+// (migrations.ErrNotMigrated).
+//
+// While the sink is down Run probes it with one-row batches, waiting
+// OutageBackoffMin doubling up to OutageBackoffMax in between.
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.waitReady(ctx); err != nil || ctx.Err() != nil {
+		return err
+	}
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval)
+	defer r.log.Info("relay stopped")
+	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	sinkDown := false
+	for ctx.Err() == nil {
+		limit := r.cfg.BatchSize
+		if sinkDown {
+			limit = 1 // probe the sink with a single row
+		}
+		res, err := r.ProcessBatch(ctx, limit)
+		switch {
+		case err != nil:
+			d := min(dbDown.NextBackOff(), r.cfg.OutageBackoffMax)
+			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
+			sleep(ctx, d)
+			continue
+		case res.SinkUnavailable:
+			if !sinkDown {
+				r.log.Warn("sink unavailable; pausing claims", "deferred", res.Retried)
+			}
+			r.log.Debug("sink still unavailable", "retry_in", res.Backoff)
+			sinkDown = true
+			sleep(ctx, res.Backoff)
+			continue
+		}
+		dbDown.Reset()
+		if sinkDown && res.Claimed > 0 {
+			r.log.Info("sink answers again; resuming")
+			sinkDown = false
+		}
+		if res.Claimed < limit || sinkDown {
+			sleep(ctx, r.cfg.PollInterval)
+		}
+	}
+	return nil
+}
+
+// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
+// publishes them and records the outcome. Run calls it in a loop; it is
+// exported for callers that drive the relay themselves, and safe for
+// concurrent use. A cancelled ctx stops a claim from starting; a publish in
+// flight then gets ShutdownTimeout to finish before its rows are released.
+// The error reports database failures; sink failures are recorded per row
+// and counted in the result.
+//
+// waitReady pings the database until it answers, then checks the schema.
+// Problems that waiting cannot fix are returned; the rest are retried.
+func (r *Relay) waitReady(ctx context.Context) error {
+	b := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	for {
+		err := r.pool.Ping(ctx)
+		if err == nil {
+			if err = migrations.Check(ctx, r.pool, r.cfg.Table); err == nil {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fatal(err) {
+			return err
+		}
+		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)
+		r.log.Warn("database unreachable; retrying", "error", err, "retry_in", d)
+		sleep(ctx, d)
+	}
+}
+
+// fatal reports errors that retrying cannot fix: a missing or newer schema,
+// an invalid name, and server answers about access or authentication.
+func fatal(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		class := pgErr.Code[:2]
+		return class == "28" || class == "42" || class == "3D" || class == "3F"
+	}
+	return errors.Is(err, migrations.ErrNotMigrated) || errors.Is(err, migrations.ErrSchemaTooNew) ||
+		errors.Is(err, outbox.ErrInvalidIdentifier)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
