@@ -16,6 +16,14 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
+// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
+// publishes them and records the outcome. Run calls it in a loop; it is
+// exported for callers that drive the relay themselves, and safe for
+// concurrent use. A cancelled ctx stops a claim from starting; a publish in
+// flight then gets ShutdownTimeout to finish before its rows are released.
+// The error reports database failures; sink failures are recorded per row
+// and counted in the result.
+//
 // Outcomes per message: acknowledged rows are sent; permanent failures and
 // malformed rows fail at once; transient failures are retried with backoff
 // until MaxAttempts, then fail. When nothing of the batch was acknowledged

@@ -61,14 +61,6 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
-// publishes them and records the outcome. Run calls it in a loop; it is
-// exported for callers that drive the relay themselves, and safe for
-// concurrent use. A cancelled ctx stops a claim from starting; a publish in
-// flight then gets ShutdownTimeout to finish before its rows are released.
-// The error reports database failures; sink failures are recorded per row
-// and counted in the result.
-//
 // waitReady pings the database until it answers, then checks the schema.
 // Problems that waiting cannot fix are returned; the rest are retried.
 func (r *Relay) waitReady(ctx context.Context) error {
