@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,10 +22,7 @@ import (
 func TestSIGTERMStopsTheBinaryGracefully(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
-	bin := filepath.Join(t.TempDir(), "relay")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	ctx := context.Background()
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
 	if err != nil {
@@ -81,4 +79,31 @@ func TestSIGTERMStopsTheBinaryGracefully(t *testing.T) {
 	if processing != 0 || sent == 0 {
 		t.Errorf("after SIGTERM: %d rows processing, %d sent; want 0 processing and some sent", processing, sent)
 	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// buildBinary builds the relay binary once per test run and returns its
+// path.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "relay-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "relay")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
 }
