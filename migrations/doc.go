@@ -3,9 +3,11 @@
 // `relay migrate up|down|status`.
 //
 // Files are named NNN_name.up.sql and NNN_name.down.sql. They are Go
-// templates: {{.Table}} is the quoted, schema-qualified outbox table and
+// templates: {{.Table}} is the quoted, schema-qualified outbox table,
 // {{name "suffix"}} the quoted name of an object belonging to it (indexes,
-// constraints), so one database can hold several outbox tables. Identifiers
+// constraints), {{related "suffix"}} the schema-qualified name of a helper
+// table, and {{schema}} the quoted schema, so one database can hold several
+// outbox tables. Identifiers
 // are validated and quoted, never pasted raw.
 //
 // Every run takes a transaction-scoped advisory lock for its schema first, so

@@ -306,7 +306,9 @@ func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[
 func execTemplate(ctx context.Context, tx pgx.Tx, table outbox.Table, m Migration, body string) error {
 	table = table.WithDefaults() // {{name}} derives from table.Name: "" must mean "outbox"
 	t, err := template.New(m.Name).Funcs(template.FuncMap{
-		"name": func(suffix string) string { return pgx.Identifier{table.Name + "_" + suffix}.Sanitize() },
+		"name":    func(suffix string) string { return pgx.Identifier{table.Name + "_" + suffix}.Sanitize() },
+		"related": table.Related,
+		"schema":  func() string { return pgx.Identifier{table.Schema}.Sanitize() },
 	}).Parse(body)
 	if err != nil {
 		return fmt.Errorf("migrations: parse %03d_%s: %w", m.Version, m.Name, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	got := c
 	got.ID, got.Logger = "", nil
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", got, want)
 	}
 	if err := c.validate(); err != nil {
@@ -108,7 +109,7 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
 		OutageBackoffMax: 8 * time.Second, Logger: log,
 	}
-	if got := in.withDefaults(); got != in {
+	if got := in.withDefaults(); !reflect.DeepEqual(got, in) {
 		t.Fatalf("withDefaults changed set fields:\n got %+v\nwant %+v", got, in)
 	}
 }

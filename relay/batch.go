@@ -177,9 +177,22 @@ func sinkDown(results []error, alreadyDown bool) bool {
 // publish sends msgs while extending their lease, and returns one result per
 // message. interrupted is true when shutdown cut the publish short.
 func (r *Relay) publish(ctx context.Context, owner string, msgs []outbox.Message) (results []error, interrupted bool) {
+	ids := make([]uuid.UUID, len(msgs))
+	for i := range msgs {
+		ids[i] = msgs[i].ID
+	}
+	stop := r.keepLeases(ctx, owner, ids, nil)
+	defer stop()
+	return r.publishOnce(ctx, msgs)
+}
+
+// publishOnce makes one Publish call bounded by PublishTimeout; when ctx is
+// cancelled (shutdown) the call gets ShutdownTimeout more. interrupted is
+// true when shutdown cut it short.
+func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results []error, interrupted bool) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	defer cancel()
-	go func() { // on shutdown, give the publish ShutdownTimeout more
+	go func() {
 		select {
 		case <-ctx.Done():
 			select {
@@ -190,41 +203,43 @@ func (r *Relay) publish(ctx context.Context, owner string, msgs []outbox.Message
 		case <-pctx.Done():
 		}
 	}()
-	ids := make([]uuid.UUID, len(msgs))
-	for i := range msgs {
-		ids[i] = msgs[i].ID
-	}
-	heartbeatDone := make(chan struct{})
-	go func() {
-		defer close(heartbeatDone)
-		r.heartbeat(pctx, owner, ids)
-	}()
 	err := r.pub.Publish(pctx, msgs)
 	interrupted = err != nil && ctx.Err() != nil && pctx.Err() != nil
-	cancel()
-	<-heartbeatDone
 	return publishers.PerMessage(err, len(msgs)), interrupted
 }
 
-// heartbeat extends the lease of ids every Lease/3 until ctx ends, which
-// happens when the publish returns or reaches PublishTimeout: a stuck publish
-// does not hold its rows longer than that.
-func (r *Relay) heartbeat(ctx context.Context, owner string, ids []uuid.UUID) {
-	t := time.NewTicker(r.cfg.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fenced, err := r.store.extend(ctx, owner, ids)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				r.log.Warn("extending lease failed", "rows", len(ids), "error", err)
-			case fenced > 0:
-				r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", fenced)
+// keepLeases extends the lease of ids (and calls also, if set) every
+// Lease/3 until stop is called. Callers stop it as soon as their publishes,
+// each bounded by PublishTimeout, are over: a stuck publish does not hold its
+// rows longer than that.
+func (r *Relay) keepLeases(ctx context.Context, owner string, ids []uuid.UUID, also func(context.Context)) (stop func()) {
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+				if also != nil {
+					also(hctx)
+				}
+				fenced, err := r.store.extend(hctx, owner, ids)
+				switch {
+				case err != nil && hctx.Err() == nil:
+					r.log.Warn("extending lease failed", "rows", len(ids), "error", err)
+				case fenced > 0:
+					r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", fenced)
+				}
 			}
 		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

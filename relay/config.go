@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -45,9 +46,57 @@ type Config struct {
 	// while the sink (or the database) is unreachable. Default 100ms and 30s.
 	OutageBackoffMin time.Duration
 	OutageBackoffMax time.Duration
+	// Ordering turns on per-key ordered delivery for some topics; see
+	// Ordering and docs/ordering.md. The zero value delivers every event
+	// unordered.
+	Ordering Ordering
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// HeadOfLine says what happens to the later events of a key while its
+// earliest event keeps failing.
+type HeadOfLine string
+
+// Head-of-line policies.
+const (
+	// HeadOfLineWait holds a key's later events until its earliest one is
+	// sent or has failed for good (MaxAttempts, or a permanent error).
+	HeadOfLineWait HeadOfLine = "wait"
+	// HeadOfLinePark marks an event failed ("parked") at its first
+	// transient failure, so the key's later events go on at once. An
+	// operator re-drives parked events by hand.
+	HeadOfLinePark HeadOfLine = "park"
+)
+
+// Buckets is the number of hash buckets keys fall into; shards group them.
+const Buckets = 1024
+
+// Ordering configures per-key ordered delivery. Every replica serving a
+// table must use the same Topics and Shards.
+type Ordering struct {
+	// Topics whose keyed events are delivered in per-key order; "*" means
+	// every topic. Events without a key are never ordered. Defaults to none:
+	// ordering off.
+	Topics []string
+	// Shards is the number of shards keys are spread over: a replica leases
+	// one shard at a time and publishes its rows in order. Between 1 and
+	// 1024. Defaults to 16.
+	Shards int
+	// ShardBudget is how many rows a replica claims from a shard before it
+	// hands the shard back, so that no shard starves. Defaults to 10 times
+	// BatchSize.
+	ShardBudget int
+	// HeadOfLine is the policy for a key whose earliest event keeps
+	// failing. Defaults to HeadOfLineWait.
+	HeadOfLine HeadOfLine
+}
+
+// enabled reports whether any topic is ordered.
+func (o Ordering) enabled() bool { return len(o.Topics) > 0 }
+
+// allTopics reports whether every topic is ordered.
+func (o Ordering) allTopics() bool { return slices.Contains(o.Topics, "*") }
 
 // withDefaults fills zero fields.
 func (c Config) withDefaults() Config {
@@ -67,6 +116,13 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.OutageBackoffMax, 30*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Ordering.enabled() {
+		setDefault(&c.Ordering.Shards, 16)
+		setDefault(&c.Ordering.ShardBudget, 10*c.BatchSize)
+		if c.Ordering.HeadOfLine == "" {
+			c.Ordering.HeadOfLine = HeadOfLineWait
+		}
 	}
 	return c
 }
@@ -119,6 +175,32 @@ func (c Config) validate() error {
 		return bad("OutageBackoffMax", "%v is less than OutageBackoffMin %v", c.OutageBackoffMax, c.OutageBackoffMin)
 	case len(c.ID) > 200:
 		return bad("ID", "%d bytes, more than 200", len(c.ID))
+	}
+	return c.Ordering.validate()
+}
+
+func (o Ordering) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: "Ordering." + field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if !o.enabled() {
+		return nil
+	}
+	for _, t := range o.Topics {
+		if t == "*" {
+			continue
+		}
+		if err := outbox.ValidateTopic(t); err != nil {
+			return bad("Topics", "%v", err)
+		}
+	}
+	switch {
+	case o.Shards < 1 || o.Shards > Buckets:
+		return bad("Shards", "%d is not between 1 and %d", o.Shards, Buckets)
+	case o.ShardBudget < 1:
+		return bad("ShardBudget", "%d is less than 1", o.ShardBudget)
+	case o.HeadOfLine != HeadOfLineWait && o.HeadOfLine != HeadOfLinePark:
+		return bad("HeadOfLine", "%q is neither %q nor %q", o.HeadOfLine, HeadOfLineWait, HeadOfLinePark)
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		cfg:    cfg,
 		pool:   pool,
 		pub:    pub,
-		store:  newStore(pool, cfg.Table, cfg.Lease),
+		store:  newStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
 		log:    cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
 		outage: newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
 	}

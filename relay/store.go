@@ -21,13 +21,16 @@ const (
 	// claimSQL takes up to $1 rows: processing rows whose lease ran out
 	// first (their relay died or froze), then due pending rows, oldest first.
 	// Each branch uses its own partial index; SKIP LOCKED lets replicas claim
-	// side by side without waiting on each other.
+	// side by side without waiting on each other. Rows of ordered topics
+	// ($4: all topics, $5: these) that have a key are left to the ordered
+	// claim (ordered_store.go).
 	claimSQL = `WITH picked AS (
     SELECT id FROM (
         SELECT id
         FROM {{table}}
         WHERE status = 'processing'
           AND locked_until < now()
+          AND NOT (bucket IS NOT NULL AND ($4::bool OR topic = ANY($5::text[])))
         ORDER BY locked_until
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -38,6 +41,7 @@ const (
         FROM {{table}}
         WHERE status = 'pending'
           AND next_retry_at <= now()
+          AND NOT (bucket IS NOT NULL AND ($4::bool OR topic = ANY($5::text[])))
         ORDER BY next_retry_at, id
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -115,6 +119,7 @@ type row struct {
 	headers   []byte
 	attempt   int
 	createdAt pgtype.Timestamptz
+	tx        int64 // writing transaction; ordered claims only
 }
 
 // retry and failure are write-back requests. A refunded retry gives the
@@ -135,31 +140,56 @@ type failure struct {
 // the owner token of one claim: it is written to locked_by by the claim and
 // fences every later write-back of that claim.
 type store struct {
-	pool  *pgxpool.Pool
-	lease time.Duration
-	sql   map[string]string
+	pool     *pgxpool.Pool
+	lease    time.Duration
+	ordering Ordering
+	sql      map[string]string
 }
 
-func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration) *store {
-	s := &store{pool: pool, lease: lease, sql: map[string]string{}}
+func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *store {
+	s := &store{pool: pool, lease: lease, ordering: ordering, sql: map[string]string{}}
 	for name, q := range map[string]string{
 		"claim": claimSQL, "sent": markSentSQL, "retry": markRetrySQL,
 		"failed": markFailedSQL, "release": releaseSQL, "extend": extendSQL,
+		"shardCount": shardCountSQL, "shardCreate": shardCreateSQL, "leaseShard": leaseShardSQL,
+		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
 	} {
+		q = strings.ReplaceAll(q, "{{shards}}", table.Related("shards"))
 		s.sql[name] = strings.ReplaceAll(q, "{{table}}", table.Ident())
 	}
 	return s
 }
 
-// claim takes up to limit rows and leases them to owner.
+// orderedTopics returns the claim parameters naming the ordered topics.
+func (s *store) orderedTopics() (all bool, topics []string) {
+	topics = []string{}
+	for _, t := range s.ordering.Topics {
+		if t != "*" {
+			topics = append(topics, t)
+		}
+	}
+	return s.ordering.allTopics(), topics
+}
+
+// claim takes up to limit unordered rows and leases them to owner.
 func (s *store) claim(ctx context.Context, owner string, limit int) ([]row, error) {
-	rows, err := s.pool.Query(ctx, s.sql["claim"], limit, owner, s.lease.Milliseconds())
+	all, topics := s.orderedTopics()
+	rows, err := s.pool.Query(ctx, s.sql["claim"], limit, owner, s.lease.Milliseconds(), all, topics)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	return collectRows(rows, false)
+}
+
+// collectRows reads claimed rows; an ordered claim returns tx as well.
+func collectRows(rows pgx.Rows, withTx bool) ([]row, error) {
 	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
-		err := r.Scan(&x.id, &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt)
+		dest := []any{&x.id, &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt}
+		if withTx {
+			dest = append(dest, &x.tx)
+		}
+		err := r.Scan(dest...)
 		return x, err
 	})
 	if err != nil {

@@ -1,0 +1,5 @@
+-- 002 down: drops shard leases and the ordering columns.
+DROP TABLE {{related "shards"}};
+DROP INDEX {{schema}}.{{name "ordered_idx"}};
+ALTER TABLE {{.Table}} DROP COLUMN bucket;
+ALTER TABLE {{.Table}} DROP COLUMN tx;
