@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,8 +25,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.waitReady(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
-	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval)
+	if r.cfg.Ordering.enabled() {
+		if err := r.store.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+	}
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
+		"ordered_topics", r.cfg.Ordering.Topics)
 	defer r.log.Info("relay stopped")
+	if r.cfg.Ordering.enabled() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.runOrdered(ctx)
+		}()
+		defer func() { <-done }()
+	}
+
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	sinkDown := false
 	for ctx.Err() == nil {

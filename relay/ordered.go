@@ -1,0 +1,213 @@
+package relay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// runOrdered serves the ordered topics until ctx ends: it leases the least
+// recently served shard that has work, publishes that shard's rows in
+// order until it is drained or ShardBudget rows were claimed, hands the
+// shard back and leases the next. See docs/ordering.md.
+func (r *Relay) runOrdered(ctx context.Context) {
+	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	for ctx.Err() == nil {
+		lessee := r.token()
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+		shard, ok, err := r.store.leaseShard(lctx, lessee)
+		cancel()
+		switch {
+		case err != nil:
+			d := min(dbDown.NextBackOff(), r.cfg.OutageBackoffMax)
+			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
+			sleep(ctx, d)
+			continue
+		case !ok:
+			sleep(ctx, r.cfg.PollInterval)
+			continue
+		}
+		dbDown.Reset()
+		claimed, wait := r.serveShard(ctx, shard, lessee)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+		if err := r.store.handBack(hctx, shard, lessee); err != nil {
+			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
+		}
+		cancel()
+		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
+		if wait > 0 {
+			sleep(ctx, wait)
+		}
+	}
+}
+
+// serveShard claims and publishes batches of shard until it has no ready
+// rows, ShardBudget rows were claimed, or something asks for a pause; wait
+// is how long to pause before leasing again.
+func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claimed int, wait time.Duration) {
+	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
+		res, err := r.processShardBatch(ctx, shard, lessee)
+		claimed += res.Claimed
+		switch {
+		case err != nil:
+			r.log.Warn("database error; retrying", "shard", shard, "error", err)
+			return claimed, r.cfg.OutageBackoffMin
+		case res.SinkUnavailable:
+			r.log.Warn("sink unavailable; pausing ordered claims", "shard", shard, "retry_in", res.Backoff)
+			return claimed, res.Backoff
+		case res.Claimed == 0:
+			// Work that is not ready yet: a head waiting for its retry, or a
+			// transaction older than the rows still running.
+			return claimed, r.cfg.PollInterval
+		}
+	}
+	return claimed, 0
+}
+
+// token returns a fresh owner token: "<ID>#<n>".
+func (r *Relay) token() string {
+	return r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
+}
+
+// processShardBatch claims up to BatchSize ready rows of shard in write
+// order and publishes them in rounds: each round carries at most one event
+// per key, and a key's next event goes out only after the previous one was
+// acknowledged. A key whose event did not get through stops there: its
+// later events are released untouched and wait behind it (HeadOfLineWait),
+// unless the event failed for good or was parked (HeadOfLinePark), in
+// which case the key goes on.
+func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string) (BatchResult, error) {
+	owner := r.token()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	defer cancel()
+	rows, err := r.store.claimOrdered(cctx, owner, r.cfg.BatchSize, shard, lessee)
+	if err != nil || len(rows) == 0 {
+		return BatchResult{}, err
+	}
+	res := BatchResult{Claimed: len(rows)}
+	slices.SortFunc(rows, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.tx, b.tx), slices.Compare(a.id[:], b.id[:]))
+	})
+	var out outcome
+	ids := make([]uuid.UUID, len(rows))
+	queues := map[string][]outbox.Message{} // per topic and key, in write order
+	var keys []string                       // in order of first appearance
+	for i, x := range rows {
+		ids[i] = x.id
+		msg, err := r.decode(x)
+		if err != nil {
+			out.failures = append(out.failures, failure{x.id, err.Error()})
+			continue
+		}
+		k := msg.Topic + "\x00" + string(msg.Key)
+		if _, seen := queues[k]; !seen {
+			keys = append(keys, k)
+		}
+		queues[k] = append(queues[k], msg)
+	}
+
+	stop := r.keepLeases(ctx, owner, ids, func(hctx context.Context) {
+		if err := r.store.extendShard(hctx, shard, lessee); err != nil && hctx.Err() == nil {
+			r.log.Warn("extending shard lease failed", "shard", shard, "error", err)
+		}
+	})
+	for ctx.Err() == nil {
+		var batch []outbox.Message
+		var batchKeys []string
+		for _, k := range keys {
+			if q := queues[k]; len(q) > 0 {
+				batch, batchKeys = append(batch, q[0]), append(batchKeys, k)
+				queues[k] = q[1:]
+			}
+		}
+		if len(batch) == 0 {
+			break
+		}
+		results, interrupted := r.publishOnce(ctx, batch)
+		down, finished := r.classifyRound(batch, results, interrupted, &out, &res)
+		for i := range batch {
+			if !finished[i] { // the key waits behind this event
+				out.released = append(out.released, idsOf(queues[batchKeys[i]])...)
+				queues[batchKeys[i]] = nil
+			}
+		}
+		if interrupted || down {
+			break
+		}
+	}
+	stop()
+	for _, k := range keys { // not attempted: shutdown or outage stopped the rounds
+		out.released = append(out.released, idsOf(queues[k])...)
+	}
+	if err := r.record(ctx, owner, &out, &res); err != nil {
+		return res, err
+	}
+	r.logBatch(res, out.retries, out.failures)
+	return res, nil
+}
+
+// classifyRound decides the outcome of one round's messages, like
+// classify, with the head-of-line policy applied to transient failures. It
+// reports whether the round found the sink down, and which messages are
+// finished (sent, or failed for good): only their keys may go on.
+func (r *Relay) classifyRound(msgs []outbox.Message, results []error, interrupted bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
+	r.mu.Lock()
+	down = !interrupted && sinkDown(results, r.down)
+	if down {
+		r.down = true
+		res.SinkUnavailable = true
+		res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
+	}
+	r.mu.Unlock()
+	sent := false
+	finished = make([]bool, len(msgs))
+	for i, msg := range msgs {
+		nFailed := len(out.failures)
+		switch err := results[i]; {
+		case err == nil:
+			out.sent = append(out.sent, msg.ID)
+			sent = true
+			finished[i] = true
+		case interrupted:
+			out.released = append(out.released, msg.ID)
+		case publishers.IsPermanent(err):
+			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
+		case down:
+			out.retries = append(out.retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
+		case errors.Is(err, publishers.ErrUnavailable):
+			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
+		case r.cfg.Ordering.HeadOfLine == HeadOfLinePark:
+			out.failures = append(out.failures, failure{msg.ID, "parked: " + publishers.Describe(err)})
+		case msg.Attempt >= r.cfg.MaxAttempts:
+			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
+		default:
+			out.retries = append(out.retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
+		}
+		if len(out.failures) > nFailed {
+			finished[i] = true // failed for good: the key goes on
+		}
+	}
+	if sent {
+		r.mu.Lock()
+		r.down = false
+		r.outage.Reset()
+		r.mu.Unlock()
+	}
+	return down, finished
+}
+
+func idsOf(msgs []outbox.Message) []uuid.UUID {
+	ids := make([]uuid.UUID, len(msgs))
+	for i := range msgs {
+		ids[i] = msgs[i].ID
+	}
+	return ids
+}
