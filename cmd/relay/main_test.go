@@ -61,6 +61,9 @@ func TestBadConfigurationExits2NamingTheFlag(t *testing.T) {
 		{"bad log level", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", nil, []string{"run", "--frobnicate"}, "frobnicate"},
 		{"migrate without subcommand", nil, []string{"migrate"}, "up, down or status"},
+		{"bad head-of-line policy", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--ordered-topics", "*", "--head-of-line", "sideways"}, "--head-of-line (OUTBOX_HEAD_OF_LINE)"},
+		{"too many shards", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--ordered-topics", "orders", "--shards", "2000"}, "--shards (OUTBOX_SHARDS)"},
+		{"bad ordered topic", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--ordered-topics", "orders,bad topic"}, "--ordered-topics (OUTBOX_ORDERED_TOPICS)"},
 		{"bad database url", nil, []string{"migrate", "up", "--database-url", "postgres://u:hunter2@[::1"}, "--database-url (OUTBOX_DATABASE_URL)"},
 	}
 	for _, c := range cases {

@@ -62,6 +62,8 @@ type relayFlags struct {
 	backoffMin, backoffMax          time.Duration
 	publishTimeout, shutdownTimeout time.Duration
 	outageMin, outageMax            time.Duration
+	orderedTopics, headOfLine       string
+	shards, shardBudget             int
 }
 
 func (r *relayFlags) register(f *flags) {
@@ -76,6 +78,10 @@ func (r *relayFlags) register(f *flags) {
 	f.Duration(&r.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
 	f.Duration(&r.outageMin, "outage-backoff-min", 100*time.Millisecond, "first wait before probing again while the sink or the database is unreachable")
 	f.Duration(&r.outageMax, "outage-backoff-max", 30*time.Second, "longest wait between probes while the sink or the database is unreachable")
+	f.String(&r.orderedTopics, "ordered-topics", "", "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
+	f.Int(&r.shards, "shards", 16, "ordered delivery: shards keys are spread over; every replica must use the same value")
+	f.Int(&r.shardBudget, "shard-budget", 0, "ordered delivery: rows claimed from one shard before handing it back (default 10 x --batch-size)")
+	f.String(&r.headOfLine, "head-of-line", "wait", "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
 }
 
 // configFlag maps relay.Config fields to the flags that set them.
@@ -84,6 +90,8 @@ var configFlag = map[string]string{
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
+	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
+	"Ordering.HeadOfLine": "head-of-line",
 }
 
 // config builds the relay.Config. Zero means "default" in relay.Config, so
@@ -95,6 +103,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		"backoff-min": int64(r.backoffMin), "backoff-max": int64(r.backoffMax),
 		"publish-timeout": int64(r.publishTimeout), "shutdown-timeout": int64(r.shutdownTimeout),
 		"outage-backoff-min": int64(r.outageMin), "outage-backoff-max": int64(r.outageMax),
+		"shards": int64(r.shards),
 	}
 	for name, v := range positive {
 		if v <= 0 {
@@ -106,6 +115,10 @@ func (r *relayFlags) config() (relay.Config, error) {
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
+		Ordering: relay.Ordering{
+			Topics: splitList(r.orderedTopics), Shards: r.shards, ShardBudget: r.shardBudget,
+			HeadOfLine: relay.HeadOfLine(r.headOfLine),
+		},
 	}, nil
 }
 
