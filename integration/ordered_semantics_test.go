@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// orderSink records, in publish order, the payloads it acknowledges; fail
+// decides per message whether to refuse it (nil: acknowledge everything).
+type orderSink struct {
+	mu    sync.Mutex
+	got   []string
+	calls [][]string
+	fail  func(m outbox.Message) error
+}
+
+func (s *orderSink) Publish(_ context.Context, msgs []outbox.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	errs := make([]error, len(msgs))
+	var call []string
+	failed := false
+	for i, m := range msgs {
+		call = append(call, string(m.Payload))
+		if s.fail != nil {
+			errs[i] = s.fail(m)
+		}
+		if errs[i] == nil {
+			s.got = append(s.got, string(m.Payload))
+		} else {
+			failed = true
+		}
+	}
+	s.calls = append(s.calls, call)
+	if failed {
+		return publishers.Errors(errs)
+	}
+	return nil
+}
+
+func (s *orderSink) Close() error { return nil }
+
+func (s *orderSink) delivered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.got...)
+}
+
+// indexOf returns the position of payload in the delivered order, or -1.
+func indexOf(got []string, payload string) int {
+	for i, p := range got {
+		if p == payload {
+			return i
+		}
+	}
+	return -1
+}
+
+// An earlier write for a key, still uncommitted, must not be overtaken by a
+// later write that committed first: the relay waits until the earlier
+// transaction ends, then publishes both in write order.
+func TestOrderedVisibilityHazard(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tx1, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(b.ctx) //nolint:errcheck
+	if _, err := b.writer.Write(b.ctx, tx1, outbox.Message{Topic: "orders", Key: []byte("K"), Payload: []byte("K:0")}); err != nil {
+		t.Fatal(err)
+	}
+	later := b.write(outbox.Message{Topic: "orders", Key: []byte("K"), Payload: []byte("K:1")})[0]
+	committed := b.dbNow()
+
+	s := &orderSink{}
+	b.startRelay(s, orderedConfig(4))
+	// The relay has looked at K's shard (leased it for the due row K:1 and
+	// handed it back, having claimed nothing) ...
+	await(t, 10*time.Second, func() bool {
+		return shardServedSince(t, b, committed)
+	}, "the relay never served the shard of K")
+	// ... and left K:1 alone while K:0's transaction is open.
+	if r := b.row(later); r.Status != "pending" || r.Attempt != 0 || len(s.delivered()) != 0 {
+		t.Fatalf("K:1 was claimed while an earlier write for K was uncommitted: status %s, attempt %d, delivered %v", r.Status, r.Attempt, s.delivered())
+	}
+	if err := tx1.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	await(t, 10*time.Second, func() bool { return len(s.delivered()) == 2 }, "not delivered after commit: %v", s.delivered())
+	if got := s.delivered(); got[0] != "K:0" || got[1] != "K:1" {
+		t.Errorf("delivered %v, want [K:0 K:1]", got)
+	}
+}
+
+// shardServedSince reports whether some shard was handed back after t.
+func shardServedSince(t *testing.T, b *bundle, since time.Time) bool {
+	t.Helper()
+	var n int
+	err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.table.Related("shards")+" WHERE locked_by IS NULL AND locked_until > $1", since).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// With HeadOfLineWait, a key whose first event keeps failing transiently
+// holds its later events back until the first one gets through; other keys
+// flow meanwhile.
+func TestOrderedHeadOfLineWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	failures := 3
+	s := &orderSink{fail: func(m outbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if string(m.Payload) == "stuck:0" && failures > 0 {
+			failures--
+			return errors.New("broker said no")
+		}
+		return nil
+	}}
+	b.write(
+		outbox.Message{Topic: "orders", Key: []byte("stuck"), Payload: []byte("stuck:0")},
+		outbox.Message{Topic: "orders", Key: []byte("stuck"), Payload: []byte("stuck:1")},
+		outbox.Message{Topic: "orders", Key: []byte("stuck"), Payload: []byte("stuck:2")},
+		outbox.Message{Topic: "orders", Key: []byte("free"), Payload: []byte("free:0")},
+		outbox.Message{Topic: "orders", Key: []byte("free"), Payload: []byte("free:1")},
+	)
+	cfg := orderedConfig(1) // one shard: both keys share it
+	cfg.BackoffMin, cfg.BackoffMax = 50*time.Millisecond, 100*time.Millisecond
+	b.startRelay(s, cfg)
+	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 5 }, "not all sent: %v", b.statuses())
+	got := s.delivered()
+	if indexOf(got, "stuck:0") > indexOf(got, "stuck:1") || indexOf(got, "stuck:1") > indexOf(got, "stuck:2") {
+		t.Errorf("stuck key delivered out of order: %v", got)
+	}
+	if indexOf(got, "free:1") > indexOf(got, "stuck:0") {
+		t.Errorf("the free key waited for the stuck one: %v", got)
+	}
+	if n := b.count("attempt = 4 AND status = 'sent' AND payload = 'stuck:0'"); n != 1 {
+		t.Errorf("stuck:0 should be sent at its 4th attempt: %v", b.rows("true"))
+	}
+}
+
+// With HeadOfLinePark, a key's event that fails transiently is parked
+// (failed, "parked: ...") at once and the key's later events go on.
+func TestOrderedHeadOfLinePark(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &orderSink{fail: func(m outbox.Message) error {
+		if string(m.Payload) == "poison:0" {
+			return errors.New("consumer contract violated")
+		}
+		return nil
+	}}
+	ids := b.write(
+		outbox.Message{Topic: "orders", Key: []byte("poison"), Payload: []byte("poison:0")},
+		outbox.Message{Topic: "orders", Key: []byte("poison"), Payload: []byte("poison:1")},
+		outbox.Message{Topic: "orders", Key: []byte("other"), Payload: []byte("other:0")},
+	)
+	cfg := orderedConfig(1)
+	cfg.Ordering.HeadOfLine = relay.HeadOfLinePark
+	b.startRelay(s, cfg)
+	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 2 }, "later events did not go on: %v", b.statuses())
+	r := b.row(ids[0])
+	if r.Status != "failed" || r.Attempt != 1 || r.LastError == nil || !strings.HasPrefix(*r.LastError, "parked: ") {
+		t.Errorf("poison:0: status %s, attempt %d, last_error %v; want failed at attempt 1, parked", r.Status, r.Attempt, deref(r.LastError))
+	}
+	if got := s.delivered(); indexOf(got, "poison:1") < 0 {
+		t.Errorf("poison:1 not delivered: %v", got)
+	}
+}
+
+// The shard table holds one readable row per shard, every shard is handed
+// back when its relay stops, and a relay configured for another shard
+// count refuses to start.
+func TestOrderedShardTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.write(outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("k:0")})
+	s := &orderSink{}
+	running := b.startRelay(s, orderedConfig(5))
+	await(t, 10*time.Second, func() bool { return len(s.delivered()) == 1 }, "not delivered")
+	if err := running.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var shards, held int
+	err := b.pool.QueryRow(b.ctx, "SELECT count(*), count(*) FILTER (WHERE locked_by IS NOT NULL) FROM "+b.table.Related("shards")).Scan(&shards, &held)
+	if err != nil || shards != 5 || held != 0 {
+		t.Fatalf("shard table: %d rows, %d held (%v); want 5 rows, none held after stop", shards, held, err)
+	}
+	err = b.newRelay(&orderSink{}, orderedConfig(7)).Run(b.ctx)
+	if err == nil || !strings.Contains(err.Error(), "5 shards") || !strings.Contains(err.Error(), "configured for 7") {
+		t.Errorf("Run with another shard count = %v, want an error naming both counts", err)
+	}
+}
