@@ -201,8 +201,11 @@ func TestMigrateAndRunWithStdoutSink(t *testing.T) {
 		t.Fatalf("no JSON start log:\n%s", runErr.String())
 	}
 
-	if code, out, _ = invoke(ctx, env, "migrate", "down"); code != 0 || !strings.Contains(out, "reverted 001_create_outbox") {
-		t.Fatalf("migrate down: exit %d\n%s", code, out)
+	// Each down reverts the latest migration: 002, then 001.
+	for _, want := range []string{"reverted 002_ordered_delivery", "reverted 001_create_outbox"} {
+		if code, out, _ = invoke(ctx, env, "migrate", "down"); code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("migrate down: exit %d, want %q\n%s", code, want, out)
+		}
 	}
 	var exists bool
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table.Ident()).Scan(&exists); err != nil || exists {
