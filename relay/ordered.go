@@ -63,10 +63,12 @@ func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claim
 		case res.SinkUnavailable:
 			r.log.Warn("sink unavailable; pausing ordered claims", "shard", shard, "retry_in", res.Backoff)
 			return claimed, res.Backoff
-		case res.Claimed == 0:
+		case claimed == 0:
 			// Work that is not ready yet: a head waiting for its retry, or a
 			// transaction older than the rows still running.
-			return claimed, r.cfg.PollInterval
+			return 0, r.cfg.PollInterval
+		case res.Claimed < r.cfg.BatchSize:
+			return claimed, 0 // drained: on to the next shard at once
 		}
 	}
 	return claimed, 0
