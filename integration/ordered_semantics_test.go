@@ -171,7 +171,8 @@ func TestOrderedHeadOfLinePark(t *testing.T) {
 	cfg := orderedConfig(1)
 	cfg.Ordering.HeadOfLine = relay.HeadOfLinePark
 	b.startRelay(s, cfg)
-	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 2 }, "later events did not go on: %v", b.statuses())
+	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 2 && b.count("status = 'failed'") == 1 },
+		"later events did not go on: %v", b.statuses())
 	r := b.row(ids[0])
 	if r.Status != "failed" || r.Attempt != 1 || r.LastError == nil || !strings.HasPrefix(*r.LastError, "parked: ") {
 		t.Errorf("poison:0: status %s, attempt %d, last_error %v; want failed at attempt 1, parked", r.Status, r.Attempt, deref(r.LastError))
