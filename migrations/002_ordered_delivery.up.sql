@@ -21,6 +21,12 @@ CREATE INDEX {{name "ordered_idx"}}
     ON {{.Table}} (bucket, tx, id)
     WHERE status IN ('pending', 'processing') AND bucket IS NOT NULL;
 
+-- The unordered claim when every topic is ordered: rows without a key, so
+-- that polling for them never walks a backlog of ordered rows.
+CREATE INDEX {{name "keyless_idx"}}
+    ON {{.Table}} (next_retry_at, id)
+    WHERE status = 'pending' AND bucket IS NULL;
+
 -- Shard leases, readable by humans: who holds a shard, until when. A shard
 -- handed back gets locked_until = now(), so the least recently served shard
 -- is handed out first. The relays create the rows (one per shard).

@@ -183,9 +183,6 @@ func (o Ordering) validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Field: "Ordering." + field, Reason: fmt.Sprintf(format, args...)}
 	}
-	if !o.enabled() {
-		return nil
-	}
 	for _, t := range o.Topics {
 		if t == "*" {
 			continue
@@ -195,11 +192,11 @@ func (o Ordering) validate() error {
 		}
 	}
 	switch {
-	case o.Shards < 1 || o.Shards > Buckets:
+	case o.Shards < 0 || o.Shards > Buckets || o.enabled() && o.Shards == 0:
 		return bad("Shards", "%d is not between 1 and %d", o.Shards, Buckets)
-	case o.ShardBudget < 1:
+	case o.ShardBudget < 0 || o.enabled() && o.ShardBudget == 0:
 		return bad("ShardBudget", "%d is less than 1", o.ShardBudget)
-	case o.HeadOfLine != HeadOfLineWait && o.HeadOfLine != HeadOfLinePark:
+	case o.HeadOfLine != "" && o.HeadOfLine != HeadOfLineWait && o.HeadOfLine != HeadOfLinePark:
 		return bad("HeadOfLine", "%q is neither %q nor %q", o.HeadOfLine, HeadOfLineWait, HeadOfLinePark)
 	}
 	return nil

@@ -21,7 +21,8 @@ ON CONFLICT DO NOTHING`
 
 	// leaseShardSQL leases the least recently served free shard that has
 	// work: a due pending row or a lapsed claim in one of its buckets
-	// (bucket % $3 = shard). $2 is the lease token, $4/$5 the ordered topics.
+	// (bucket % $3 = shard), written by a transaction older than all running
+	// ones. $2 is the lease token, $4/$5 the ordered topics.
 	leaseShardSQL = `UPDATE {{shards}} AS s
 SET locked_by = $2,
     locked_until = now() + $1 * interval '1 millisecond'
@@ -37,6 +38,7 @@ WHERE s.shard = (
             AND o.bucket IS NOT NULL
             AND (o.status = 'pending' AND o.next_retry_at <= now()
                  OR o.status = 'processing' AND o.locked_until < now())
+            AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
             AND ($4::bool OR o.topic = ANY($5::text[]))
       )
     ORDER BY c.locked_until, c.shard
@@ -61,9 +63,10 @@ WHERE shard = $1
 	// claimOrderedSQL claims, in write order, the runs of ready rows at the
 	// head of each key in the leased shard's buckets ($6):
 	//
-	//   - lease re-checks and extends the shard lease in the same statement;
-	//     its row lock makes a concurrent takeover wait, so two claims of
-	//     one shard never overlap;
+	//   - lease re-checks and extends the shard lease in the same statement.
+	//     While it holds the shard row's lock another replica's lease
+	//     statement skips the shard, and a takeover that got in first makes
+	//     the check fail, so two claims of one shard never overlap;
 	//   - a row is ready when it is due (pending and next_retry_at passed,
 	//     or processing with a lapsed lease) and its writing transaction is
 	//     older than every transaction still running, so no earlier write

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,7 +26,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	if r.cfg.Ordering.enabled() {
 		if err := r.store.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
-			return fmt.Errorf("relay: %w", err)
+			return err
 		}
 	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,

@@ -30,7 +30,7 @@ const (
         FROM {{table}}
         WHERE status = 'processing'
           AND locked_until < now()
-          AND NOT (bucket IS NOT NULL AND ($4::bool OR topic = ANY($5::text[])))
+          ` + orderedFilter + `
         ORDER BY locked_until
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -41,7 +41,7 @@ const (
         FROM {{table}}
         WHERE status = 'pending'
           AND next_retry_at <= now()
-          AND NOT (bucket IS NOT NULL AND ($4::bool OR topic = ANY($5::text[])))
+          ` + orderedFilter + `
         ORDER BY next_retry_at, id
         LIMIT $1
         FOR UPDATE SKIP LOCKED
@@ -109,6 +109,10 @@ WHERE id = ANY($1)
   AND status = 'processing'`
 )
 
+// orderedFilter keeps rows of ordered topics ($4: all, $5: these) that have
+// a key out of the unordered claim.
+const orderedFilter = "AND NOT (bucket IS NOT NULL AND ($4::bool OR topic = ANY($5::text[])))"
+
 // row is a claimed outbox row before decoding. createdAt is scanned
 // loosely so that a hand-made 'infinity' fails its row, not the claim.
 type row struct {
@@ -155,6 +159,11 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, order
 		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
 	} {
 		q = strings.ReplaceAll(q, "{{shards}}", table.Related("shards"))
+		if name == "claim" && ordering.allTopics() {
+			// Every keyed row is ordered: say so in a form the keyless
+			// partial index matches.
+			q = strings.ReplaceAll(q, orderedFilter, "AND bucket IS NULL")
+		}
 		s.sql[name] = strings.ReplaceAll(q, "{{table}}", table.Ident())
 	}
 	return s
@@ -173,8 +182,11 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 
 // claim takes up to limit unordered rows and leases them to owner.
 func (s *store) claim(ctx context.Context, owner string, limit int) ([]row, error) {
-	all, topics := s.orderedTopics()
-	rows, err := s.pool.Query(ctx, s.sql["claim"], limit, owner, s.lease.Milliseconds(), all, topics)
+	args := []any{limit, owner, s.lease.Milliseconds()}
+	if all, topics := s.orderedTopics(); !all { // with all topics ordered the filter takes no parameters
+		args = append(args, all, topics)
+	}
+	rows, err := s.pool.Query(ctx, s.sql["claim"], args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

@@ -178,6 +178,9 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		// One produce request per partition can carry a whole claimed batch.
 		kcfg.BatchSize = cfg.BatchSize
+		if len(cfg.Ordering.Topics) > 0 && kcfg.Partitioner == kafka.PartitionerRoundRobin {
+			return usageError("--kafka-partitioner %s spreads a key over partitions, which breaks --ordered-topics; use murmur2, crc32 or fnv1a", kafka.PartitionerRoundRobin)
+		}
 		p, err := kafka.New(kcfg)
 		if err != nil {
 			return usageError("invalid Kafka configuration: %v", err)
