@@ -30,6 +30,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	f.Int(&cfg.Writers, "writers", 4, "concurrent writer goroutines")
 	f.Int(&cfg.Relays, "relays", 3, "relay replicas")
 	f.Int(&cfg.RollbackEvery, "rollback-every", 5, "roll back one transaction in this many")
+	f.Bool(&cfg.Ordered, "ordered", false, "deliver each customer's events in write order (per-key ordering) and check it")
 	f.Duration(&cfg.Timeout, "timeout", 2*time.Minute, "give up after this long")
 	f.String(&logFormat, "log-format", "text", "relay log format: text or json")
 	f.String(&logLevel, "log-level", "warn", "relay log level: debug, info, warn or error")

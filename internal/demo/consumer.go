@@ -22,6 +22,7 @@ type received struct{ key, payload string }
 type consumer struct {
 	mu     sync.Mutex
 	got    map[string][]received
+	order  map[string][]string // key -> event ids in arrival order
 	notify chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -38,7 +39,7 @@ func newConsumer(ctx context.Context, brokers []string, topic string) (*consumer
 		return nil, fmt.Errorf("consumer: partitions of %s: %w", topic, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	c := &consumer{got: map[string][]received{}, notify: make(chan struct{}, 1), cancel: cancel}
+	c := &consumer{got: map[string][]received{}, order: map[string][]string{}, notify: make(chan struct{}, 1), cancel: cancel}
 	for _, p := range parts {
 		r := kafkago.NewReader(kafkago.ReaderConfig{
 			Brokers: brokers, Topic: topic, Partition: p.ID,
@@ -70,6 +71,9 @@ func (c *consumer) record(m kafkago.Message) {
 	}
 	c.mu.Lock()
 	c.got[id] = append(c.got[id], received{key: string(m.Key), payload: string(m.Value)})
+	// A key lives on one partition, read by one goroutine: arrival order
+	// per key is the partition's order.
+	c.order[string(m.Key)] = append(c.order[string(m.Key)], id)
 	c.mu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
@@ -142,4 +146,15 @@ func ensureTopic(ctx context.Context, brokers []string, topic string) error {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	return nil
+}
+
+// arrivals copies, per key, the event ids in the order they arrived.
+func (c *consumer) arrivals() map[string][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string][]string, len(c.order))
+	for k, ids := range c.order {
+		out[k] = append([]string(nil), ids...)
+	}
+	return out
 }

@@ -46,6 +46,9 @@ type Config struct {
 	Relays int
 	// RollbackEvery rolls back one transaction in this many.
 	RollbackEvery int
+	// Ordered runs the relays with per-key ordering on and checks that each
+	// customer's events arrived in write order.
+	Ordered bool
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// Out receives progress lines and the summary.
@@ -60,13 +63,17 @@ type Summary struct {
 	Delivered, Duplicates      int
 	Missing, RolledBackArrived int
 	Corrupted                  int
-	SentByRelay                map[string]int
-	Elapsed                    time.Duration
+	// Ordered says the run checked per-key order; OrderViolations counts
+	// events that arrived (first copies) out of their key's write order.
+	Ordered         bool
+	OrderViolations int
+	SentByRelay     map[string]int
+	Elapsed         time.Duration
 }
 
 // OK reports whether the run proved the promise.
 func (s Summary) OK() bool {
-	return s.Committed > 0 && s.Missing == 0 && s.RolledBackArrived == 0 && s.Corrupted == 0
+	return s.Committed > 0 && s.Missing == 0 && s.RolledBackArrived == 0 && s.Corrupted == 0 && s.OrderViolations == 0
 }
 
 // written is what the writers recorded of one event.
@@ -127,10 +134,14 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			stopRelays()
 			return Summary{}, fmt.Errorf("kafka sink: %w", err)
 		}
-		r, err := relay.New(pool, pub, relay.Config{
+		rcfg := relay.Config{
 			Table: table, ID: fmt.Sprintf("demo-relay-%d", i+1), BatchSize: 100,
 			PollInterval: 50 * time.Millisecond, Logger: cfg.Logger,
-		})
+		}
+		if cfg.Ordered {
+			rcfg.Ordering = relay.Ordering{Topics: []string{"*"}, Shards: 8}
+		}
+		r, err := relay.New(pool, pub, rcfg)
 		if err != nil {
 			stopRelays()
 			return Summary{}, err
@@ -144,7 +155,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			}
 		}()
 	}
-	fmt.Fprintf(out, "relays:   %d replicas claiming with FOR UPDATE SKIP LOCKED\n", cfg.Relays)
+	if cfg.Ordered {
+		fmt.Fprintf(out, "relays:   %d replicas, per-key ordered delivery over 8 shards\n", cfg.Relays)
+	} else {
+		fmt.Fprintf(out, "relays:   %d replicas claiming with FOR UPDATE SKIP LOCKED\n", cfg.Relays)
+	}
 
 	events := writeEvents(ctx, pool, table, cfg, out)
 	committed := 0
@@ -177,6 +192,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.SentByRelay, err = sentByRelay(context.WithoutCancel(ctx), pool, table)
 	if err != nil {
 		return sum, err
+	}
+	if sum.Ordered = cfg.Ordered; cfg.Ordered {
+		if sum.OrderViolations, err = orderViolations(context.WithoutCancel(ctx), pool, table, cons.arrivals()); err != nil {
+			return sum, err
+		}
 	}
 	printSummary(out, sum)
 	if !sum.OK() {
@@ -334,6 +354,9 @@ func sentByRelay(ctx context.Context, pool *pgxpool.Pool, table outbox.Table) (m
 
 func printSummary(out io.Writer, s Summary) {
 	verdict := "OK: every committed event arrived intact, no rolled-back event arrived"
+	if s.Ordered {
+		verdict += ", every key's events in write order"
+	}
 	if !s.OK() {
 		verdict = "FAILED"
 	}
@@ -348,8 +371,51 @@ summary
   corrupted (key/payload)    %d
   elapsed                    %v
 `, s.Committed, s.RolledBack, s.Delivered, s.Duplicates, s.Missing, s.RolledBackArrived, s.Corrupted, s.Elapsed.Round(time.Millisecond))
+	if s.Ordered {
+		fmt.Fprintf(out, "  per-key order violations   %d\n", s.OrderViolations)
+	}
 	for _, who := range slices.Sorted(maps.Keys(s.SentByRelay)) {
 		fmt.Fprintf(out, "  sent by %-18s %d\n", who, s.SentByRelay[who])
 	}
 	fmt.Fprintln(out, verdict)
+}
+
+// orderViolations compares, per key, the order in which events first
+// arrived with the order the database promises: the writing transaction,
+// then the event id.
+func orderViolations(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, arrived map[string][]string) (int, error) {
+	rows, err := pool.Query(ctx, "SELECT convert_from(key, 'UTF8'), id::text FROM "+table.Ident()+" WHERE status = 'sent' ORDER BY tx, id")
+	if err != nil {
+		return 0, fmt.Errorf("read write order: %w", err)
+	}
+	position := map[string]int{} // event id -> position within its key
+	counts := map[string]int{}
+	for rows.Next() {
+		var key, id string
+		if err := rows.Scan(&key, &id); err != nil {
+			return 0, err
+		}
+		position[id] = counts[key]
+		counts[key]++
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	violations := 0
+	for _, ids := range arrived {
+		seen, next := map[string]bool{}, 0
+		for _, id := range ids {
+			if seen[id] {
+				continue // a duplicate: only first copies count
+			}
+			seen[id] = true
+			if p, ok := position[id]; ok {
+				if p != next {
+					violations++
+				}
+				next = p + 1
+			}
+		}
+	}
+	return violations, nil
 }
