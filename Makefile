@@ -3,7 +3,7 @@
 OUTBOX_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 export OUTBOX_TEST_DATABASE_URL
 
-.PHONY: test demo build vet fmt
+.PHONY: test demo demo-ordered build vet fmt
 
 test: vet
 	go test -race -count=1 ./...
@@ -14,6 +14,9 @@ vet:
 
 demo:
 	go run ./cmd/relay demo
+
+demo-ordered:
+	go run ./cmd/relay demo --ordered
 
 build:
 	go build -o bin/relay ./cmd/relay
