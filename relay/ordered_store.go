@@ -19,10 +19,11 @@ const (
 SELECT generate_series(0, $1 - 1)
 ON CONFLICT DO NOTHING`
 
-	// leaseShardSQL leases the least recently served free shard that has
-	// work: a due pending row or a lapsed claim in one of its buckets
-	// (bucket % $3 = shard), written by a transaction older than all running
-	// ones. $2 is the lease token, $4/$5 the ordered topics.
+	// leaseShardSQL leases a free shard that has work: a due pending row or
+	// a lapsed claim in one of its buckets (bucket % $3 = shard), written by
+	// a transaction older than all running ones. Shards whose holder died
+	// (lease lapsed, never handed back) come first, then the least recently
+	// served. $2 is the lease token, $4/$5 the ordered topics.
 	leaseShardSQL = `UPDATE {{shards}} AS s
 SET locked_by = $2,
     locked_until = now() + $1 * interval '1 millisecond'
@@ -41,7 +42,7 @@ WHERE s.shard = (
             AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
             AND ($4::bool OR o.topic = ANY($5::text[]))
       )
-    ORDER BY c.locked_until, c.shard
+    ORDER BY c.locked_by IS NULL, c.locked_until, c.shard
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )

@@ -186,7 +186,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 			return usageError("invalid Kafka configuration: %v", err)
 		}
 		pub = p
-		logger.Info("kafka sink", "config", kcfg)
+		logger.Info("kafka sink", "config", p.Config())
 	case "stdout":
 		pub = stdoutsink.New(stdout)
 	default:

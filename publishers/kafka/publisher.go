@@ -443,6 +443,10 @@ func (p *Publisher) topicExists(ctx context.Context, topic string) (bool, error)
 	return false, nil
 }
 
+// Config returns the configuration in effect, defaults filled in. Its
+// String and LogValue hide the SASL password.
+func (p *Publisher) Config() Config { return p.cfg }
+
 // Close waits for in-flight produce requests to end, then closes the
 // connections. Publish fails with ErrClosed afterwards. Close is idempotent.
 func (p *Publisher) Close() error {
