@@ -23,7 +23,9 @@ ON CONFLICT DO NOTHING`
 	// a lapsed claim in one of its buckets (bucket % $3 = shard), written by
 	// a transaction older than all running ones. Shards whose holder died
 	// (lease lapsed, never handed back) come first, then the least recently
-	// served. $2 is the lease token, $4/$5 the ordered topics.
+	// served. $2 is the lease token, $4/$5 the ordered topics. The buckets
+	// are an array, not an IN (subquery): that lets the planner read
+	// ordered_idx per bucket instead of testing every due row per shard.
 	leaseShardSQL = `UPDATE {{shards}} AS s
 SET locked_by = $2,
     locked_until = now() + $1 * interval '1 millisecond'
@@ -34,7 +36,7 @@ WHERE s.shard = (
       AND EXISTS (
           SELECT 1
           FROM {{table}} AS o
-          WHERE o.bucket IN (SELECT generate_series(c.shard, 1023, $3)::smallint)
+          WHERE o.bucket = ANY (ARRAY(SELECT generate_series(c.shard, 1023, $3)::smallint))
             AND o.status IN ('pending', 'processing')
             AND o.bucket IS NOT NULL
             AND (o.status = 'pending' AND o.next_retry_at <= now()

@@ -46,6 +46,11 @@ func (d *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, usageError("invalid value for --database-url (%s): %s", envName("database-url"), redactDSN(err.Error()))
 	}
+	// The relay's statements are short and repeated; JIT compiling a plan
+	// whose estimate is high costs far more than running it.
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", redactDSN(d.url), err)
