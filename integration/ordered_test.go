@@ -26,8 +26,7 @@ func orderedConfig(shards int) relay.Config {
 // writeSequences writes, for each of keys keys, events 0..perKey-1 in
 // sequence, each in its own transaction; writers work on different keys
 // at the same time. Payloads are "<key>:<seq>".
-func (b *bundle) writeSequences(t *testing.T, topic string, keys, perKey, writers int) {
-	t.Helper()
+func (b *bundle) writeSequences(topic string, keys, perKey, writers int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := 0; w < writers; w++ {
@@ -48,9 +47,7 @@ func (b *bundle) writeSequences(t *testing.T, topic string, keys, perKey, writer
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	return <-errs // nil when no writer failed
 }
 
 // checkOrder asserts that, per key, the delivered sequence with duplicates
@@ -96,17 +93,29 @@ func checkOrder(t *testing.T, recs []record, keys, perKey int) (duplicates int) 
 	return duplicates
 }
 
-// Three ordered relays drain 200 keys x 15 events written in sequence: every
-// key's events arrive in the order written.
+// Three ordered relays drain 200 keys x 15 events written in sequence, and
+// one of them is restarted gracefully while they do: every key's events
+// arrive in the order written.
 func TestOrderedThreeRelaysKeepPerKeyOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	br := startBroker(t, kfakebroker.Options{Topics: []string{"ordered"}})
 	const keys, perKey = 200, 15
+	var relays []*running
 	for i := 0; i < 3; i++ {
-		b.startRelay(newKafkaPublisher(t, kafka.Config{Brokers: br.Addrs()}), orderedConfig(8))
+		relays = append(relays, b.startRelay(newKafkaPublisher(t, kafka.Config{Brokers: br.Addrs()}), orderedConfig(8)))
 	}
-	b.writeSequences(t, "ordered", keys, perKey, 8)
+	written := make(chan error, 1)
+	go func() { written <- b.writeSequences("ordered", keys, perKey, 8) }()
+	// Restart one relay gracefully in the middle of the run.
+	await(t, 60*time.Second, func() bool { return b.count("status = 'sent'") >= keys*perKey/4 }, "nothing sent: %v", b.statuses())
+	if err := relays[0].stop(t); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	b.startRelay(newKafkaPublisher(t, kafka.Config{Brokers: br.Addrs()}), orderedConfig(8))
+	if err := <-written; err != nil {
+		t.Fatalf("write: %v", err)
+	}
 	await(t, 60*time.Second, func() bool { return b.count("status = 'sent'") == keys*perKey }, "not all sent: %v", b.statuses())
 	dups := checkOrder(t, readTopic(t, br.Addrs(), "ordered"), keys, perKey)
 	if dups != 0 {
