@@ -3,12 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
@@ -50,49 +49,6 @@ func (b *bundle) writeSequences(topic string, keys, perKey, writers int) error {
 	return <-errs // nil when no writer failed
 }
 
-// checkOrder asserts that, per key, the delivered sequence with duplicates
-// collapsed (first occurrences) is exactly 0..perKey-1.
-func checkOrder(t *testing.T, recs []record, keys, perKey int) (duplicates int) {
-	t.Helper()
-	seen := map[string]map[int]bool{}
-	next := map[string]int{}
-	violations := 0
-	for _, r := range recs {
-		key, seqText, ok := strings.Cut(string(r.Value), ":")
-		seq, err := strconv.Atoi(seqText)
-		if !ok || err != nil || key != string(r.Key) {
-			t.Fatalf("unexpected record key %q value %q", r.Key, r.Value)
-		}
-		if seen[key] == nil {
-			seen[key] = map[int]bool{}
-		}
-		if seen[key][seq] {
-			duplicates++
-			continue
-		}
-		seen[key][seq] = true
-		if seq != next[key] {
-			violations++
-			if violations <= 5 {
-				t.Errorf("key %s: got event %d, expected %d next", key, seq, next[key])
-			}
-		}
-		next[key] = seq + 1
-	}
-	if violations > 0 {
-		t.Errorf("%d order violations", violations)
-	}
-	if len(next) != keys {
-		t.Errorf("%d keys delivered, want %d", len(next), keys)
-	}
-	for key, n := range next {
-		if n != perKey {
-			t.Errorf("key %s: %d events delivered, want %d", key, n, perKey)
-		}
-	}
-	return duplicates
-}
-
 // Three ordered relays drain 200 keys x 15 events written in sequence, and
 // one of them is restarted gracefully while they do: every key's events
 // arrive in the order written.
@@ -117,7 +73,7 @@ func TestOrderedThreeRelaysKeepPerKeyOrder(t *testing.T) {
 		t.Fatalf("write: %v", err)
 	}
 	await(t, 60*time.Second, func() bool { return b.count("status = 'sent'") == keys*perKey }, "not all sent: %v", b.statuses())
-	dups := checkOrder(t, readTopic(t, br.Addrs(), "ordered"), keys, perKey)
+	dups := kafkatest.CheckKeyOrder(t, readTopic(t, br.Addrs(), "ordered"), keys, perKey)
 	if dups != 0 {
 		t.Errorf("%d duplicates in a fault-free run", dups)
 	}

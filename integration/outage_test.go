@@ -36,7 +36,7 @@ func TestKafkaClusterWideRetriableErrorBurnsNoBacklog(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Add(1)
-		return produceErrorResponse(req.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code), nil, true
+		return kfakebroker.ProduceErrorResponse(req.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code), nil, true
 	})
 	pub := newKafkaPublisher(t, kafka.Config{Brokers: br.Addrs(), MaxAttempts: 1})
 	written := b.writeN(50, "orders", "isr")
@@ -56,22 +56,6 @@ func TestKafkaClusterWideRetriableErrorBurnsNoBacklog(t *testing.T) {
 	if n := b.count("status = 'failed'"); n != 0 {
 		t.Errorf("%d rows failed", n)
 	}
-}
-
-// produceErrorResponse answers every partition of req with code.
-func produceErrorResponse(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, rt := range req.Topics {
-		st := kmsg.NewProduceResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = rp.Partition, code
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
 }
 
 // One topic's messages are unavailable (its partition leader is out of

@@ -55,7 +55,7 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	msgs := r.decodeAll(rows, &out)
 	if len(msgs) > 0 {
 		results, interrupted := r.publish(ctx, owner, msgs)
-		r.classify(msgs, results, interrupted, &out, &res)
+		r.classify(msgs, results, interrupted, false, &out, &res)
 	}
 	if err := r.record(ctx, owner, &out, &res); err != nil {
 		return res, err
@@ -89,20 +89,26 @@ func (r *Relay) decodeAll(rows []row, out *outcome) []outbox.Message {
 }
 
 // classify decides each published message's outcome from its result (see
-// ProcessBatch) and keeps the relay's outage state.
-func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted bool, out *outcome, res *BatchResult) {
+// ProcessBatch), keeps the relay's outage state, and reports whether the
+// sink is down and which messages are finished (sent, or failed for good).
+// With park (HeadOfLinePark), a transient failure fails its message at once.
+func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted, park bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
 	r.mu.Lock()
-	down := !interrupted && sinkDown(results, r.down)
+	down = !interrupted && sinkDown(results, r.down)
 	if down {
 		r.down = true
 		res.SinkUnavailable = true
 		res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
 	}
 	r.mu.Unlock()
+	sent := false
+	finished = make([]bool, len(msgs))
 	for i, msg := range msgs {
+		failed := len(out.failures)
 		switch err := results[i]; {
 		case err == nil:
 			out.sent = append(out.sent, msg.ID)
+			sent, finished[i] = true, true
 		case interrupted:
 			out.released = append(out.released, msg.ID)
 		case publishers.IsPermanent(err):
@@ -111,18 +117,24 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted boo
 			out.retries = append(out.retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
 		case errors.Is(err, publishers.ErrUnavailable):
 			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
+		case park:
+			out.failures = append(out.failures, failure{msg.ID, "parked: " + publishers.Describe(err)})
 		case msg.Attempt >= r.cfg.MaxAttempts:
 			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
 		default:
 			out.retries = append(out.retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
 		}
+		if len(out.failures) > failed {
+			finished[i] = true // failed for good
+		}
 	}
-	if len(out.sent) > 0 {
+	if sent {
 		r.mu.Lock()
 		r.down = false
 		r.outage.Reset()
 		r.mu.Unlock()
 	}
+	return down, finished
 }
 
 // record writes the outcome back, fenced by owner, and counts it in res.

@@ -3,15 +3,12 @@ package relay
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
 // runOrdered serves the ordered topics until ctx ends: it leases the least
@@ -134,7 +131,7 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 			break
 		}
 		results, interrupted := r.publishOnce(ctx, batch)
-		down, finished := r.classifyRound(batch, results, interrupted, &out, &res)
+		down, finished := r.classify(batch, results, interrupted, r.cfg.Ordering.HeadOfLine == HeadOfLinePark, &out, &res)
 		for i := range batch {
 			if !finished[i] { // the key waits behind this event
 				out.released = append(out.released, idsOf(queues[batchKeys[i]])...)
@@ -154,56 +151,6 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 	}
 	r.logBatch(res, out.retries, out.failures)
 	return res, nil
-}
-
-// classifyRound decides the outcome of one round's messages, like
-// classify, with the head-of-line policy applied to transient failures. It
-// reports whether the round found the sink down, and which messages are
-// finished (sent, or failed for good): only their keys may go on.
-func (r *Relay) classifyRound(msgs []outbox.Message, results []error, interrupted bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
-	r.mu.Lock()
-	down = !interrupted && sinkDown(results, r.down)
-	if down {
-		r.down = true
-		res.SinkUnavailable = true
-		res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
-	}
-	r.mu.Unlock()
-	sent := false
-	finished = make([]bool, len(msgs))
-	for i, msg := range msgs {
-		nFailed := len(out.failures)
-		switch err := results[i]; {
-		case err == nil:
-			out.sent = append(out.sent, msg.ID)
-			sent = true
-			finished[i] = true
-		case interrupted:
-			out.released = append(out.released, msg.ID)
-		case publishers.IsPermanent(err):
-			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
-		case down:
-			out.retries = append(out.retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
-		case errors.Is(err, publishers.ErrUnavailable):
-			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
-		case r.cfg.Ordering.HeadOfLine == HeadOfLinePark:
-			out.failures = append(out.failures, failure{msg.ID, "parked: " + publishers.Describe(err)})
-		case msg.Attempt >= r.cfg.MaxAttempts:
-			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
-		default:
-			out.retries = append(out.retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
-		}
-		if len(out.failures) > nFailed {
-			finished[i] = true // failed for good: the key goes on
-		}
-	}
-	if sent {
-		r.mu.Lock()
-		r.down = false
-		r.outage.Reset()
-		r.mu.Unlock()
-	}
-	return down, finished
 }
 
 func idsOf(msgs []outbox.Message) []uuid.UUID {

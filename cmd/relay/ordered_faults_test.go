@@ -128,7 +128,7 @@ func TestOrderedDeliverySurvivesFaults(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Add(1)
-		return faultyProduceResponse(pr, code), nil, true
+		return kfakebroker.ProduceErrorResponse(pr, code), nil, true
 	})
 
 	// The relays.
@@ -537,8 +537,8 @@ ORDER BY xact_start LIMIT 1`).Scan(&age, &who)
 			live = append(live, r)
 		}
 	}
-	dups := checkRecordOrder(t, live, keys, perKey)
-	dups += checkRecordOrder(t, overlapping, overlapKeys, 2)
+	dups := kafkatest.CheckKeyOrder(t, live, keys, perKey)
+	dups += kafkatest.CheckKeyOrder(t, overlapping, overlapKeys, 2)
 
 	// Duplicates only from real ambiguity: the killed relay's claimed
 	// rows, or a lease a live relay lost (which it logs).
@@ -567,66 +567,6 @@ ORDER BY xact_start LIMIT 1`).Scan(&age, &who)
 	}
 	t.Logf("%d records read back for %d events: %d duplicates, of the %d events the killed relay had claimed; took %s",
 		len(recs), total+2*overlapKeys, dups, len(mayDuplicate), elapsed())
-}
-
-// faultyProduceResponse answers every partition of req with code.
-func faultyProduceResponse(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, rt := range req.Topics {
-		st := kmsg.NewProduceResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = rp.Partition, code
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
-}
-
-// checkRecordOrder asserts that, per key, the delivered sequence with
-// duplicates collapsed (first occurrences) is exactly 0..perKey-1. Values
-// are "<key>:<seq>". (The checker of integration/ordered_test.go.)
-func checkRecordOrder(t *testing.T, recs []kafkatest.Record, keys, perKey int) (duplicates int) {
-	t.Helper()
-	seen := map[string]map[int]bool{}
-	next := map[string]int{}
-	violations := 0
-	for _, r := range recs {
-		key, seqText, ok := strings.Cut(string(r.Value), ":")
-		seq, err := strconv.Atoi(seqText)
-		if !ok || err != nil || key != string(r.Key) {
-			t.Fatalf("unexpected record key %q value %q", r.Key, r.Value)
-		}
-		if seen[key] == nil {
-			seen[key] = map[int]bool{}
-		}
-		if seen[key][seq] {
-			duplicates++
-			continue
-		}
-		seen[key][seq] = true
-		if seq != next[key] {
-			violations++
-			if violations <= 5 {
-				t.Errorf("key %s: got event %d, expected %d next", key, seq, next[key])
-			}
-		}
-		next[key] = seq + 1
-	}
-	if violations > 0 {
-		t.Errorf("%d order violations", violations)
-	}
-	if len(next) != keys {
-		t.Errorf("%d keys delivered, want %d", len(next), keys)
-	}
-	for key, n := range next {
-		if n != perKey {
-			t.Errorf("key %s: %d events delivered, want %d", key, n, perKey)
-		}
-	}
-	return duplicates
 }
 
 // syncBuilder is a strings.Builder that exec's copying goroutine and the

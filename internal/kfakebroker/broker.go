@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // SASL mechanisms accepted in User.Mechanism.
@@ -185,4 +186,22 @@ func (b *Broker) Cluster() *kfake.Cluster {
 // With a DataDir it first writes the state to disk. Close is idempotent.
 func (b *Broker) Close() {
 	b.closeOnce.Do(b.cluster.Close)
+}
+
+// ProduceErrorResponse answers every partition of req with the error code:
+// what a ControlKey function on kmsg.Produce returns to make the broker
+// refuse a produce request, e.g. with kerr.NotEnoughReplicas.Code.
+func ProduceErrorResponse(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

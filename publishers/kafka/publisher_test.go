@@ -442,7 +442,7 @@ func TestPublishRetriableBrokerErrorIsTransient(t *testing.T) {
 	b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		b.Cluster().KeepControl()
 		produces.Add(1)
-		return produceError(req.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code), nil, true
+		return kfakebroker.ProduceErrorResponse(req.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code), nil, true
 	})
 	p := newPublisher(t, kafka.Config{Brokers: b.Addrs(), MaxAttempts: 2})
 
@@ -456,24 +456,6 @@ func TestPublishRetriableBrokerErrorIsTransient(t *testing.T) {
 	if n := produces.Load(); n != 2 {
 		t.Errorf("broker saw %d produce requests, want MaxAttempts = 2", n)
 	}
-}
-
-// produceError answers every partition of req with code.
-func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, rt := range req.Topics {
-		st := kmsg.NewProduceResponseTopic()
-		st.Topic = rt.Topic
-		st.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition = rp.Partition
-			sp.ErrorCode = code
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
 }
 
 // A broker that never answers: the publish context's deadline ends the
