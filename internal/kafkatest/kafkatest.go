@@ -24,6 +24,9 @@ type Record struct {
 	Key       []byte
 	Value     []byte
 	Headers   []kafkago.Header
+	// Time is the record's timestamp: the producer's clock when it built
+	// the produce request that appended it (CreateTime).
+	Time time.Time
 }
 
 // Header returns the value of the named header and whether it is present
@@ -107,7 +110,7 @@ func readPartition(ctx context.Context, t testing.TB, client *kafkago.Client, to
 				t.Fatal(err)
 			}
 			if r.Offset >= offset {
-				out = append(out, Record{Partition: partition, Offset: r.Offset, Key: key, Value: value, Headers: r.Headers})
+				out = append(out, Record{Partition: partition, Offset: r.Offset, Key: key, Value: value, Headers: r.Headers, Time: r.Time})
 				offset = r.Offset + 1
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -57,6 +58,12 @@ type Options struct {
 	// batch it accepts. Defaults to 0: kfake's default of 1048588, like
 	// Apache Kafka's.
 	MaxMessageBytes int
+	// Listen, when set, replaces net.Listen for the brokers' listeners. The
+	// brokers advertise each listener's Addr() to clients, so a listener
+	// that reports another address (a fault proxy in front of it, say)
+	// routes every client connection through that address. Defaults to
+	// nil: net.Listen.
+	Listen func(network, address string) (net.Listener, error)
 }
 
 // User is a SASL identity the broker accepts.
@@ -160,6 +167,9 @@ func (o Options) kfakeOpts() ([]kfake.Opt, error) {
 	}
 	if o.DataDir != "" {
 		opts = append(opts, kfake.DataDir(o.DataDir))
+	}
+	if o.Listen != nil {
+		opts = append(opts, kfake.ListenFn(o.Listen))
 	}
 	if o.MaxMessageBytes > 0 {
 		opts = append(opts, kfake.BrokerConfigs(map[string]string{
