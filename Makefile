@@ -3,10 +3,27 @@
 OUTBOX_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 export OUTBOX_TEST_DATABASE_URL
 
-.PHONY: test demo demo-ordered build vet fmt
+.PHONY: test unit chaos-short chaos demo demo-ordered build vet fmt
 
-test: vet
-	go test -race -count=1 ./...
+# The fault-injection harness (integration/chaos) runs on its own, after the
+# other tests, with -v so that its schedule and summary line are printed.
+CHAOS_PKG := ./integration/chaos
+
+test: vet unit chaos-short
+
+unit:
+	go test -race -count=1 $$(go list ./... | grep -v /integration/chaos)
+
+chaos-short:
+	OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
+
+# The long profile: random faults for CHAOS_DURATION (default 10m); relay
+# logs are kept in CHAOS_LOGDIR. Replay a run with OUTBOX_CHAOS_SEED.
+CHAOS_DURATION ?= 10m
+CHAOS_LOGDIR ?= /tmp/outbox-chaos-logs
+chaos:
+	OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_LOGDIR=$(CHAOS_LOGDIR) \
+		go test -count=1 -v -timeout 90m -run '^TestChaos$$' $(CHAOS_PKG)
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "not gofmt-ed:"; gofmt -l .; exit 1; }

@@ -229,15 +229,9 @@ func Check(in Input) Report {
 			continue
 		}
 		first := slices.MinFunc(cs, func(a, b Delivery) int { return a.Time.Compare(b.Time) }).Time
-		explained := false
-		for _, w := range in.Faults {
-			if !first.Before(w.Start.Add(-in.Before)) && !first.After(w.End.Add(in.After)) {
-				rep.DuplicatesByFault[w.Kind] += len(cs) - 1
-				explained = true
-				break
-			}
-		}
-		if !explained {
+		if w, ok := nearest(in.Faults, first, in.Before, in.After); ok {
+			rep.DuplicatesByFault[w.Kind] += len(cs) - 1
+		} else {
 			rep.Unexplained += len(cs) - 1
 			rep.UnexplainedSample = sample(rep.UnexplainedSample,
 				fmt.Sprintf("%s x%d first produced %s", id, len(cs), first.Format("15:04:05.000")))
@@ -285,6 +279,29 @@ func Check(in Input) Report {
 		}
 	}
 	return rep
+}
+
+// nearest returns the fault window closest to t among those whose span,
+// widened by before and after, contains it.
+func nearest(faults []Window, t time.Time, before, after time.Duration) (Window, bool) {
+	var best Window
+	bestDist, found := time.Duration(0), false
+	for _, w := range faults {
+		if t.Before(w.Start.Add(-before)) || t.After(w.End.Add(after)) {
+			continue
+		}
+		var dist time.Duration
+		switch {
+		case t.Before(w.Start):
+			dist = w.Start.Sub(t)
+		case t.After(w.End):
+			dist = t.Sub(w.End)
+		}
+		if !found || dist < bestDist {
+			best, bestDist, found = w, dist, true
+		}
+	}
+	return best, found
 }
 
 // DuplicateRatio is duplicates per delivered event.

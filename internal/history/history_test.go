@@ -125,3 +125,18 @@ func TestUnorderedTopicsAreNotOrderChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestDuplicateIsAttributedToTheNearestFault(t *testing.T) {
+	in := run(5)
+	d := in.Deliveries[2] // first produced at t0+2s
+	d.Offset = 5
+	in.Deliveries = append(in.Deliveries, d)
+	in.Faults = []Window{
+		{Kind: "broker-slow", Start: t0.Add(-time.Second), End: t0.Add(500 * time.Millisecond)},
+		{Kind: "pg-restart", Start: t0.Add(2100 * time.Millisecond), End: t0.Add(2500 * time.Millisecond)},
+	}
+	rep := Check(in)
+	if rep.DuplicatesByFault["pg-restart"] != 1 || rep.DuplicatesByFault["broker-slow"] != 0 {
+		t.Fatalf("duplicate attributed to %v, want the restart", rep.DuplicatesByFault)
+	}
+}

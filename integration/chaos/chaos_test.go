@@ -1,0 +1,216 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxrelay/outboxrelay/internal/history"
+	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
+	"github.com/outboxrelay/outboxrelay/internal/leakcheck"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// relayBin is the `relay` binary TestMain builds.
+var relayBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "outbox-chaos-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	relayBin = filepath.Join(dir, "relay")
+	if out, err := exec.Command("go", "build", "-o", relayBin, "github.com/outboxrelay/outboxrelay/cmd/relay").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build relay: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	leakcheck.Main(m, leakcheck.KafkaGo, leakcheck.PgxPool, leakcheck.Puddle, leakcheck.KFake)
+}
+
+// malformedRows are inserted by hand during the run, as a buggy application
+// or a manual fix might: each must end failed with its reason while
+// everything else flows.
+var malformedRows = []struct{ topic, headers string }{
+	{plainTopic, `[1, 2]`},
+	{plainTopic, `{"n": 1}`},
+	{"bad topic!", `{}`},
+}
+
+// TestChaos runs the fault schedule of the profile (OUTBOX_CHAOS_PROFILE)
+// against relays, PostgreSQL and the broker while the producer writes, then
+// drains and checks the history. See the package comment.
+func TestChaos(t *testing.T) {
+	p, seed, err := settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	steps := schedule(p, rng)
+	t.Logf("profile %s, seed %d (replay: OUTBOX_CHAOS_SEED=%d), %d relays, %d faults: %v", p.name, seed, seed, p.relays, len(steps), steps)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	begin := time.Now()
+	at := func() string { return "+" + time.Since(begin).Round(100*time.Millisecond).String() }
+	c := startCluster(ctx, t, relayBin, p, seed)
+	t.Logf("%s cluster up: PostgreSQL on :%d, broker at %v", at(), c.pg.Port(), c.broker.Addrs())
+
+	// The producer writes until the last fault is over.
+	w, err := outbox.NewWriter(outbox.WriterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := &producer{pool: c.pool, w: w}
+	prodCtx, stopProducer := context.WithCancel(ctx)
+	var prodDone sync.WaitGroup
+	prodDone.Add(1)
+	go func() {
+		defer prodDone.Done()
+		prod.run(prodCtx, p.writers, p.txPerSecond, seed)
+	}()
+	defer prodDone.Wait()
+	defer stopProducer()
+
+	insertMalformed := func() {
+		for _, r := range malformedRows {
+			_, err := c.pool.Exec(ctx, "INSERT INTO public.outbox (id, topic, payload, headers) VALUES ($1, $2, 'malformed', $3::jsonb)",
+				uuid.Must(uuid.NewV7()), r.topic, r.headers)
+			if err != nil {
+				t.Fatalf("insert a malformed row: %v", err)
+			}
+		}
+	}
+	insertMalformed()
+	if !await(ctx, 30*time.Second, func() bool {
+		st, err := c.statuses(ctx)
+		return err == nil && st["sent"] >= 200
+	}) {
+		t.Fatalf("no events flowing 30s after start; relay stderr:\n%s", tail(c.slots[0].proc.stderr.String(), 3000))
+	}
+	t.Logf("%s events flowing; faults begin", at())
+
+	var windows []history.Window
+	for i, s := range steps {
+		if i == len(steps)/2 {
+			insertMalformed() // the second batch lands amid the faults
+		}
+		win := c.inject(ctx, s, rng)
+		windows = append(windows, win)
+		t.Logf("%s fault %d/%d %s on %s for %s", at(), i+1, len(steps), s.kind, win.Target, win.End.Sub(win.Start).Round(time.Millisecond))
+		if t.Failed() {
+			t.FailNow()
+		}
+		sleep(ctx, p.gap)
+	}
+	lastFault := windows[len(windows)-1].End
+	stopProducer()
+	prodDone.Wait()
+
+	// Drain: every committed event sent, nothing pending or processing.
+	var st map[string]int
+	drained := await(ctx, p.drainTimeout, func() bool {
+		st, err = c.statuses(ctx)
+		return err == nil && st["pending"]+st["processing"] == 0
+	})
+	drain := time.Since(lastFault)
+	if !drained {
+		for _, s := range c.slots {
+			t.Logf("stderr of %s (tail):\n%s", s.proc.name, tail(s.proc.stderr.String(), 3000))
+		}
+		t.Fatalf("backlog not drained %s after the last fault: %v", p.drainTimeout, st)
+	}
+	t.Logf("%s drained %s after the last fault: %v", at(), drain.Round(time.Millisecond), st)
+	fenced := 0
+	for _, pr := range c.all {
+		fenced += fencedWrites(pr.stderr.String())
+	}
+	c.stopAll()
+	if dir := os.Getenv("OUTBOX_CHAOS_LOGDIR"); dir != "" {
+		c.saveLogs(dir)
+	}
+
+	// The consumer reads everything back; the checker compares.
+	var deliveries []history.Delivery
+	for _, topic := range []string{orderedTopic, plainTopic} {
+		for _, r := range kafkatest.ReadTopic(t, c.broker.Addrs(), topic, nil) {
+			deliveries = append(deliveries, history.Delivery{EventID: r.EventID(), Topic: topic, Key: string(r.Key),
+				Partition: r.Partition, Offset: r.Offset, Time: r.Time})
+		}
+	}
+	rep := history.Check(history.Input{
+		Txns: prod.history(), Deliveries: deliveries, Faults: windows, OrderedTopics: []string{orderedTopic},
+		Before: time.Second, After: publishTimeout + time.Second,
+		Rows:         history.Rows{Pending: st["pending"], Processing: st["processing"], Sent: st["sent"], Failed: st["failed"]},
+		ExpectFailed: 2 * len(malformedRows),
+	})
+	var failed []string
+	rows, err := c.pool.Query(ctx, "SELECT topic || ': ' || coalesce(last_error, '') FROM public.outbox WHERE status = 'failed' ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		failed = append(failed, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range failed {
+		if !strings.Contains(f, "malformed") {
+			t.Errorf("failed row for another reason than the malformed rows inserted: %s", f)
+		}
+	}
+
+	byKind := map[string]int{}
+	for _, w := range windows {
+		byKind[w.Kind]++
+	}
+	var kinds []string
+	for k, n := range byKind {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	t.Logf("chaos summary: profile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d drain=%s | %s",
+		p.name, seed, p.relays, len(windows), strings.Join(kinds, " "), len(c.all), c.refused.Load(), fenced,
+		drain.Round(time.Millisecond), rep.Summary())
+	t.Logf("chaos table row: | %s | %d | %s | %d | %d | %d | %d | %d (%.2f%%) | %d | %s |",
+		p.name, seed, strings.Join(kinds, ", "), len(windows), rep.Written, rep.Delivered-rep.UnknownDelivered-rep.RolledBackDelivered,
+		rep.Lost, rep.Duplicates, 100*rep.DuplicateRatio(), rep.OrderViolations, drain.Round(100*time.Millisecond))
+	if err := rep.Err(); err != nil {
+		t.Error(err)
+	}
+	if byKind[brokerErrors] > 0 && c.refused.Load() == 0 {
+		t.Error("broker-errors ran but no produce request was refused: the fault did nothing")
+	}
+	if missing := slices.DeleteFunc(slices.Clone(allKinds), func(k string) bool { return byKind[k] > 0 }); p.duration == 0 && len(missing) > 0 {
+		t.Errorf("fault kinds that never ran: %v", missing)
+	}
+}
+
+// await polls cond every 20ms until it holds, ctx ends or timeout passes.
+func await(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+	return true
+}

@@ -1,0 +1,315 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
+	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
+	"github.com/outboxrelay/outboxrelay/internal/pgserver"
+)
+
+// cluster is everything the run breaks: a private PostgreSQL server, a
+// broker behind a fault proxy, and relay processes each behind its own
+// PostgreSQL fault proxy.
+type cluster struct {
+	t   *testing.T
+	bin string
+
+	pg   *pgserver.Server
+	pool *pgxpool.Pool // the harness's own connections, not proxied
+
+	broker      *kfakebroker.Broker
+	brokerProxy *faultproxy.Proxy
+	// refuseProduce, when set, is the share of produce requests the
+	// broker refuses with retriable errors (broker-errors).
+	refuseProduce atomic.Pointer[float64]
+	produceRng    *rand.Rand // guarded by produceMu
+	produceMu     sync.Mutex
+	refused       atomic.Int64
+
+	slots []*slot
+	all   []*relayProc // every process started, for the cleanup
+}
+
+// slot is one relay position: its PostgreSQL proxy outlives the processes
+// that come and go in it.
+type slot struct {
+	index   int
+	pgProxy *faultproxy.Proxy
+	gen     int
+	proc    *relayProc
+}
+
+// relayProc is one `relay run` process.
+type relayProc struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error // valid once done is closed
+}
+
+func (p *relayProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startCluster starts PostgreSQL, the broker and its proxy, migrates the
+// outbox table and starts p.relays relays.
+func startCluster(ctx context.Context, t *testing.T, bin string, p profile, seed uint64) *cluster {
+	c := &cluster{t: t, bin: bin, produceRng: rand.New(rand.NewPCG(seed, 7))}
+	var err error
+	if c.pg, err = pgserver.Start(ctx, pgserver.Options{}); err != nil {
+		t.Fatalf("private PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("PostgreSQL log (tail):\n%s", c.pg.LogTail(40))
+		}
+		if err := c.pg.Close(); err != nil {
+			t.Errorf("stop private PostgreSQL: %v", err)
+		}
+	})
+	if c.pool, err = pgxpool.New(ctx, c.pg.URL("postgres")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.pool.Close)
+
+	// The broker advertises the proxy's address, so every client
+	// connection, including those metadata leads to, goes through it.
+	c.broker, err = kfakebroker.Start(kfakebroker.Options{
+		Topics: []string{orderedTopic, plainTopic},
+		Listen: func(network, address string) (net.Listener, error) {
+			ln, err := net.Listen(network, address)
+			if err != nil {
+				return nil, err
+			}
+			proxy, err := faultproxy.Start(ln.Addr().String())
+			if err != nil {
+				ln.Close()
+				return nil, err
+			}
+			c.brokerProxy = proxy
+			return advertised{ln, proxy}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.broker.Close()
+		c.brokerProxy.Close()
+	})
+	c.broker.Cluster().ControlKey(int16(kmsg.Produce), c.produceControl)
+
+	if out, err := c.command(ctx, "migrate", "up").CombinedOutput(); err != nil {
+		t.Fatalf("relay migrate up: %v\n%s", err, out)
+	}
+	for i := range p.relays {
+		pr, err := faultproxy.Start(fmt.Sprintf("127.0.0.1:%d", c.pg.Port()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pr.Close() })
+		c.slots = append(c.slots, &slot{index: i, pgProxy: pr})
+	}
+	t.Cleanup(c.killAll)
+	for _, s := range c.slots {
+		c.startRelay(s)
+	}
+	return c
+}
+
+// advertised is a broker listener that reports its fault proxy's address.
+type advertised struct {
+	net.Listener
+	proxy *faultproxy.Proxy
+}
+
+func (a advertised) Addr() net.Addr {
+	addr, err := net.ResolveTCPAddr("tcp", a.proxy.Addr())
+	if err != nil {
+		return a.Listener.Addr()
+	}
+	return addr
+}
+
+// produceControl refuses a share of produce requests during broker-errors.
+func (c *cluster) produceControl(req kmsg.Request) (kmsg.Response, error, bool) {
+	c.broker.Cluster().KeepControl()
+	share := c.refuseProduce.Load()
+	if share == nil {
+		return nil, nil, false
+	}
+	c.produceMu.Lock()
+	refuse := c.produceRng.Float64() < *share
+	c.produceMu.Unlock()
+	if !refuse {
+		return nil, nil, false
+	}
+	c.refused.Add(1)
+	return kfakebroker.ProduceErrorResponse(req.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
+}
+
+// command is a relay command against the private server, not proxied.
+func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+c.pg.URL("postgres"))
+	return cmd
+}
+
+// startRelay starts a new relay process in s, connected to PostgreSQL
+// through the slot's proxy and to the broker through the broker's.
+func (c *cluster) startRelay(s *slot) {
+	s.gen++
+	name := fmt.Sprintf("r%d.%d", s.index, s.gen)
+	dsn := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&application_name=%s", s.pgProxy.Addr(), name)
+	cmd := exec.Command(c.bin, "run",
+		"--relay-id", name,
+		"--ordered-topics", orderedTopic, "--shards", "8",
+		"--batch-size", "50", "--poll-interval", "50ms",
+		"--lease", lease.String(), "--publish-timeout", publishTimeout.String(),
+		"--backoff-min", "100ms", "--backoff-max", "2s", "--max-attempts", "25",
+		"--outage-backoff-min", "50ms", "--outage-backoff-max", "1s",
+		"--shutdown-timeout", "5s")
+	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+dsn, "OUTBOX_KAFKA_BROKERS="+strings.Join(c.broker.Addrs(), ","))
+	p := &relayProc{name: name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	s.proc = p
+	c.all = append(c.all, p)
+}
+
+// killAll kills every relay process still running and waits for them.
+func (c *cluster) killAll() {
+	for _, p := range c.all {
+		_ = p.cmd.Process.Kill()
+	}
+	for _, p := range c.all {
+		<-p.done
+	}
+}
+
+// stopAll sends SIGTERM to every live relay and expects each to exit 0.
+func (c *cluster) stopAll() {
+	for _, s := range c.slots {
+		if !s.proc.exited() {
+			_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, s := range c.slots {
+		select {
+		case <-s.proc.done:
+			if s.proc.err != nil {
+				c.t.Errorf("%s exited with %v after SIGTERM; stderr:\n%s", s.proc.name, s.proc.err, tail(s.proc.stderr.String(), 3000))
+			}
+		case <-time.After(30 * time.Second):
+			c.t.Errorf("%s did not exit within 30s of SIGTERM", s.proc.name)
+		}
+	}
+}
+
+// saveLogs writes each relay process's stderr to dir/<name>.log.
+func (c *cluster) saveLogs(dir string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.t.Errorf("save relay logs: %v", err)
+		return
+	}
+	for _, p := range c.all {
+		if err := os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.stderr.String()), 0o644); err != nil {
+			c.t.Errorf("save relay logs: %v", err)
+		}
+	}
+	c.t.Logf("relay logs in %s", dir)
+}
+
+// holding counts the outbox rows a relay process holds claimed.
+func (c *cluster) holding(ctx context.Context, name string) int {
+	var n int
+	err := c.pool.QueryRow(ctx, "SELECT count(*) FROM public.outbox WHERE status = 'processing' AND locked_by LIKE $1", name+"#%").Scan(&n)
+	if err != nil {
+		return 0 // the server may be restarting: the caller retries
+	}
+	return n
+}
+
+// activeStatements counts the relay process's statements still running
+// on the server (by its application_name).
+func (c *cluster) activeStatements(ctx context.Context, name string) int {
+	var n int
+	err := c.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'", name).Scan(&n)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// statuses counts the outbox rows by status.
+func (c *cluster) statuses(ctx context.Context) (map[string]int, error) {
+	rows, err := c.pool.Query(ctx, "SELECT status, count(*) FROM public.outbox GROUP BY 1")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+// syncBuffer collects a process's stderr for the test to read.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}

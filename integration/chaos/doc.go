@@ -1,0 +1,34 @@
+// Package chaos is the relay's fault-injection harness: real `relay run`
+// processes, a producer writing events in real transactions (some rolled
+// back), faults from a seeded schedule, and an independent checker
+// (internal/history) that compares the producer's record of committed
+// transactions with what a Kafka consumer read back.
+//
+// The harness owns every component it breaks: a private PostgreSQL server
+// (internal/pgserver) it can crash and restart, a kfake broker, and TCP
+// fault proxies (internal/faultproxy) between each relay and PostgreSQL and
+// between the relays and the broker. The machine's shared PostgreSQL server
+// is not touched.
+//
+// Faults, one at a time, each for a few seconds:
+//
+//	kill9         SIGKILL a relay while it holds claimed rows; a replacement starts
+//	sigterm       SIGTERM a relay while it holds claimed rows; it must exit 0; a replacement starts
+//	freeze        SIGSTOP a relay past its lease, then SIGCONT (its write-backs must be fenced)
+//	pg-restart    crash-restart PostgreSQL (pg_ctl restart -m immediate)
+//	pg-cut        cut one relay's PostgreSQL connections and refuse new ones
+//	pg-stall      stall one relay's PostgreSQL connections past its lease
+//	pg-slow       delay one relay's PostgreSQL traffic
+//	broker-down   cut every connection to the broker and refuse new ones
+//	broker-stall  stall every connection to the broker
+//	broker-slow   delay every connection to the broker
+//	broker-errors the broker refuses a share of produce requests with retriable errors
+//
+// Profiles: short (the default; every kind once, about a minute, run by
+// `make test` and CI) and long (`make chaos`: random faults for
+// OUTBOX_CHAOS_DURATION, default 10m). OUTBOX_CHAOS_SEED replays a run's
+// schedule and random choices; the test logs the seed it used.
+//
+//	go test -count=1 -v -run TestChaos ./integration/chaos
+//	OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_SEED=42 go test -count=1 -v -timeout 60m -run TestChaos ./integration/chaos
+package chaos
