@@ -37,7 +37,7 @@ func TestEachBrokenPromiseIsReported(t *testing.T) {
 		mutate func(*Input)
 		want   string
 	}{
-		"lost": {func(in *Input) { in.Deliveries = in.Deliveries[:4] }, "1 committed events lost"},
+		"lost":                  {func(in *Input) { in.Deliveries = in.Deliveries[:4] }, "1 committed events lost"},
 		"rolled back delivered": {func(in *Input) { in.Txns[2].Outcome = RolledBack }, "1 events of rolled-back"},
 		"foreign": {func(in *Input) {
 			in.Deliveries = append(in.Deliveries, Delivery{EventID: "stranger", Topic: "o", Offset: 9})
