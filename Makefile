@@ -3,7 +3,7 @@
 OUTBOX_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 export OUTBOX_TEST_DATABASE_URL
 
-.PHONY: test unit chaos-short chaos demo demo-ordered build vet fmt
+.PHONY: test unit chaos-short chaos fuzz demo demo-ordered build vet fmt
 
 # The fault-injection harness (integration/chaos) runs on its own, after the
 # other tests, with -v so that its schedule and summary line are printed.
@@ -24,6 +24,19 @@ CHAOS_LOGDIR ?= /tmp/outbox-chaos-logs
 chaos:
 	OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_LOGDIR=$(CHAOS_LOGDIR) \
 		go test -count=1 -v -timeout 90m -run '^TestChaos$$' $(CHAOS_PKG)
+
+# Every go test -fuzz target (func FuzzXxx in any package), one after
+# another, for FUZZTIME each. Failing inputs land in the package's
+# testdata/fuzz; FuzzCheckVersions (migrations) needs the database.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		targets=$$(go test -list '^Fuzz' $$dir); \
+		for target in $$(echo "$$targets" | grep '^Fuzz'); do \
+			echo "== $$dir $$target"; \
+			go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
+		done; \
+	done
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "not gofmt-ed:"; gofmt -l .; exit 1; }

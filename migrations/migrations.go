@@ -20,7 +20,8 @@ import (
 //go:embed *.sql
 var files embed.FS
 
-// Errors returned by Check, for errors.Is.
+// Errors returned by Check (and ErrSchemaTooNew by Up and Down), for
+// errors.Is.
 var (
 	// ErrNotMigrated means the outbox table or some of its migrations are
 	// missing: run `relay migrate up`.
@@ -103,7 +104,8 @@ func Latest() int {
 }
 
 // Up applies every pending migration to table, in one transaction, and
-// returns what it applied (nothing when the schema is current).
+// returns what it applied (nothing when the schema is current). It refuses
+// a table that holds a newer version than it knows (ErrSchemaTooNew).
 func Up(ctx context.Context, db DB, table outbox.Table) ([]Migration, error) {
 	all, err := All()
 	if err != nil {
@@ -129,7 +131,8 @@ func Up(ctx context.Context, db DB, table outbox.Table) ([]Migration, error) {
 }
 
 // Down reverts the most recently applied migration of table and returns it;
-// ok is false when nothing was applied.
+// ok is false when nothing was applied. Like Up, it refuses a table that
+// holds a newer version than it knows (ErrSchemaTooNew).
 func Down(ctx context.Context, db DB, table outbox.Table) (reverted Migration, ok bool, err error) {
 	all, err := All()
 	if err != nil {
@@ -292,6 +295,15 @@ func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[
 	done, err := appliedVersions(ctx, tx, table)
 	if err != nil {
 		return err
+	}
+	// A newer binary migrated the table: Up has nothing it may do, and
+	// Down would revert a migration the newer ones build on.
+	highest := 0
+	for v := range done {
+		highest = max(highest, v)
+	}
+	if latest := Latest(); highest > latest {
+		return fmt.Errorf("table %s is at version %d, this binary knows up to %d: %w", table, highest, latest, ErrSchemaTooNew)
 	}
 	if err := fn(tx, done); err != nil {
 		return err

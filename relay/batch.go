@@ -283,8 +283,20 @@ func (r *Relay) decode(x row) (outbox.Message, error) {
 	if err := outbox.ValidateTopic(x.topic); err != nil {
 		return msg, fmt.Errorf("malformed row: %w", err)
 	}
-	if err := json.Unmarshal(x.headers, &msg.Headers); err != nil {
+	// *string tells a JSON null value apart from "": the relay must not
+	// invent a value. A JSON null instead of the object means no headers.
+	var headers map[string]*string
+	if err := json.Unmarshal(x.headers, &headers); err != nil {
 		return msg, fmt.Errorf("malformed row: headers are not a JSON object of string values: %s", err)
+	}
+	if headers != nil {
+		msg.Headers = make(map[string]string, len(headers))
+	}
+	for name, value := range headers {
+		if value == nil {
+			return msg, fmt.Errorf("malformed row: headers are not a JSON object of string values: the value of %q is null", name)
+		}
+		msg.Headers[name] = *value
 	}
 	if err := outbox.ValidateHeaders(msg.Headers); err != nil {
 		return msg, fmt.Errorf("malformed row: %w", err)

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -33,7 +35,7 @@ type Config struct {
 	// BackoffMin is the retry delay after the first failed attempt; it
 	// doubles per attempt, with ±50% jitter. Defaults to 1s.
 	BackoffMin time.Duration
-	// BackoffMax caps the retry delay. Defaults to 5m.
+	// BackoffMax caps the retry delay, at most 24h. Defaults to 5m.
 	BackoffMax time.Duration
 	// PublishTimeout bounds one Publish call. While it runs the lease is
 	// extended, so a slow but live publish keeps its rows, and a stuck one
@@ -43,7 +45,8 @@ type Config struct {
 	// context is cancelled before its rows are released. Defaults to 10s.
 	ShutdownTimeout time.Duration
 	// OutageBackoffMin and OutageBackoffMax bound the wait between probes
-	// while the sink (or the database) is unreachable. Default 100ms and 30s.
+	// while the sink (or the database) is unreachable; OutageBackoffMax is
+	// at most 24h. Default 100ms and 30s.
 	OutageBackoffMin time.Duration
 	OutageBackoffMax time.Duration
 	// Ordering turns on per-key ordered delivery for some topics; see
@@ -144,6 +147,10 @@ type ConfigError struct {
 // Error implements error.
 func (e *ConfigError) Error() string { return "relay: invalid " + e.Field + ": " + e.Reason }
 
+// maxBackoff bounds BackoffMax and OutageBackoffMax. Far larger values
+// overflowed the ±50% jitter into negative delays: retries at once.
+const maxBackoff = 24 * time.Hour
+
 // validate checks a defaulted config; the error is a *ConfigError.
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
@@ -165,6 +172,8 @@ func (c Config) validate() error {
 		return bad("BackoffMin", "%v is not positive", c.BackoffMin)
 	case c.BackoffMax < c.BackoffMin:
 		return bad("BackoffMax", "%v is less than BackoffMin %v", c.BackoffMax, c.BackoffMin)
+	case c.BackoffMax > maxBackoff:
+		return bad("BackoffMax", "%v is longer than %v", c.BackoffMax, maxBackoff)
 	case c.PublishTimeout <= 0:
 		return bad("PublishTimeout", "%v is not positive", c.PublishTimeout)
 	case c.ShutdownTimeout <= 0:
@@ -173,8 +182,13 @@ func (c Config) validate() error {
 		return bad("OutageBackoffMin", "%v is not positive", c.OutageBackoffMin)
 	case c.OutageBackoffMax < c.OutageBackoffMin:
 		return bad("OutageBackoffMax", "%v is less than OutageBackoffMin %v", c.OutageBackoffMax, c.OutageBackoffMin)
+	case c.OutageBackoffMax > maxBackoff:
+		return bad("OutageBackoffMax", "%v is longer than %v", c.OutageBackoffMax, maxBackoff)
 	case len(c.ID) > 200:
 		return bad("ID", "%d bytes, more than 200", len(c.ID))
+	case !utf8.ValidString(c.ID) || strings.ContainsRune(c.ID, 0):
+		// locked_by is text: every claim would fail.
+		return bad("ID", "%q is not valid UTF-8 without NUL bytes", c.ID)
 	}
 	return c.Ordering.validate()
 }

@@ -75,7 +75,8 @@ WHERE shard = $1
 	//     older than every transaction still running, so no earlier write
 	//     for its key can still commit;
 	//   - a key's rows are claimable up to its first row that is not ready:
-	//     a later event never overtakes an earlier one.
+	//     a later event never overtakes an earlier one;
+	//   - the attempt saturates at the integer limit, as in claimSQL.
 	claimOrderedSQL = `WITH lease AS (
     UPDATE {{shards}}
     SET locked_until = now() + $3 * interval '1 millisecond'
@@ -116,7 +117,7 @@ UPDATE {{table}} AS o
 SET status = 'processing',
     locked_by = $2,
     locked_until = now() + $3 * interval '1 millisecond',
-    attempt = o.attempt + 1
+    attempt = least(o.attempt, 2147483646) + 1
 FROM picked
 WHERE o.id = picked.id
   AND o.status IN ('pending', 'processing')

@@ -15,8 +15,10 @@ import (
 // publishes batches until ctx is cancelled. On cancellation it stops
 // claiming, lets the publish in flight finish within ShutdownTimeout,
 // records or releases its rows, and returns nil. It returns an error only
-// when it cannot serve at all, e.g. the table is missing
-// (migrations.ErrNotMigrated).
+// when it cannot serve at all: the table is missing
+// (migrations.ErrNotMigrated), or the database refuses the relay's
+// statements in a way retrying cannot fix (permission denied, say), at
+// start or later.
 //
 // While the sink is down Run probes it with one-row batches, waiting
 // OutageBackoffMin doubling up to OutageBackoffMax in between.
@@ -32,13 +34,19 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
 		"ordered_topics", r.cfg.Ordering.Topics)
 	defer r.log.Info("relay stopped")
+	// A fatal database error ends Run early: stop the ordered loop too.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	if r.cfg.Ordering.enabled() {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			r.runOrdered(ctx)
 		}()
-		defer func() { <-done }()
+		defer func() {
+			stop()
+			<-done
+		}()
 	}
 
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
@@ -50,6 +58,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		res, err := r.ProcessBatch(ctx, limit)
 		switch {
+		case err != nil && fatal(err):
+			// Permission denied, a dropped table: retrying cannot help.
+			return err
 		case err != nil:
 			d := min(dbDown.NextBackOff(), r.cfg.OutageBackoffMax)
 			r.log.Warn("database error; retrying", "error", err, "retry_in", d)

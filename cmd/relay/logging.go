@@ -29,8 +29,8 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // the value is quoted or unquoted with backslash escapes (libpq's rules).
 var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)+\\?)`)
 
-// redactDSN hides the password of a PostgreSQL URL or key=value connection
-// string so that it can be logged.
+// redactDSN hides the password (and the client key's sslpassword) of a
+// PostgreSQL URL or key=value connection string so that it can be logged.
 func redactDSN(dsn string) string {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
@@ -41,9 +41,12 @@ func redactDSN(dsn string) string {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
+		// sslpassword is the passphrase of the client key (pgx reads it).
+		for _, key := range []string{"password", "sslpassword"} {
+			if q.Has(key) {
+				q.Set(key, "xxxxx")
+				u.RawQuery = q.Encode()
+			}
 		}
 		return u.String()
 	}

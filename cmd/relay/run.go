@@ -132,6 +132,27 @@ func asUsage(err error) error {
 	return err
 }
 
+// kafkaConfigFlag maps kafka.Config fields to the flags that set them.
+var kafkaConfigFlag = map[string]string{
+	"Brokers": "kafka-brokers", "Partitioner": "kafka-partitioner",
+	"SASL.Mechanism": "kafka-sasl-mechanism", "SASL.Username": "kafka-sasl-username",
+}
+
+// kafkaUsage turns an error of kafka.New into a usage error naming the flag.
+func kafkaUsage(err error) error {
+	var ce *kafka.ConfigError
+	switch {
+	case !errors.As(err, &ce):
+	case kafkaConfigFlag[ce.Field] != "":
+		name := kafkaConfigFlag[ce.Field]
+		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+	case ce.Field == "SASL":
+		return usageError("invalid value for --kafka-sasl-username (%s) or --kafka-sasl-password (%s): %s",
+			envName("kafka-sasl-username"), envName("kafka-sasl-password"), ce.Reason)
+	}
+	return usageError("invalid Kafka configuration: %v", err)
+}
+
 func runRelay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay run", "Usage: relay run [flags]\n\n"+
 		"Claims committed outbox rows and publishes them until SIGTERM or SIGINT, then stops claiming,\n"+
@@ -183,7 +204,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		p, err := kafka.New(kcfg)
 		if err != nil {
-			return usageError("invalid Kafka configuration: %v", err)
+			return kafkaUsage(err)
 		}
 		pub = p
 		logger.Info("kafka sink", "config", p.Config())

@@ -229,8 +229,8 @@ func (c Config) withDefaults() Config {
 }
 
 // validate reports the first invalid field of c, after withDefaults. The
-// error wraps ErrInvalidConfig and names the field; it never holds the
-// password.
+// error is a *ConfigError (wrapping ErrInvalidConfig) naming the field; it
+// never holds the password.
 func (c Config) validate() error {
 	if len(c.Brokers) == 0 {
 		return invalid("Brokers", "at least one broker is required")
@@ -239,6 +239,10 @@ func (c Config) validate() error {
 		host, port, err := net.SplitHostPort(b)
 		if err != nil || host == "" || port == "" {
 			return invalid("Brokers", fmt.Sprintf("entry %d (%q) is not host:port", i, b))
+		}
+		// A port no dial accepts would only ever show as an outage.
+		if n, err := net.LookupPort("tcp", port); err != nil || n == 0 {
+			return invalid("Brokers", fmt.Sprintf("entry %d (%q) has no valid port: use 1-65535", i, b))
 		}
 	}
 	switch c.Partitioner {
@@ -278,5 +282,23 @@ func (c Config) validate() error {
 }
 
 func invalid(field, reason string) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
+	return &ConfigError{Field: field, Reason: reason}
 }
+
+// ConfigError reports an invalid Config field; it wraps ErrInvalidConfig
+// and never holds the SASL password.
+type ConfigError struct {
+	// Field is the Config field, e.g. "Partitioner" or "SASL.Mechanism";
+	// "SASL" when the username and password together are refused.
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + e.Reason
+}
+
+// Unwrap returns ErrInvalidConfig, for errors.Is.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }

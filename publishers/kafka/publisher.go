@@ -40,7 +40,8 @@ type Publisher struct {
 }
 
 // New returns a Publisher for cfg. It does not connect: the first Publish
-// does. The error of an invalid cfg wraps ErrInvalidConfig.
+// does. The error of an invalid cfg is a *ConfigError, which wraps
+// ErrInvalidConfig.
 func New(cfg Config) (*Publisher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -81,7 +82,7 @@ func saslMechanism(s SASLConfig) (sasl.Mechanism, error) {
 	m, err := scram.Mechanism(algo, s.Username, s.Password)
 	if err != nil {
 		// The underlying message may quote the password: drop it.
-		return nil, fmt.Errorf("%w: SASL: username or password is not valid for %s (SASLprep)", ErrInvalidConfig, s.Mechanism)
+		return nil, invalid("SASL", "username or password is not valid for "+s.Mechanism+" (SASLprep)")
 	}
 	return m, nil
 }
