@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -206,3 +208,45 @@ func (unavailableSink) Publish(context.Context, []outbox.Message) error {
 func (unavailableSink) Close() error { return nil }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// BenchmarkWriteNotify measures what the wake-up notification (migration
+// 003's trigger) costs writers: 4 concurrent writers, one event per
+// transaction, with the trigger enabled and disabled. NOTIFY takes a
+// cluster-wide lock at commit, so concurrent commits are where it shows.
+func BenchmarkWriteNotify(b *testing.B) {
+	for _, notify := range []bool{true, false} {
+		b.Run(fmt.Sprintf("notify=%t", notify), func(b *testing.B) {
+			ctx := context.Background()
+			pool, table := testdb.New(b)
+			if !notify {
+				if _, err := pool.Exec(ctx, "ALTER TABLE "+table.Ident()+" DISABLE TRIGGER "+pgx.Identifier{table.Name + "_notify"}.Sanitize()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism(4 / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tx, err := pool.Begin(ctx)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := w.Write(ctx, tx, outbox.Message{Topic: "bench", Key: []byte("k"), Payload: benchPayload}); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := tx.Commit(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}

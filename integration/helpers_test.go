@@ -374,3 +374,14 @@ func replicaOf(lockedBy *string) string {
 	id, _, _ := strings.Cut(*lockedBy, "#")
 	return id
 }
+
+// countActivity counts the server's sessions in pg_stat_activity matching
+// where.
+func (b *bundle) countActivity(where string, args ...any) int {
+	b.t.Helper()
+	var n int
+	if err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM pg_stat_activity WHERE "+where, args...).Scan(&n); err != nil {
+		b.t.Fatal(err)
+	}
+	return n
+}

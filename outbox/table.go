@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 
@@ -70,6 +72,20 @@ func (t Table) Ident() string {
 func (t Table) Related(suffix string) string {
 	t = t.WithDefaults()
 	return pgx.Identifier{t.Schema, t.Name + "_" + suffix}.Sanitize()
+}
+
+// Channel returns the name of the notification channel that inserts into
+// the table notify (migration 003) and relays LISTEN on: "schema.name",
+// or, beyond PostgreSQL's 63-byte limit, its first 54 bytes, "_" and the
+// first 8 hex digits of its md5.
+func (t Table) Channel() string {
+	t = t.WithDefaults()
+	c := t.Schema + "." + t.Name
+	if len(c) > 63 {
+		sum := md5.Sum([]byte(c))
+		c = c[:54] + "_" + hex.EncodeToString(sum[:])[:8]
+	}
+	return c
 }
 
 // String returns schema.name, unquoted, for messages.

@@ -29,6 +29,12 @@ type Config struct {
 	// PollInterval is the wait after a batch that was not full. A full batch
 	// is followed by the next claim at once. Defaults to 500ms.
 	PollInterval time.Duration
+	// NoListen turns off waking by notification. By default the relay
+	// LISTENs on the table's channel (outbox.Table.Channel), which inserts
+	// notify at commit (migration 003), and claims at once instead of
+	// waiting for PollInterval; polling remains the fallback, for delayed
+	// events and retries, and while the listening connection is down.
+	NoListen bool
 	// MaxAttempts is how many times a row is claimed before a transient
 	// failure marks it failed. Defaults to 10.
 	MaxAttempts int

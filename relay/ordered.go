@@ -17,7 +17,9 @@ import (
 // shard back and leases the next. See docs/ordering.md.
 func (r *Relay) runOrdered(ctx context.Context) {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	var settle time.Duration // > 0: re-checking after a wake-up
 	for ctx.Err() == nil {
+		woken := r.bell.next()
 		lessee := r.token()
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 		shard, ok, err := r.store.leaseShard(lctx, lessee)
@@ -29,7 +31,21 @@ func (r *Relay) runOrdered(ctx context.Context) {
 			sleep(ctx, d)
 			continue
 		case !ok:
-			sleep(ctx, r.cfg.PollInterval)
+			// No shard has ready work: wait for a commit or the next poll.
+			// A commit that woke us may not be ready yet, because an older
+			// transaction elsewhere on the server still runs (the horizon,
+			// docs/ordering.md), and its end sends no notification: after
+			// a wake-up, look again soon, backing off towards PollInterval.
+			wait := r.cfg.PollInterval
+			if settle > 0 {
+				wait = min(settle, wait)
+				if settle *= 2; settle >= r.cfg.PollInterval {
+					settle = 0
+				}
+			}
+			if idle(ctx, wait, woken) {
+				settle = settleMin
+			}
 			continue
 		}
 		dbDown.Reset()

@@ -22,6 +22,7 @@ type Relay struct {
 	store *store
 	log   *slog.Logger
 	seq   atomic.Uint64 // numbers claims, for their owner tokens
+	bell  *bell         // rung when an insert into the table commits
 
 	mu     sync.Mutex
 	down   bool                        // the sink was down and has not acknowledged anything since
@@ -68,6 +69,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		store:  newStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
 		log:    cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
 		outage: newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
+		bell:   newBell(),
 	}
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.

@@ -20,6 +20,10 @@ import (
 // statements in a way retrying cannot fix (permission denied, say), at
 // start or later.
 //
+// Unless Config.NoListen is set, Run also LISTENs for the notifications
+// inserts send at commit and claims at once when one arrives, rather than
+// after PollInterval.
+//
 // While the sink is down Run probes it with one-row batches, waiting
 // OutageBackoffMin doubling up to OutageBackoffMax in between.
 func (r *Relay) Run(ctx context.Context) error {
@@ -48,6 +52,17 @@ func (r *Relay) Run(ctx context.Context) error {
 			<-done
 		}()
 	}
+	if !r.cfg.NoListen {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.listen(ctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
 
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	sinkDown := false
@@ -56,6 +71,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if sinkDown {
 			limit = 1 // probe the sink with a single row
 		}
+		woken := r.bell.next() // before the claim: a commit during it wakes the wait below
 		res, err := r.ProcessBatch(ctx, limit)
 		switch {
 		case err != nil && fatal(err):
@@ -80,8 +96,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.log.Info("sink answers again; resuming")
 			sinkDown = false
 		}
-		if res.Claimed < limit || sinkDown {
+		switch {
+		case sinkDown:
 			sleep(ctx, r.cfg.PollInterval)
+		case res.Claimed < limit:
+			idle(ctx, r.cfg.PollInterval, woken)
 		}
 	}
 	return nil

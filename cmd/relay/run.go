@@ -64,13 +64,15 @@ type relayFlags struct {
 	outageMin, outageMax            time.Duration
 	orderedTopics, headOfLine       string
 	shards, shardBudget             int
+	listen                          bool
 }
 
 func (r *relayFlags) register(f *flags) {
 	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
 	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
 	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
-	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once)")
+	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
+	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
 	f.Int(&r.maxAttempts, "max-attempts", 10, "attempts before a transiently failing row is marked failed")
 	f.Duration(&r.backoffMin, "backoff-min", time.Second, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
 	f.Duration(&r.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
@@ -86,7 +88,7 @@ func (r *relayFlags) register(f *flags) {
 
 // configFlag maps relay.Config fields to the flags that set them.
 var configFlag = map[string]string{
-	"ID": "relay-id", "BatchSize": "batch-size", "Lease": "lease", "PollInterval": "poll-interval",
+	"ID": "relay-id", "BatchSize": "batch-size", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
@@ -111,7 +113,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		}
 	}
 	return relay.Config{
-		ID: r.id, BatchSize: r.batchSize, Lease: r.lease, PollInterval: r.pollInterval,
+		ID: r.id, BatchSize: r.batchSize, Lease: r.lease, PollInterval: r.pollInterval, NoListen: !r.listen,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,

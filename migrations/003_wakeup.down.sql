@@ -1,0 +1,3 @@
+-- 003 down: inserts stop notifying; relays fall back to polling.
+DROP TRIGGER {{name "notify"}} ON {{.Table}};
+DROP FUNCTION {{related "notify"}}();

@@ -1,0 +1,102 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// bell wakes the claim loops when an insert into the table commits. A loop
+// takes the current channel before it claims and waits on it afterwards, so
+// a ring that arrives while it works is not missed: the channel is already
+// closed when it starts to wait.
+type bell struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBell() *bell { return &bell{ch: make(chan struct{})} }
+
+// ring wakes every loop waiting on the current channel.
+func (b *bell) ring() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// next returns the channel the next ring closes.
+func (b *bell) next() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// idle waits d, or until woken is closed (and then reports true), or ctx
+// ends.
+func idle(ctx context.Context, d time.Duration, woken <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-woken:
+		return true
+	case <-t.C:
+	}
+	return false
+}
+
+// settleMin is the first re-check after a wake-up found no ordered row
+// ready; see runOrdered.
+const settleMin = 5 * time.Millisecond
+
+// listen keeps a LISTEN session on the table's channel (migration 003) and
+// rings the bell for every notification, and once each time it connects,
+// for inserts committed while it was not listening. It has a connection of
+// its own, outside the pool. While it cannot listen, polling carries on.
+// It returns when ctx ends.
+func (r *Relay) listen(ctx context.Context) {
+	b := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	failing := false
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, func() {
+			if failing {
+				r.log.Info("listening for notifications again")
+				failing = false
+			}
+			b.Reset()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)
+		if !failing {
+			r.log.Warn("notification listener lost; polling only until it is back", "error", err, "retry_in", d)
+			failing = true
+		}
+		sleep(ctx, d)
+	}
+}
+
+// listenOnce connects, listens and rings until the connection fails or ctx
+// ends; connected runs once the LISTEN took effect.
+func (r *Relay) listenOnce(ctx context.Context, connected func()) error {
+	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.cfg.Table.Channel()}.Sanitize()); err != nil {
+		return err
+	}
+	connected()
+	r.bell.ring()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		r.bell.ring()
+	}
+}
