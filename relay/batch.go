@@ -46,21 +46,27 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	// cancellation would strand rows until their lease ends.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer cancel()
+	start := time.Now()
 	rows, err := r.store.claim(cctx, owner, limit)
 	if err != nil || len(rows) == 0 {
 		return BatchResult{}, err
 	}
 	res := BatchResult{Claimed: len(rows)}
+	ph := phases{claim: time.Since(start)}
 	var out outcome
 	msgs := r.decodeAll(rows, &out)
 	if len(msgs) > 0 {
+		start = time.Now()
 		results, interrupted := r.publish(ctx, owner, msgs)
+		ph.publish = time.Since(start)
 		r.classify(msgs, results, interrupted, false, &out, &res)
 	}
+	start = time.Now()
 	if err := r.record(ctx, owner, &out, &res); err != nil {
 		return res, err
 	}
-	r.logBatch(res, out.retries, out.failures)
+	ph.record = time.Since(start)
+	r.logBatch(res, ph, out.retries, out.failures)
 	return res, nil
 }
 
@@ -304,9 +310,10 @@ func (r *Relay) decode(x row) (outbox.Message, error) {
 	return msg, nil
 }
 
-func (r *Relay) logBatch(res BatchResult, retries []retry, failures []failure) {
+func (r *Relay) logBatch(res BatchResult, ph phases, retries []retry, failures []failure) {
 	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
-		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced)
+		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced,
+		"claim_ms", ms(ph.claim), "publish_ms", ms(ph.publish), "record_ms", ms(ph.record))
 	if len(retries) > 0 && !res.SinkUnavailable { // Run logs an outage once, not every probe
 		r.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
 	}
@@ -317,3 +324,10 @@ func (r *Relay) logBatch(res BatchResult, retries []retry, failures []failure) {
 		r.log.Warn("outcome not recorded for rows another claim holds now (lease lost)", "rows", res.Fenced)
 	}
 }
+
+// phases are how long a batch's claim statement, publishing (every round,
+// in ordered mode) and recording took, for the debug log.
+type phases struct{ claim, publish, record time.Duration }
+
+// ms is d in milliseconds, for logs.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

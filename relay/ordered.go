@@ -103,11 +103,13 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 	owner := r.token()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer cancel()
+	start := time.Now()
 	rows, err := r.store.claimOrdered(cctx, owner, r.cfg.BatchSize, shard, lessee)
 	if err != nil || len(rows) == 0 {
 		return BatchResult{}, err
 	}
 	res := BatchResult{Claimed: len(rows)}
+	ph := phases{claim: time.Since(start)}
 	slices.SortFunc(rows, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.tx, b.tx), slices.Compare(a.id[:], b.id[:]))
 	})
@@ -146,7 +148,9 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 		if len(batch) == 0 {
 			break
 		}
+		start = time.Now()
 		results, interrupted := r.publishOnce(ctx, batch)
+		ph.publish += time.Since(start)
 		down, finished := r.classify(batch, results, interrupted, r.cfg.Ordering.HeadOfLine == HeadOfLinePark, &out, &res)
 		for i := range batch {
 			if !finished[i] { // the key waits behind this event
@@ -162,10 +166,12 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 	for _, k := range keys { // not attempted: shutdown or outage stopped the rounds
 		out.released = append(out.released, idsOf(queues[k])...)
 	}
+	start = time.Now()
 	if err := r.record(ctx, owner, &out, &res); err != nil {
 		return res, err
 	}
-	r.logBatch(res, out.retries, out.failures)
+	ph.record = time.Since(start)
+	r.logBatch(res, ph, out.retries, out.failures)
 	return res, nil
 }
 
