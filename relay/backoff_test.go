@@ -83,6 +83,9 @@ func TestConfigDefaults(t *testing.T) {
 		ShutdownTimeout:  10 * time.Second,
 		OutageBackoffMin: 100 * time.Millisecond,
 		OutageBackoffMax: 30 * time.Second,
+		Retention:        7 * 24 * time.Hour,
+		JanitorInterval:  time.Minute,
+		JanitorBatch:     1000,
 	}
 	if c.ID == "" || c.Logger != slog.Default() {
 		t.Fatalf("ID %q and Logger %p: want a generated id and slog.Default()", c.ID, c.Logger)
@@ -107,7 +110,8 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Lease: 2 * time.Second,
 		PollInterval: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
-		OutageBackoffMax: 8 * time.Second, Logger: log,
+		OutageBackoffMax: 8 * time.Second, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,
+		Logger: log,
 	}
 	if got := in.withDefaults(); !reflect.DeepEqual(got, in) {
 		t.Fatalf("withDefaults changed set fields:\n got %+v\nwant %+v", got, in)

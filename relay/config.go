@@ -59,6 +59,25 @@ type Config struct {
 	// Ordering and docs/ordering.md. The zero value delivers every event
 	// unordered.
 	Ordering Ordering
+	// Retention is how long sent rows are kept (for replay, audit and
+	// duplicate suppression by dedup key) before the retention janitor
+	// deletes them, counted from sent_at. At most 100 years. Failed and
+	// unfinished rows are never deleted. Defaults to 168h (7 days).
+	Retention time.Duration
+	// KeepSent turns the retention janitor off: sent rows stay until
+	// someone deletes them. By default every replica runs the janitor and
+	// the jobs table (<table>_jobs, migration 004) lets one of them do the
+	// work per JanitorInterval.
+	KeepSent bool
+	// JanitorInterval is how often the retention job may run, cluster-wide:
+	// a run schedules the next one this long after it finished, and each
+	// replica looks about this often whether the job is due. Between 10ms
+	// and 24h. Defaults to 1m.
+	JanitorInterval time.Duration
+	// JanitorBatch is the most rows one DELETE of the janitor removes;
+	// between batches it renews its lease on the job. Between 1 and
+	// 100000. Defaults to 1000.
+	JanitorBatch int
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -123,6 +142,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ShutdownTimeout, 10*time.Second)
 	setDefault(&c.OutageBackoffMin, 100*time.Millisecond)
 	setDefault(&c.OutageBackoffMax, 30*time.Second)
+	setDefault(&c.Retention, 7*24*time.Hour)
+	setDefault(&c.JanitorInterval, time.Minute)
+	setDefault(&c.JanitorBatch, 1000)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -157,6 +179,15 @@ func (e *ConfigError) Error() string { return "relay: invalid " + e.Field + ": "
 // overflowed the ±50% jitter into negative delays: retries at once.
 const maxBackoff = 24 * time.Hour
 
+// Bounds of the retention settings. The cut-off now() - Retention must stay
+// a valid timestamp; KeepSent is the way to keep rows for ever.
+const (
+	maxRetention       = 100 * 365 * 24 * time.Hour
+	minJanitorInterval = 10 * time.Millisecond
+	maxJanitorInterval = 24 * time.Hour
+	maxJanitorBatch    = 100000
+)
+
 // validate checks a defaulted config; the error is a *ConfigError.
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
@@ -190,6 +221,14 @@ func (c Config) validate() error {
 		return bad("OutageBackoffMax", "%v is less than OutageBackoffMin %v", c.OutageBackoffMax, c.OutageBackoffMin)
 	case c.OutageBackoffMax > maxBackoff:
 		return bad("OutageBackoffMax", "%v is longer than %v", c.OutageBackoffMax, maxBackoff)
+	case c.Retention <= 0:
+		return bad("Retention", "%v is not positive", c.Retention)
+	case c.Retention > maxRetention:
+		return bad("Retention", "%v is longer than 100 years", c.Retention)
+	case c.JanitorInterval < minJanitorInterval || c.JanitorInterval > maxJanitorInterval:
+		return bad("JanitorInterval", "%v is not between %v and %v", c.JanitorInterval, minJanitorInterval, maxJanitorInterval)
+	case c.JanitorBatch < 1 || c.JanitorBatch > maxJanitorBatch:
+		return bad("JanitorBatch", "%d is not between 1 and %d", c.JanitorBatch, maxJanitorBatch)
 	case len(c.ID) > 200:
 		return bad("ID", "%d bytes, more than 200", len(c.ID))
 	case !utf8.ValidString(c.ID) || strings.ContainsRune(c.ID, 0):

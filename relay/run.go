@@ -26,6 +26,10 @@ import (
 //
 // While the sink is down Run probes it with one-row batches, waiting
 // OutageBackoffMin doubling up to OutageBackoffMax in between.
+//
+// Unless Config.KeepSent is set, Run also runs the retention janitor
+// (RunRetention) every JanitorInterval; on cancellation it lets a DELETE
+// under way finish and releases the job before returning.
 func (r *Relay) Run(ctx context.Context) error {
 	if err := r.waitReady(ctx); err != nil || ctx.Err() != nil {
 		return err
@@ -36,7 +40,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
-		"ordered_topics", r.cfg.Ordering.Topics)
+		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention())
 	defer r.log.Info("relay stopped")
 	// A fatal database error ends Run early: stop the ordered loop too.
 	ctx, stop := context.WithCancel(ctx)
@@ -57,6 +61,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		go func() {
 			defer close(done)
 			r.listen(ctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
+	if !r.cfg.KeepSent {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.runJanitor(ctx)
 		}()
 		defer func() {
 			stop()

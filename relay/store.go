@@ -160,8 +160,10 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, order
 		"failed": markFailedSQL, "release": releaseSQL, "extend": extendSQL,
 		"shardCount": shardCountSQL, "shardCreate": shardCreateSQL, "leaseShard": leaseShardSQL,
 		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
+		"claimJob": claimJobSQL, "deleteSent": deleteSentSQL, "recordBatch": recordBatchSQL, "finishJob": finishJobSQL,
 	} {
 		q = strings.ReplaceAll(q, "{{shards}}", table.Related("shards"))
+		q = strings.ReplaceAll(q, "{{jobs}}", table.Related("jobs"))
 		if name == "claim" && ordering.allTopics() {
 			// Every keyed row is ordered: say so in a form the keyless
 			// partial index matches.

@@ -65,6 +65,9 @@ type relayFlags struct {
 	orderedTopics, headOfLine       string
 	shards, shardBudget             int
 	listen                          bool
+	retention, janitorInterval      time.Duration
+	janitorBatch                    int
+	keepSent                        bool
 }
 
 func (r *relayFlags) register(f *flags) {
@@ -84,6 +87,10 @@ func (r *relayFlags) register(f *flags) {
 	f.Int(&r.shards, "shards", 16, "ordered delivery: shards keys are spread over; every replica must use the same value")
 	f.Int(&r.shardBudget, "shard-budget", 0, "ordered delivery: rows claimed from one shard before handing it back (default 10 x --batch-size)")
 	f.String(&r.headOfLine, "head-of-line", "wait", "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
+	f.Duration(&r.retention, "retention", 7*24*time.Hour, "how long sent rows are kept before the janitor deletes them; failed rows are always kept")
+	f.Bool(&r.keepSent, "keep-sent", false, "never delete sent rows: turns the retention janitor off")
+	f.Duration(&r.janitorInterval, "janitor-interval", time.Minute, "how often the retention janitor may run, once across all replicas")
+	f.Int(&r.janitorBatch, "janitor-batch", 1000, "most sent rows one DELETE of the retention janitor removes")
 }
 
 // configFlag maps relay.Config fields to the flags that set them.
@@ -93,7 +100,8 @@ var configFlag = map[string]string{
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
 	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
-	"Ordering.HeadOfLine": "head-of-line",
+	"Ordering.HeadOfLine": "head-of-line", "Retention": "retention", "KeepSent": "keep-sent",
+	"JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch",
 }
 
 // config builds the relay.Config. Zero means "default" in relay.Config, so
@@ -105,7 +113,11 @@ func (r *relayFlags) config() (relay.Config, error) {
 		"backoff-min": int64(r.backoffMin), "backoff-max": int64(r.backoffMax),
 		"publish-timeout": int64(r.publishTimeout), "shutdown-timeout": int64(r.shutdownTimeout),
 		"outage-backoff-min": int64(r.outageMin), "outage-backoff-max": int64(r.outageMax),
-		"shards": int64(r.shards),
+		"shards": int64(r.shards), "retention": int64(r.retention),
+		"janitor-interval": int64(r.janitorInterval), "janitor-batch": int64(r.janitorBatch),
+	}
+	if r.retention <= 0 {
+		return relay.Config{}, usageError("invalid value for --retention (%s): must be positive; --keep-sent keeps sent rows for ever", envName("retention"))
 	}
 	for name, v := range positive {
 		if v <= 0 {
@@ -117,6 +129,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
+		Retention: r.retention, KeepSent: r.keepSent, JanitorInterval: r.janitorInterval, JanitorBatch: r.janitorBatch,
 		Ordering: relay.Ordering{
 			Topics: splitList(r.orderedTopics), Shards: r.shards, ShardBudget: r.shardBudget,
 			HeadOfLine: relay.HeadOfLine(r.headOfLine),

@@ -1,0 +1,103 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+)
+
+func TestRetentionConfig(t *testing.T) {
+	t.Parallel()
+	c := Config{}.withDefaults()
+	if c.Retention != 168*time.Hour || c.KeepSent || c.JanitorInterval != time.Minute || c.JanitorBatch != 1000 {
+		t.Fatalf("defaults: Retention %v, KeepSent %v, JanitorInterval %v, JanitorBatch %d; want 168h, false, 1m, 1000",
+			c.Retention, c.KeepSent, c.JanitorInterval, c.JanitorBatch)
+	}
+	cases := []struct {
+		name   string
+		modify func(*Config)
+		field  string // "" when valid
+	}{
+		{"Retention 1ms", func(c *Config) { c.Retention = time.Millisecond }, ""},
+		{"Retention 100 years", func(c *Config) { c.Retention = maxRetention }, ""},
+		{"Retention negative", func(c *Config) { c.Retention = -time.Hour }, "Retention"},
+		{"Retention beyond 100 years", func(c *Config) { c.Retention = maxRetention + 1 }, "Retention"},
+		{"KeepSent with defaults", func(c *Config) { c.KeepSent = true }, ""},
+		{"JanitorInterval 10ms", func(c *Config) { c.JanitorInterval = 10 * time.Millisecond }, ""},
+		{"JanitorInterval 24h", func(c *Config) { c.JanitorInterval = 24 * time.Hour }, ""},
+		{"JanitorInterval below 10ms", func(c *Config) { c.JanitorInterval = 10*time.Millisecond - 1 }, "JanitorInterval"},
+		{"JanitorInterval negative", func(c *Config) { c.JanitorInterval = -time.Minute }, "JanitorInterval"},
+		{"JanitorInterval beyond 24h", func(c *Config) { c.JanitorInterval = 24*time.Hour + 1 }, "JanitorInterval"},
+		{"JanitorBatch 1", func(c *Config) { c.JanitorBatch = 1 }, ""},
+		{"JanitorBatch 100000", func(c *Config) { c.JanitorBatch = 100000 }, ""},
+		{"JanitorBatch negative", func(c *Config) { c.JanitorBatch = -1 }, "JanitorBatch"},
+		{"JanitorBatch beyond 100000", func(c *Config) { c.JanitorBatch = 100001 }, "JanitorBatch"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{}
+			c.modify(&cfg)
+			err := cfg.withDefaults().validate()
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("validate = %v, want nil", err)
+				}
+				return
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != c.field || ce.Reason == "" {
+				t.Fatalf("validate = %v, want a *ConfigError for %s", err, c.field)
+			}
+		})
+	}
+}
+
+// The janitor's DELETE reads sent_idx (migration 004) from its low end
+// and deletes what it found by primary key, never scanning the table, on a
+// table where sent rows of every age sit between pending and failed ones.
+func TestDeleteSentUsesSentIndex(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+` (id, topic, payload, status, sent_at)
+SELECT gen_random_uuid(), 'orders', '\x00',
+       (ARRAY['sent', 'sent', 'sent', 'pending', 'failed'])[1 + i % 5],
+       CASE WHEN i % 5 < 3 THEN now() - (i % 720) * interval '1 hour' END
+FROM generate_series(1, 20000) AS i`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(pool, table, 30*time.Second, Ordering{})
+	for _, retention := range []time.Duration{time.Hour, 7 * 24 * time.Hour, 365 * 24 * time.Hour} {
+		rows, err := pool.Query(ctx, "EXPLAIN "+s.sql["deleteSent"], retention.Milliseconds(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if testing.Verbose() {
+			t.Logf("retention %v:\n%s", retention, plan.String())
+		}
+		if p := plan.String(); !strings.Contains(p, "Index Scan using outbox_sent_idx") || !strings.Contains(p, "outbox_pkey") ||
+			strings.Contains(p, "Seq Scan") {
+			t.Errorf("retention %v: the DELETE does not pick rows from sent_idx and delete them by primary key:\n%s", retention, p)
+		}
+	}
+}
