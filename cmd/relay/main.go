@@ -34,6 +34,7 @@ Usage:
   relay run [flags]              claim and publish outbox rows until SIGTERM/SIGINT
   relay migrate up|down|status   manage the outbox table's schema
   relay demo [flags]             end-to-end demo: local PostgreSQL, embedded Kafka-protocol broker
+  relay bench <mode> [flags]     benchmark: burn-down, steady or idle, against the SQL ceiling
   relay version                  print the version
 
 Run "relay <command> --help" for the flags of a command. Every flag can also
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "demo":
 		err = runDemo(ctx, rest, getenv, stdout, stderr)
+	case "bench":
+		err = runBench(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "relay", buildVersion())
 		return 0

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/bench"
+)
+
+const benchUsage = `Usage: relay bench burn-down|steady|idle [flags]
+
+Measures relay processes on a real PostgreSQL and a Kafka-protocol broker:
+
+  burn-down   pre-write --events events, time --relays relays draining them, and compare with
+              the SQL-only ceiling of the same lifecycle measured in the same run
+  steady      write --rate events/s for --duration, one per transaction, and measure each
+              event's latency from its commit to its arrival at a consumer
+  idle        run relays on an empty table for --duration and measure the database load
+
+Every run drops and recreates --schema. Without --kafka-brokers an embedded broker runs in its own
+process. A table is printed, or JSON with --json. Run "relay bench <mode> --help" for the flags.`
+
+// benchFlags are the flags of relay bench.
+type benchFlags struct {
+	url, schema, brokers, relays string
+	relayArgs                    string
+	batchSize, payload           int
+	partitions                   int
+	pollInterval, sampleInterval time.Duration
+	timeout                      time.Duration
+	jsonOut                      bool
+
+	events, ceilingRows           int
+	ceilingClients, ceilingScript string
+	noCeiling                     bool
+
+	rate, writers   int
+	duration, grace time.Duration
+}
+
+func (b *benchFlags) register(f *flags, mode bench.Mode) {
+	f.String(&b.url, "database-url", defaultDemoURL, "PostgreSQL connection URL")
+	f.String(&b.schema, "schema", bench.DefaultSchema, "schema of the outbox table, dropped and recreated for every run (the ceiling uses <schema>_ceiling)")
+	f.String(&b.brokers, "kafka-brokers", "", "comma-separated Kafka brokers (default: an embedded kfake broker in its own process)")
+	f.String(&b.relays, "relays", "1", "comma-separated relay counts; the mode runs once per count")
+	f.Int(&b.batchSize, "batch-size", bench.DefaultBatchSize, "the relays' --batch-size, and the SQL ceiling's batch")
+	f.Int(&b.payload, "payload", bench.DefaultPayloadBytes, "payload bytes per event")
+	f.Int(&b.partitions, "partitions", bench.DefaultPartitions, "partitions of the topic each run creates")
+	f.Duration(&b.pollInterval, "poll-interval", bench.DefaultPollInterval, "the relays' --poll-interval")
+	f.String(&b.relayArgs, "relay-args", "", `more flags for every relay, space-separated, e.g. "--listen=false"`)
+	f.Duration(&b.sampleInterval, "sample-interval", bench.DefaultSampleInterval, "how often pg_stat_activity is sampled for statement durations; 0 turns sampling off")
+	f.Duration(&b.timeout, "timeout", bench.DefaultTimeout, "bound on each run")
+	f.Bool(&b.jsonOut, "json", false, "print JSON instead of a table")
+	switch mode {
+	case bench.ModeBurnDown:
+		f.Int(&b.events, "events", bench.DefaultEvents, "events to pre-write and drain")
+		f.Int(&b.ceilingRows, "ceiling-rows", bench.DefaultCeilingRows, "rows of the SQL ceiling's table")
+		f.String(&b.ceilingClients, "ceiling-clients", "1,2", "comma-separated client counts of the SQL ceiling")
+		f.Bool(&b.noCeiling, "no-ceiling", false, "skip the SQL ceiling")
+		f.String(&b.ceilingScript, "ceiling-script", "", "also run this copy of shared/bench/ceiling.sh for cross-checking (needs psql and pgbench on PATH)")
+	case bench.ModeSteady:
+		f.Int(&b.rate, "rate", bench.DefaultRate, "events per second, over all writers")
+		f.Int(&b.writers, "writers", bench.DefaultWriters, "concurrent writers, one event per transaction each")
+		f.Duration(&b.duration, "duration", bench.DefaultSteadyDuration, "how long to write")
+		f.Duration(&b.grace, "grace", bench.DefaultGrace, "how long to wait for events in flight after the writers stop; later ones count as missing")
+	case bench.ModeIdle:
+		f.Duration(&b.duration, "duration", bench.DefaultIdleDuration, "how long to watch the idle relays")
+	}
+}
+
+// config builds the bench.Config. Zero means "default" there, so zero
+// and negative values are rejected here, naming the flag.
+func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
+	positive := map[string]int64{
+		"batch-size": int64(b.batchSize), "payload": int64(b.payload), "partitions": int64(b.partitions),
+		"poll-interval": int64(b.pollInterval), "timeout": int64(b.timeout),
+	}
+	switch mode {
+	case bench.ModeBurnDown:
+		positive["events"], positive["ceiling-rows"] = int64(b.events), int64(b.ceilingRows)
+	case bench.ModeSteady:
+		positive["rate"], positive["writers"] = int64(b.rate), int64(b.writers)
+		positive["duration"], positive["grace"] = int64(b.duration), int64(b.grace)
+	case bench.ModeIdle:
+		positive["duration"] = int64(b.duration)
+	}
+	for name, v := range positive {
+		if v <= 0 {
+			return bench.Config{}, usageError("invalid value for --%s (%s): must be positive", name, envName(name))
+		}
+	}
+	if b.sampleInterval < 0 {
+		return bench.Config{}, usageError("invalid value for --sample-interval (%s): must not be negative", envName("sample-interval"))
+	}
+	relays, err := intList("relays", b.relays)
+	if err != nil {
+		return bench.Config{}, err
+	}
+	cfg := bench.Config{
+		Mode: mode, DatabaseURL: b.url, Schema: b.schema, Brokers: splitList(b.brokers), Relays: relays,
+		RelayArgs: strings.Fields(b.relayArgs),
+		BatchSize: b.batchSize, PayloadBytes: b.payload, Partitions: b.partitions,
+		PollInterval: b.pollInterval, SampleInterval: b.sampleInterval, Timeout: b.timeout,
+		Events: b.events, CeilingRows: b.ceilingRows, NoCeiling: b.noCeiling, CeilingScript: b.ceilingScript,
+		Rate: b.rate, Writers: b.writers, Duration: b.duration, Grace: b.grace,
+	}
+	if b.sampleInterval == 0 {
+		cfg.SampleInterval = -1 // off
+	}
+	if mode == bench.ModeBurnDown {
+		if cfg.CeilingClients, err = intList("ceiling-clients", b.ceilingClients); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// intList parses a comma-separated list of positive integers.
+func intList(name, value string) ([]int, error) {
+	var out []int
+	for _, item := range splitList(value) {
+		n, err := strconv.Atoi(item)
+		if err != nil || n < 1 {
+			return nil, usageError("invalid value for --%s (%s): %q is not a positive integer", name, envName(name), item)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, usageError("invalid value for --%s (%s): empty list", name, envName(name))
+	}
+	return out, nil
+}
+
+// benchConfigFlag maps bench.Config fields to the flags that set them.
+var benchConfigFlag = map[string]string{
+	"DatabaseURL": "database-url", "Schema": "schema", "Relays": "relays", "BatchSize": "batch-size",
+	"PayloadBytes": "payload", "PollInterval": "poll-interval", "Partitions": "partitions",
+	"Events": "events", "Rate": "rate", "Writers": "writers", "Duration": "duration", "Grace": "grace",
+	"CeilingRows": "ceiling-rows", "CeilingClients": "ceiling-clients", "Timeout": "timeout",
+}
+
+// benchUsageErr turns configuration errors of bench.Run into usage errors
+// naming the flag.
+func benchUsageErr(err error) error {
+	var ce *bench.ConfigError
+	switch {
+	case errors.As(err, &ce) && benchConfigFlag[ce.Field] != "":
+		name := benchConfigFlag[ce.Field]
+		return usageError("invalid value for --%s (%s): %s", name, envName(name), redactDSN(ce.Reason))
+	case errors.Is(err, bench.ErrForeignSchema):
+		return usageError("invalid value for --schema (%s): %v", envName("schema"), err)
+	}
+	return err
+}
+
+func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, benchUsage)
+		return usageError("bench needs a mode: burn-down, steady or idle")
+	}
+	mode, rest := args[0], args[1:]
+	switch mode {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stdout, benchUsage)
+		return flag.ErrHelp
+	case bench.BrokerCommand:
+		return runBenchBroker(ctx, rest, getenv, stdout, stderr)
+	}
+	m := bench.Mode(mode)
+	if !slices.Contains(bench.Modes, m) {
+		return usageError("unknown bench mode %q: use burn-down, steady or idle", mode)
+	}
+	f := newFlags("relay bench "+mode, benchUsage, stderr, getenv)
+	var bf benchFlags
+	bf.register(f, m)
+	if err := f.parse(rest); err != nil {
+		return err
+	}
+	if len(f.args()) > 0 {
+		return usageError("unexpected arguments %q", f.args())
+	}
+	cfg, err := bf.config(m)
+	if err != nil {
+		return err
+	}
+	if cfg.RelayBinary, err = os.Executable(); err != nil {
+		return fmt.Errorf("find the relay binary: %w", err)
+	}
+	cfg.Progress = stderr
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil && len(rep.Runs)+len(rep.Ceiling) > 0 {
+		if perr := printReport(stdout, rep, bf.jsonOut); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	return benchUsageErr(err)
+}
+
+func printReport(w io.Writer, rep *bench.Report, asJSON bool) error {
+	if !asJSON {
+		return rep.WriteTable(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// runBenchBroker is the hidden `relay bench broker`: the embedded broker
+// that relay bench starts in its own process.
+func runBenchBroker(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newFlags("relay bench broker", "Usage: relay bench broker [flags]\n\n"+
+		"Serves an embedded kfake broker on a free loopback port until SIGTERM; prints its address.", stderr, getenv)
+	var partitions int
+	f.Int(&partitions, "partitions", bench.DefaultPartitions, "partitions of created topics")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if partitions < 1 {
+		return usageError("invalid value for --partitions (%s): must be positive", envName("partitions"))
+	}
+	return bench.ServeBroker(ctx, stdout, partitions)
+}

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Run measures cfg.Mode once per relay count in cfg.Relays and returns the
+// report. In burn-down mode it first measures the SQL ceiling (unless
+// cfg.NoCeiling). It blocks until every run is done; on an error it
+// returns the report of the runs so far with the error. Every child
+// process it started has exited when it returns.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	h, err := newHarness(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer h.close()
+	rep := &Report{Mode: cfg.Mode, Settings: h.settings(), Ceiling: []CeilingResult{}, Runs: []Result{}}
+	if cfg.Mode == ModeBurnDown && !cfg.NoCeiling {
+		if rep.Ceiling, err = runCeiling(ctx, cfg, h.pool); err != nil {
+			return rep, err
+		}
+		if cfg.CeilingScript != "" {
+			fmt.Fprintf(cfg.Progress, "ceiling: running %s\n", cfg.CeilingScript)
+			if rep.CeilingScript, err = runCeilingScript(ctx, cfg); err != nil {
+				return rep, err
+			}
+		}
+	}
+	for _, n := range cfg.Relays {
+		res, err := h.run(ctx, n)
+		if cfg.Mode == ModeBurnDown {
+			res.CeilingRatio = ratio(res.EventsPerSecond, mainCeiling(rep.Ceiling))
+		}
+		rep.Runs = append(rep.Runs, res)
+		if err != nil {
+			return rep, fmt.Errorf("%s with %d relays: %w", cfg.Mode, n, err)
+		}
+	}
+	return rep, nil
+}
+
+// harness is what the runs of one Run share: the database pool and the
+// brokers.
+type harness struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	brokers []string
+	broker  *brokerProc // nil with external brokers
+	localDB bool        // the server runs on this host: /proc shows its backends
+}
+
+func newHarness(ctx context.Context, cfg Config) (*harness, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	pc.MaxConns = int32(cfg.Writers + 4) // writers, sampler, poller, statistics
+	if _, set := pc.ConnConfig.RuntimeParams["application_name"]; !set {
+		pc.ConnConfig.RuntimeParams["application_name"] = "relay-bench"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	h := &harness{cfg: cfg, pool: pool, brokers: cfg.Brokers, localDB: isLocal(pc.ConnConfig.Host)}
+	if err := pool.Ping(ctx); err != nil {
+		h.close()
+		return nil, fmt.Errorf("cannot reach PostgreSQL (start it, or pass another database URL): %w", err)
+	}
+	if len(h.brokers) == 0 {
+		if h.broker, err = startBroker(ctx, cfg.RelayBinary, cfg.Partitions); err != nil {
+			h.close()
+			return nil, err
+		}
+		h.brokers = h.broker.addrs
+		fmt.Fprintf(cfg.Progress, "kafka: embedded kfake broker (own process) on %s\n", strings.Join(h.brokers, ","))
+	}
+	return h, nil
+}
+
+// isLocal reports whether host is this machine.
+func isLocal(host string) bool {
+	return host == "127.0.0.1" || host == "localhost" || host == "::1" || strings.HasPrefix(host, "/")
+}
+
+func (h *harness) close() {
+	if h.broker != nil {
+		if err := h.broker.stop(); err != nil {
+			fmt.Fprintf(h.cfg.Progress, "warning: %v\n", err)
+		}
+	}
+	h.pool.Close()
+}
+
+func (h *harness) settings() Settings {
+	c := h.cfg
+	s := Settings{
+		Schema: c.Schema, Brokers: h.brokers, EmbeddedBroker: h.broker != nil, Partitions: c.Partitions,
+		BatchSize: c.BatchSize, PayloadBytes: c.PayloadBytes, PollIntervalMS: ms(c.PollInterval), RelayArgs: c.RelayArgs,
+	}
+	switch c.Mode {
+	case ModeBurnDown:
+		s.Events = c.Events
+		if !c.NoCeiling {
+			s.CeilingRows = c.CeilingRows
+		}
+	case ModeSteady:
+		s.Rate, s.Writers, s.DurationS, s.GraceS = c.Rate, c.Writers, c.Duration.Seconds(), c.Grace.Seconds()
+	case ModeIdle:
+		s.DurationS = c.Duration.Seconds()
+	}
+	return s
+}
+
+// run is one mode with n relays, in a freshly migrated schema and a fresh
+// topic (deleted at the end).
+func (h *harness) run(ctx context.Context, n int) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	res := Result{Mode: h.cfg.Mode, Relays: n, BatchSize: h.cfg.BatchSize}
+	table, err := prepareOutbox(ctx, h.pool, h.cfg.Schema)
+	if err != nil {
+		return res, err
+	}
+	topic := fmt.Sprintf("bench.%s.%s.r%d.%d", h.cfg.Schema, h.cfg.Mode, n, time.Now().UnixMilli())
+	if err := createTopic(ctx, h.brokers, topic, h.cfg.Partitions); err != nil {
+		return res, err
+	}
+	defer func() {
+		if err := deleteTopic(context.WithoutCancel(ctx), h.brokers, topic); err != nil {
+			fmt.Fprintf(h.cfg.Progress, "warning: %v\n", err)
+		}
+	}()
+	r := &runner{harness: h, table: table, topic: topic, relays: n, res: &res}
+	switch h.cfg.Mode {
+	case ModeBurnDown:
+		err = r.burnDown(ctx)
+	case ModeSteady:
+		err = r.steady(ctx)
+	case ModeIdle:
+		err = r.idle(ctx)
+	}
+	if err == nil {
+		fmt.Fprintf(h.cfg.Progress, "%s: %d relays: %s\n", h.cfg.Mode, n, summaryLine(res))
+	}
+	return res, err
+}
+
+// ms converts d to float milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

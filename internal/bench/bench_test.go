@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+)
+
+// newConfig returns a config for mode on the test database, in a schema of
+// its own that is dropped when the test ends.
+func newConfig(t *testing.T, mode Mode) Config {
+	t.Helper()
+	_, table := testdb.NewEmpty(t) // a fresh schema name, dropped at the end
+	return Config{
+		Mode: mode, DatabaseURL: testdb.URL(t), Schema: table.Schema, RelayBinary: relayBin,
+		Relays: []int{1}, PollInterval: 10 * time.Millisecond, SampleInterval: 2 * time.Millisecond,
+		Timeout: 2 * time.Minute, Progress: testWriter{t},
+	}
+}
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func run(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(rep.Runs) != len(cfg.Relays) {
+		t.Fatalf("%d runs, want %d", len(rep.Runs), len(cfg.Relays))
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	checkJSON(t, rep)
+	return rep
+}
+
+// checkJSON checks that the report encodes to JSON with the documented
+// top-level and per-run fields.
+func checkJSON(t *testing.T, rep *Report) {
+	t.Helper()
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Mode string           `json:"mode"`
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("JSON does not decode: %v\n%s", err, b)
+	}
+	if doc.Mode != string(rep.Mode) || len(doc.Runs) != len(rep.Runs) {
+		t.Fatalf("JSON mode %q with %d runs, want %q with %d", doc.Mode, len(doc.Runs), rep.Mode, len(rep.Runs))
+	}
+	for _, key := range []string{"relays", "events_per_s", "relay_cpu_s", "relay_peak_rss_mb", "table", "claim_ms", "duplicates", "missing"} {
+		if _, ok := doc.Runs[0][key]; !ok {
+			t.Errorf("JSON run lacks %q: %s", key, b)
+		}
+	}
+}
+
+// checkCommon checks what every run reports.
+func checkCommon(t *testing.T, r Result) {
+	t.Helper()
+	if r.RelayCPUSeconds <= 0 || r.RelayPeakRSSMB <= 0 {
+		t.Errorf("relay CPU %.3fs, peak RSS %.1f MB: want both positive", r.RelayCPUSeconds, r.RelayPeakRSSMB)
+	}
+	if r.Table.SizeBeforeBytes <= 0 || r.Table.SizeAfterBytes < r.Table.SizeBeforeBytes {
+		t.Errorf("table size %d -> %d bytes: want positive and not shrinking", r.Table.SizeBeforeBytes, r.Table.SizeAfterBytes)
+	}
+	if r.RelayWarnings != 0 {
+		t.Errorf("%d relay warnings: %v", r.RelayWarnings, r.RelayWarningMessages)
+	}
+	checkOrdered(t, "claim", r.Claim)
+	checkOrdered(t, "publish", r.Publish)
+	checkOrdered(t, "record", r.Record)
+	checkOrdered(t, "batch cycle", r.BatchCycle)
+}
+
+// checkOrdered checks 0 < p50 <= p95 <= p99 <= max, when p is present.
+func checkOrdered(t *testing.T, name string, p *Percentiles) {
+	t.Helper()
+	if p != nil && !(p.N > 0 && 0 < p.P50 && p.P50 <= p.P95 && p.P95 <= p.P99 && p.P99 <= p.Max) {
+		t.Errorf("%s percentiles not ordered: %+v", name, *p)
+	}
+}
+
+func TestBurnDown(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t, ModeBurnDown)
+	cfg.Events, cfg.BatchSize, cfg.CeilingRows = 2000, 100, 4000
+	rep := run(t, cfg)
+	r := rep.Runs[0]
+	if r.Events != 2000 || r.Sent != 2000 || r.Received != 2000 || r.Duplicates != 0 || r.Missing != 0 {
+		t.Errorf("events %d, sent %d, received %d, duplicates %d, missing %d: want 2000 drained and delivered once",
+			r.Events, r.Sent, r.Received, r.Duplicates, r.Missing)
+	}
+	if r.Seconds <= 0 || r.EventsPerSecond <= 0 || r.CeilingRatio == nil || *r.CeilingRatio <= 0 {
+		t.Errorf("seconds %v, events/s %v, ceiling ratio %v: want all positive", r.Seconds, r.EventsPerSecond, r.CeilingRatio)
+	}
+	if r.Batches < 20 || r.BatchCycle == nil {
+		t.Errorf("%d batches logged, batch cycle %v: want at least 20 and a cycle", r.Batches, r.BatchCycle)
+	}
+	if r.Table.DeadTuplesAfter == 0 && r.Table.Autovacuums == 0 {
+		t.Errorf("no dead tuples after claiming and marking 2000 rows sent, and no autovacuum")
+	}
+	checkCommon(t, r)
+	if len(rep.Ceiling) != 4 {
+		t.Fatalf("ceiling %+v: want 2 lifecycles x 2 client counts", rep.Ceiling)
+	}
+	for _, c := range rep.Ceiling {
+		if want := ceilingIterations(4000, 100, c.Clients) * 100 * c.Clients; c.Events != want || c.EventsPerSecond <= 0 {
+			t.Errorf("ceiling %+v: want %d events at a positive rate", c, want)
+		}
+	}
+}
+
+func TestSteady(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t, ModeSteady)
+	cfg.Rate, cfg.Duration, cfg.Writers, cfg.Grace = 200, 2*time.Second, 2, 10*time.Second
+	r := run(t, cfg).Runs[0]
+	if r.Events < 390 || r.Events > 400 || r.Missing != 0 || r.Duplicates != 0 || r.Received != r.Events || r.Sent != r.Events {
+		t.Errorf("events %d, received %d, sent %d, missing %d, duplicates %d: want about 400, each delivered once",
+			r.Events, r.Received, r.Sent, r.Missing, r.Duplicates)
+	}
+	s := r.Steady
+	if s == nil || s.Latency == nil || s.Commit == nil {
+		t.Fatalf("steady stats %+v: want latency and commit percentiles", s)
+	}
+	if s.Latency.N != r.Events {
+		t.Errorf("%d latencies for %d events", s.Latency.N, r.Events)
+	}
+	checkOrdered(t, "latency", s.Latency)
+	checkOrdered(t, "commit", s.Commit)
+	if r.EventsPerSecond < 100 || r.EventsPerSecond > 210 {
+		t.Errorf("achieved %.0f events/s, target 200", r.EventsPerSecond)
+	}
+	if r.CeilingRatio != nil {
+		t.Errorf("steady mode has a ceiling ratio %v", *r.CeilingRatio)
+	}
+	checkCommon(t, r)
+}
+
+func TestIdle(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t, ModeIdle)
+	cfg.Duration, cfg.PollInterval = time.Second, 100*time.Millisecond
+	r := run(t, cfg).Runs[0]
+	// One claim per poll interval: about 10 a second.
+	if r.Idle == nil || r.Idle.ClaimsPerSecond == nil || *r.Idle.ClaimsPerSecond < 3 || *r.Idle.ClaimsPerSecond > 20 ||
+		*r.Idle.StatementsPerSecond < *r.Idle.ClaimsPerSecond || r.Idle.DBXactPerSecond <= 0 {
+		t.Fatalf("idle stats %+v: want about 10 claims/s and some transactions", r.Idle)
+	}
+	if r.Seconds < 1 || r.Events != 0 || r.Batches != 0 {
+		t.Errorf("seconds %v, events %d, batches %d: want 1s with nothing to do", r.Seconds, r.Events, r.Batches)
+	}
+	checkCommon(t, r)
+}
+
+// A schema the benchmark did not create is never dropped.
+func TestRefusesForeignSchema(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t) // migrated by testdb, not by Run
+	cfg := newConfig(t, ModeIdle)
+	cfg.Schema = table.Schema
+	_, err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "not created by relay bench") {
+		t.Fatalf("Run on a foreign schema: %v, want ErrForeignSchema", err)
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table.Ident()).Scan(&n); err != nil {
+		t.Fatalf("the foreign table is gone: %v", err)
+	}
+}

@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// The SQL-only reference lifecycle of shared/bench/ceiling.sh: the
+// statements a lease relay must run, with no Go relay and no broker. The
+// table is the reference's (bigint ids, the two partial claim indexes), not
+// the project's. {{table}} is replaced by the quoted table name.
+const (
+	ceilingTableSQL = `CREATE TABLE {{table}} (
+    id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    topic         text        NOT NULL,
+    key           bytea,
+    payload       bytea       NOT NULL,
+    headers       jsonb       NOT NULL DEFAULT '{}',
+    status        text        NOT NULL DEFAULT 'pending',
+    attempt       integer     NOT NULL DEFAULT 0,
+    next_retry_at timestamptz NOT NULL DEFAULT now(),
+    locked_by     text,
+    locked_until  timestamptz,
+    last_error    text,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    sent_at       timestamptz
+)`
+
+	ceilingPendingIndexSQL = `CREATE INDEX ON {{table}} (next_retry_at, id)
+WHERE status = 'pending'`
+
+	ceilingProcessingIndexSQL = `CREATE INDEX ON {{table}} (locked_until)
+WHERE status = 'processing'`
+
+	ceilingTruncateSQL = `TRUNCATE {{table}}`
+
+	// ceilingFillSQL inserts $1 rows with a 16-byte key and a $2-byte payload.
+	ceilingFillSQL = `INSERT INTO {{table}} (topic, key, payload)
+SELECT 'orders', decode(md5(g::text), 'hex'), convert_to(repeat('x', $2), 'UTF8')
+FROM generate_series(1, $1) AS g`
+
+	// ceilingClaimSQL takes up to $1 due rows for owner $2 under a lease.
+	ceilingClaimSQL = `WITH picked AS (
+    SELECT id
+    FROM {{table}}
+    WHERE status = 'pending'
+      AND next_retry_at <= now()
+    ORDER BY next_retry_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {{table}} AS o
+SET status = 'processing',
+    locked_by = $2,
+    locked_until = now() + interval '30 s',
+    attempt = o.attempt + 1
+FROM picked
+WHERE o.id = picked.id`
+
+	// ceilingMarkSentSQL records owner $1's rows as sent.
+	ceilingMarkSentSQL = `UPDATE {{table}}
+SET status = 'sent',
+    sent_at = now(),
+    locked_by = NULL,
+    locked_until = NULL
+WHERE status = 'processing'
+  AND locked_by = $1`
+
+	// ceilingDeleteSQL deletes owner $1's rows instead.
+	ceilingDeleteSQL = `DELETE FROM {{table}}
+WHERE status = 'processing'
+  AND locked_by = $1`
+)
+
+// lifecycle is one variant of the reference: the claim, then this.
+type lifecycle struct {
+	name   string
+	finish string
+}
+
+var lifecycles = []lifecycle{
+	{LifecycleMarkSent, ceilingMarkSentSQL},
+	{LifecycleDeleteSent, ceilingDeleteSQL},
+}
+
+// Lifecycle names, as in CeilingResult.Lifecycle.
+const (
+	LifecycleMarkSent   = "mark_sent"
+	LifecycleDeleteSent = "delete_sent"
+)
+
+// ceilingIterations is the reference's loop count per client: three
+// quarters of the rows, in batches, shared among the clients (integer
+// arithmetic as in the script), so no client runs out of rows.
+func ceilingIterations(rows, batch, clients int) int {
+	return rows / batch / clients * 3 / 4
+}
+
+// runCeiling measures every lifecycle with every client count of cfg in
+// the schema cfg.Schema + "_ceiling", which it drops at the end.
+//
+// Like pgbench running the reference script, each client runs the claim
+// and then the second statement, each in its own (autocommit) transaction
+// and over the simple query protocol; one loop is one "transaction" of
+// pgbench. Connections are made before the clock starts.
+func runCeiling(ctx context.Context, cfg Config, pool *pgxpool.Pool) ([]CeilingResult, error) {
+	table := outbox.Table{Schema: cfg.Schema + ceilingSuffix, Name: "outbox"}
+	if err := resetSchema(ctx, pool, table.Schema); err != nil {
+		return nil, err
+	}
+	defer dropSchema(context.WithoutCancel(ctx), pool, table.Schema) //nolint:errcheck // best effort
+	for _, q := range []string{ceilingTableSQL, ceilingPendingIndexSQL, ceilingProcessingIndexSQL} {
+		if _, err := pool.Exec(ctx, sqlFor(q, table)); err != nil {
+			return nil, fmt.Errorf("ceiling: create %s: %w", table, err)
+		}
+	}
+	var out []CeilingResult
+	for _, clients := range cfg.CeilingClients {
+		for _, lc := range lifecycles {
+			if err := fillCeiling(ctx, pool, table, cfg.CeilingRows, cfg.PayloadBytes); err != nil {
+				return out, err
+			}
+			res, err := measureCeiling(ctx, cfg, table, lc, clients)
+			if err != nil {
+				return out, err
+			}
+			fmt.Fprintf(cfg.Progress, "ceiling: %s clients=%d %.0f events/s\n", lc.name, clients, res.EventsPerSecond)
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+// fillCeiling empties the table and fills it with rows pending rows.
+func fillCeiling(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, rows, payload int) error {
+	if _, err := pool.Exec(ctx, sqlFor(ceilingTruncateSQL, table)); err != nil {
+		return fmt.Errorf("ceiling: truncate: %w", err)
+	}
+	if _, err := pool.Exec(ctx, sqlFor(ceilingFillSQL, table), rows, payload); err != nil {
+		return fmt.Errorf("ceiling: fill: %w", err)
+	}
+	return vacuumAnalyze(ctx, pool, table)
+}
+
+// measureCeiling runs one lifecycle with clients connections.
+func measureCeiling(ctx context.Context, cfg Config, table outbox.Table, lc lifecycle, clients int) (CeilingResult, error) {
+	conns, err := ceilingConns(ctx, cfg.DatabaseURL, clients)
+	if err != nil {
+		return CeilingResult{}, err
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	n := ceilingIterations(cfg.CeilingRows, cfg.BatchSize, clients)
+	claim, finish := sqlFor(ceilingClaimSQL, table), sqlFor(lc.finish, table)
+	claimed := make([]int, clients)
+	errs := make([]error, clients)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			claimed[i], errs[i] = ceilingLoop(ctx, c, claim, finish, cfg.BatchSize, fmt.Sprintf("w%d", i+1), n)
+		}()
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	elapsed := time.Since(began)
+	res := CeilingResult{Lifecycle: lc.name, Clients: clients, Rows: cfg.CeilingRows, Batch: cfg.BatchSize, Seconds: elapsed.Seconds()}
+	for i := range conns {
+		if errs[i] != nil {
+			return res, fmt.Errorf("ceiling %s: %w", lc.name, errs[i])
+		}
+		res.Events += claimed[i]
+	}
+	res.EventsPerSecond = float64(res.Events) / elapsed.Seconds()
+	return res, nil
+}
+
+// ceilingConns opens n connections speaking the simple query protocol,
+// as pgbench does by default.
+func ceilingConns(ctx context.Context, url string, n int) ([]*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("ceiling: %w", err)
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	var conns []*pgx.Conn
+	for range n {
+		c, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			for _, c := range conns {
+				_ = c.Close(ctx)
+			}
+			return nil, fmt.Errorf("ceiling: connect: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+// ceilingLoop runs n iterations of claim + finish and returns the rows
+// claimed.
+func ceilingLoop(ctx context.Context, c *pgx.Conn, claim, finish string, batch int, owner string, n int) (int, error) {
+	total := 0
+	for range n {
+		tag, err := c.Exec(ctx, claim, batch, owner)
+		if err != nil {
+			return total, err
+		}
+		total += int(tag.RowsAffected())
+		if _, err := c.Exec(ctx, finish, owner); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// mainCeiling returns the figure ratios are computed against: mark_sent
+// at one client, 0 when it was not measured.
+func mainCeiling(results []CeilingResult) float64 {
+	for _, r := range results {
+		if r.Lifecycle == LifecycleMarkSent && r.Clients == 1 {
+			return r.EventsPerSecond
+		}
+	}
+	return 0
+}

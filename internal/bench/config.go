@@ -1,0 +1,262 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// Mode is what a run measures.
+type Mode string
+
+// The modes of Run.
+const (
+	// ModeBurnDown pre-writes Config.Events events and measures how fast
+	// the relays drain them.
+	ModeBurnDown Mode = "burn-down"
+	// ModeSteady writes Config.Rate events per second, one per transaction,
+	// and measures commit-to-receive latency.
+	ModeSteady Mode = "steady"
+	// ModeIdle runs the relays on an empty table for Config.Duration and
+	// measures what they cost the database.
+	ModeIdle Mode = "idle"
+)
+
+// Modes lists every mode, in the order the usage text gives them.
+var Modes = []Mode{ModeBurnDown, ModeSteady, ModeIdle}
+
+// Defaults of Config.
+const (
+	DefaultSchema         = "outbox_bench"
+	DefaultBatchSize      = 100 // relay.Config's default
+	DefaultPayloadBytes   = 200
+	DefaultPollInterval   = 500 * time.Millisecond // relay.Config's default
+	DefaultPartitions     = 3
+	DefaultEvents         = 1_000_000
+	DefaultRate           = 2000
+	DefaultWriters        = 4
+	DefaultSteadyDuration = 60 * time.Second
+	DefaultIdleDuration   = 10 * time.Second
+	DefaultGrace          = 10 * time.Second
+	DefaultCeilingRows    = 200_000
+	DefaultSampleInterval = 20 * time.Millisecond
+	DefaultTimeout        = 30 * time.Minute
+)
+
+// ceilingSuffix names the ceiling's schema after the run's: outbox_bench_ceiling.
+const ceilingSuffix = "_ceiling"
+
+// Config configures Run. Zero fields take the documented defaults.
+type Config struct {
+	// Mode is what to measure. Required.
+	Mode Mode
+	// DatabaseURL is the PostgreSQL server to measure. Required.
+	DatabaseURL string
+	// Schema holds the outbox table of the runs. It is dropped and
+	// recreated (and migrated) before every run, so Run refuses a schema
+	// that exists but was not created by Run. The SQL ceiling works in
+	// Schema + "_ceiling", dropped when it is done. Defaults to
+	// "outbox_bench".
+	Schema string
+	// Brokers are the Kafka bootstrap brokers. Defaults to none: Run
+	// starts an embedded kfake broker in its own process
+	// (RelayBinary bench broker) and stops it at the end.
+	Brokers []string
+	// RelayBinary is the path of the relay binary: the relays run as
+	// `RelayBinary run ...` child processes. Required.
+	RelayBinary string
+	// Relays lists the relay counts: the mode runs once per count.
+	// Defaults to [1].
+	Relays []int
+	// BatchSize is the relays' --batch-size, and the batch of the SQL
+	// ceiling. Defaults to 100, the relay's default.
+	BatchSize int
+	// PayloadBytes is the size of every event's payload. Defaults to 200.
+	PayloadBytes int
+	// PollInterval is the relays' --poll-interval. Defaults to 500ms, the
+	// relay's default.
+	PollInterval time.Duration
+	// RelayArgs are appended to every relay's command line, after the
+	// harness's own flags, e.g. ["--listen=false"]. Defaults to none.
+	RelayArgs []string
+	// Partitions is the partition count of the topics Run creates.
+	// Defaults to 3.
+	Partitions int
+	// Events is how many events burn-down pre-writes. Defaults to 1,000,000.
+	Events int
+	// Rate is the events per second steady mode writes, over all writers.
+	// Defaults to 2000.
+	Rate int
+	// Writers is the number of concurrent writers in steady mode, each
+	// with its own connection and Rate/Writers events per second.
+	// Defaults to 4.
+	Writers int
+	// Duration is how long steady mode writes, or idle mode watches.
+	// Defaults to 60s (steady) or 10s (idle).
+	Duration time.Duration
+	// Grace is how long steady mode waits, after the writers stop, for the
+	// events still in flight; those not received by then count as missing.
+	// Defaults to 10s.
+	Grace time.Duration
+	// CeilingRows is how many rows the SQL ceiling fills before each of its
+	// lifecycles. Defaults to 200,000.
+	CeilingRows int
+	// CeilingClients lists the client counts the SQL ceiling runs each
+	// lifecycle with. Defaults to [1, 2].
+	CeilingClients []int
+	// NoCeiling skips the SQL ceiling. The ceiling runs in burn-down mode
+	// only; the other modes have no throughput to compare with it.
+	NoCeiling bool
+	// CeilingScript, when set, is the path of shared/bench/ceiling.sh,
+	// run after the Go ceiling for cross-checking (it needs psql and
+	// pgbench on PATH). Defaults to "": not run.
+	CeilingScript string
+	// SampleInterval is how often Run samples pg_stat_activity for the
+	// duration of the relays' statements. Negative disables sampling.
+	// Defaults to 20ms.
+	SampleInterval time.Duration
+	// Timeout bounds each run. Defaults to 30m.
+	Timeout time.Duration
+	// Progress receives one line per step. Defaults to io.Discard.
+	Progress io.Writer
+}
+
+// ConfigError reports an invalid Config field.
+type ConfigError struct {
+	// Field is the Config field name, e.g. "Events".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string { return "bench: invalid " + e.Field + ": " + e.Reason }
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if len(c.Relays) == 0 {
+		c.Relays = []int{1}
+	}
+	if len(c.CeilingClients) == 0 {
+		c.CeilingClients = []int{1, 2}
+	}
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.PayloadBytes, DefaultPayloadBytes)
+	setDefault(&c.PollInterval, DefaultPollInterval)
+	setDefault(&c.Partitions, DefaultPartitions)
+	setDefault(&c.Events, DefaultEvents)
+	setDefault(&c.Rate, DefaultRate)
+	setDefault(&c.Writers, DefaultWriters)
+	if c.Mode == ModeIdle {
+		setDefault(&c.Duration, DefaultIdleDuration)
+	}
+	setDefault(&c.Duration, DefaultSteadyDuration)
+	setDefault(&c.Grace, DefaultGrace)
+	setDefault(&c.CeilingRows, DefaultCeilingRows)
+	setDefault(&c.SampleInterval, DefaultSampleInterval)
+	setDefault(&c.Timeout, DefaultTimeout)
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+// validate checks a defaulted config; the error is a *ConfigError.
+func (c Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if err := c.validateMode(); err != nil {
+		return err
+	}
+	if c.DatabaseURL == "" {
+		return bad("DatabaseURL", "empty")
+	}
+	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		return bad("DatabaseURL", "%v", err)
+	}
+	if err := validateSchema(c.Schema); err != nil {
+		return bad("Schema", "%v", err)
+	}
+	for _, r := range c.Relays {
+		if r < 1 || r > 64 {
+			return bad("Relays", "%d is not between 1 and 64", r)
+		}
+	}
+	switch {
+	case c.RelayBinary == "":
+		return bad("RelayBinary", "empty")
+	case c.BatchSize < 1 || c.BatchSize > 10000:
+		return bad("BatchSize", "%d is not between 1 and 10000", c.BatchSize)
+	case c.PayloadBytes < 1 || c.PayloadBytes > outbox.DefaultMaxPayloadBytes:
+		return bad("PayloadBytes", "%d is not between 1 and %d", c.PayloadBytes, outbox.DefaultMaxPayloadBytes)
+	case c.PollInterval < time.Millisecond:
+		return bad("PollInterval", "%v is shorter than 1ms", c.PollInterval)
+	case c.Partitions < 1:
+		return bad("Partitions", "%d is less than 1", c.Partitions)
+	case c.Events < 1:
+		return bad("Events", "%d is less than 1", c.Events)
+	case c.Rate < 1:
+		return bad("Rate", "%d is less than 1", c.Rate)
+	case c.Writers < 1 || c.Writers > 256:
+		return bad("Writers", "%d is not between 1 and 256", c.Writers)
+	case c.Duration < 0:
+		return bad("Duration", "%v is negative", c.Duration)
+	case c.Grace < 0:
+		return bad("Grace", "%v is negative", c.Grace)
+	case c.Timeout < 0:
+		return bad("Timeout", "%v is negative", c.Timeout)
+	}
+	return c.validateCeiling()
+}
+
+func (c Config) validateMode() error {
+	for _, m := range Modes {
+		if c.Mode == m {
+			return nil
+		}
+	}
+	return &ConfigError{Field: "Mode", Reason: fmt.Sprintf("%q is not one of %v", c.Mode, Modes)}
+}
+
+// validateCeiling checks that every ceiling run does at least one batch.
+func (c Config) validateCeiling() error {
+	for _, n := range c.CeilingClients {
+		if n < 1 || n > 64 {
+			return &ConfigError{Field: "CeilingClients", Reason: fmt.Sprintf("%d is not between 1 and 64", n)}
+		}
+		if !c.NoCeiling && ceilingIterations(c.CeilingRows, c.BatchSize, n) < 1 {
+			return &ConfigError{Field: "CeilingRows", Reason: fmt.Sprintf(
+				"%d rows give %d clients less than one batch of %d each (3/4 of the rows are claimed)", c.CeilingRows, n, c.BatchSize)}
+		}
+	}
+	return nil
+}
+
+// validateSchema refuses names the outbox package refuses, names too long
+// for the ceiling's schema, and the schemas PostgreSQL and applications
+// own: Run drops the schema.
+func validateSchema(schema string) error {
+	if err := (outbox.Table{Schema: schema + ceilingSuffix}).Validate(); err != nil {
+		return err
+	}
+	lower := strings.ToLower(schema)
+	if lower == "public" || lower == "information_schema" || strings.HasPrefix(lower, "pg_") {
+		return fmt.Errorf("%q is not a schema the benchmark may drop", schema)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+// Package bench is the benchmark harness behind `relay bench`: it measures
+// real relay processes against a real PostgreSQL and a Kafka-protocol
+// broker, and the SQL-only ceiling of the relay's lifecycle on the same
+// server in the same invocation, so that figures can be quoted as ratios
+// on a noisy machine.
+//
+// # What runs where
+//
+//   - The relays are child processes of the relay binary
+//     (`relay run --log-level debug --log-format json ...`), one per
+//     replica, so that each one's CPU time and peak RSS come from the
+//     kernel (getrusage after SIGTERM) and its "batch done" log lines can
+//     be read. Their connections carry the application_name
+//     "relay-bench <schema> bench-r<i>", which is how the harness finds
+//     their backends in pg_stat_activity.
+//   - Without Config.Brokers, the broker is kfake in a process of its own
+//     (`relay bench broker`, see ServeBroker), stopped at the end.
+//   - Each run (a mode with one relay count) drops and recreates
+//     Config.Schema, migrates it with package migrations, and uses a fresh
+//     topic, deleted afterwards.
+//
+// # Modes
+//
+// burn-down pre-writes Config.Events events with Writer.WriteBatch (COPY,
+// 1,000 per statement), runs VACUUM ANALYZE, reads the database clock and
+// starts the relays. The run ends when no row is pending or processing
+// (polled every 50ms on the two partial indexes); the drain time is the
+// last sent_at minus that clock reading. The topic is then read back
+// whole: duplicates are records whose outbox-event-id was seen before.
+//
+// steady starts a consumer (one fetch loop per partition, each on its own
+// connection) and the relays, then Config.Writers writers write
+// Config.Rate events per second in all, each event in its own transaction
+// (BEGIN, Writer.Write, COMMIT), on a fixed schedule that a slow commit
+// does not shift (late writes are counted). Latency is the event's
+// arrival time minus its COMMIT's return, both on this process's clock.
+//
+// idle runs the relays on an empty table for Config.Duration and reports
+// the transactions per second of the database and the relays' claim
+// statements per second.
+//
+// The SQL ceiling (burn-down only) runs the reference lifecycle of
+// shared/bench/ceiling.sh with pgx: fill Config.CeilingRows rows, VACUUM
+// ANALYZE, then clients looping a claim UPDATE of one batch followed by a
+// mark-sent UPDATE (or a DELETE), each statement its own transaction as
+// under pgbench. Result.CeilingRatio divides the burn-down throughput by
+// the mark_sent figure at one client.
+//
+// # Where a batch's time goes
+//
+// Result.Claim, Publish and Record come from the claim_ms, publish_ms and
+// record_ms fields of the relays' "batch done" lines (the relay's own
+// timing of each phase). A relay that does not log claim_ms still gets a
+// Claim from sampling pg_stat_activity every Config.SampleInterval: a
+// backend that went idle after a claim shows the claim's query_start and
+// state_change. The sampler also records the oldest transaction of the
+// database (Result.OldestXactSeconds), which explains most bad runs on a
+// shared server. Sampling takes a little CPU from the server; a negative
+// SampleInterval turns it off.
+//
+// # JSON
+//
+// Report encodes to the output of `relay bench --json`. Field names are
+// stable; each is documented on Report, Settings, CeilingResult, Result,
+// TableStats, SteadyStats, IdleStats and Percentiles. Durations are
+// milliseconds (fields ending in _ms) or seconds (_s), sizes bytes
+// (_bytes) or MiB (_mb); a measurement that was not available is null.
+package bench

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Bounds of the relays' lifecycle. A relay given SIGTERM finishes or
+// releases its batch within its --shutdown-timeout (10s by default).
+const (
+	relayStartTimeout = 30 * time.Second
+	relayStopTimeout  = 20 * time.Second
+)
+
+// relayProc is one `relay run` child process.
+type relayProc struct {
+	id      string
+	appName string // its connections' application_name
+	cmd     *exec.Cmd
+	log     *relayLog
+	done    chan struct{} // closed once it exited and its stderr is read
+	err     error         // cmd.Wait's, valid once done is closed
+}
+
+// relaySet is the relays of one run.
+type relaySet struct {
+	procs []*relayProc
+}
+
+// relayEnv is the environment of a relay: the harness's minus every
+// OUTBOX_* variable (which would change the relay's configuration) and
+// PGAPPNAME, plus the database URL (kept off the command line, where ps
+// shows it) and the application_name that tells its connections apart.
+func relayEnv(databaseURL, appName string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OUTBOX_") && !strings.HasPrefix(kv, "PGAPPNAME=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "OUTBOX_DATABASE_URL="+databaseURL, "PGAPPNAME="+appName)
+}
+
+// relayArgs are the flags of one relay: JSON logs at debug level, so that
+// the harness sees "relay started" and every "batch done", then
+// cfg.RelayArgs.
+func relayArgs(cfg Config, brokers []string, id string) []string {
+	args := []string{"run",
+		"--schema", cfg.Schema, "--table", "outbox", "--sink", "kafka",
+		"--kafka-brokers", strings.Join(brokers, ","),
+		"--batch-size", fmt.Sprint(cfg.BatchSize),
+		"--poll-interval", cfg.PollInterval.String(),
+		"--relay-id", id,
+		"--log-level", "debug", "--log-format", "json",
+	}
+	return append(args, cfg.RelayArgs...)
+}
+
+// startRelays starts n relays. They are not ready yet: see awaitReady.
+func startRelays(cfg Config, brokers []string, n int) (*relaySet, error) {
+	s := &relaySet{}
+	for i := range n {
+		id := fmt.Sprintf("bench-r%d", i+1)
+		p, err := startRelay(cfg, brokers, id)
+		if err != nil {
+			s.kill()
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+	}
+	return s, nil
+}
+
+func startRelay(cfg Config, brokers []string, id string) (*relayProc, error) {
+	p := &relayProc{
+		id:      id,
+		appName: fmt.Sprintf("relay-bench %s %s", cfg.Schema, id),
+		log:     newRelayLog(),
+		done:    make(chan struct{}),
+	}
+	p.cmd = exec.Command(cfg.RelayBinary, relayArgs(cfg, brokers, id)...)
+	p.cmd.Env = relayEnv(cfg.DatabaseURL, p.appName)
+	p.cmd.SysProcAttr = procAttr()
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		return nil, fmt.Errorf("relay %s: %w", id, err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start relay %s (%s): %w", id, cfg.RelayBinary, err)
+	}
+	go func() {
+		p.log.consume(stderr) // until the process closes stderr
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// awaitReady waits until every relay logged "relay started".
+func (s *relaySet) awaitReady(ctx context.Context) error {
+	timeout := time.NewTimer(relayStartTimeout)
+	defer timeout.Stop()
+	for _, p := range s.procs {
+		select {
+		case <-p.log.started:
+		case <-p.done:
+			return fmt.Errorf("relay %s exited before it started (%v):\n%s", p.id, p.err, p.log.lastLines())
+		case <-timeout.C:
+			return fmt.Errorf("relay %s did not start within %v:\n%s", p.id, relayStartTimeout, p.log.lastLines())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// exited returns an error naming the first relay that exited, or nil
+// while all run.
+func (s *relaySet) exited() error {
+	for _, p := range s.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("relay %s exited during the run (%v):\n%s", p.id, p.err, p.log.lastLines())
+		default:
+		}
+	}
+	return nil
+}
+
+// appNames returns the application_name of every relay's connections.
+func (s *relaySet) appNames() []string {
+	names := make([]string, len(s.procs))
+	for i, p := range s.procs {
+		names[i] = p.appName
+	}
+	return names
+}
+
+// relayUsage is what the relays' processes used, from their rusage.
+type relayUsage struct {
+	cpuSeconds float64
+	peakRSS    int64 // bytes, the largest of the relays
+	perRelay   []RelayUsage
+	logs       logStats
+}
+
+// stop sends SIGTERM to every relay, waits for them to exit (killing those
+// that outlast relayStopTimeout) and returns their resource usage. The
+// error reports relays that did not exit cleanly.
+func (s *relaySet) stop(batchSize int) (relayUsage, error) {
+	// The peak resident set from /proc, read while the relays live, is
+	// their own; rusage's would include the harness's (see peakRSS).
+	hwm := make([]int64, len(s.procs))
+	for i, p := range s.procs {
+		if b, ok := procPeakRSS(p.cmd.Process.Pid); ok {
+			hwm[i] = b
+		}
+	}
+	for _, p := range s.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM) // fails only if it already exited
+	}
+	var errs []error
+	expired := make(chan struct{})
+	t := time.AfterFunc(relayStopTimeout, func() { close(expired) })
+	defer t.Stop()
+	var u relayUsage
+	for i, p := range s.procs {
+		select {
+		case <-p.done:
+		case <-expired:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			errs = append(errs, fmt.Errorf("relay %s did not stop within %v after SIGTERM", p.id, relayStopTimeout))
+		}
+		if p.err != nil {
+			errs = append(errs, fmt.Errorf("relay %s: %w:\n%s", p.id, p.err, p.log.lastLines()))
+		}
+		ps := p.cmd.ProcessState
+		rss := hwm[i]
+		if rss == 0 {
+			rss = peakRSS(ps)
+		}
+		one := RelayUsage{ID: p.id, CPUSeconds: (ps.UserTime() + ps.SystemTime()).Seconds(), PeakRSSMB: float64(rss) / (1 << 20)}
+		one.Batches, one.Claimed = p.log.batchCount()
+		u.perRelay = append(u.perRelay, one)
+		u.cpuSeconds += one.CPUSeconds
+		u.peakRSS = max(u.peakRSS, rss)
+		u.logs.collect(p.log, batchSize)
+	}
+	return u, errors.Join(errs...)
+}
+
+// kill ends every relay at once, for error paths.
+func (s *relaySet) kill() {
+	for _, p := range s.procs {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}

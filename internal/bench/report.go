@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report for people: the ceiling, then one line per
+// run with the throughput (or latency, or idle load) and one with what it
+// cost. `relay bench` prints it unless --json is given.
+func (rep *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	writeCeiling(tw, "SQL ceiling (Go, same statements as shared/bench/ceiling.sh)", rep.Ceiling)
+	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh)", rep.CeilingScript)
+	writeRuns(tw, rep.Mode, rep.Runs)
+	fmt.Fprintln(tw)
+	writeCosts(tw, rep.Runs)
+	return tw.Flush()
+}
+
+func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s\n", title)
+	fmt.Fprintf(w, "lifecycle\tclients\trows\tbatch\tevents/s\t\n")
+	for _, c := range rows {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t\n", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond)
+	}
+	fmt.Fprintln(w)
+}
+
+func writeRuns(w io.Writer, mode Mode, runs []Result) {
+	head := []string{"mode", "relays", "batch", "events", "seconds", "events/s", "x ceiling", "dups", "missing", "relay warnings"}
+	switch mode {
+	case ModeSteady:
+		head = append(head, "target/s", "lat p50 ms", "p95", "p99", "max", "commit p50/p99 ms", "late writes")
+	case ModeIdle:
+		head = append(head, "db xact/s", "relay claims/s", "relay statements/s")
+	}
+	fmt.Fprintln(w, strings.Join(head, "\t")+"\t")
+	for _, r := range runs {
+		cells := []string{string(r.Mode), fmt.Sprint(r.Relays), fmt.Sprint(r.BatchSize), fmt.Sprint(r.Events),
+			fmt.Sprintf("%.2f", r.Seconds), fmt.Sprintf("%.0f", r.EventsPerSecond), optional(r.CeilingRatio, "%.2f"),
+			fmt.Sprint(r.Duplicates), fmt.Sprint(r.Missing), fmt.Sprint(r.RelayWarnings)}
+		if s := r.Steady; s != nil {
+			cells = append(cells, fmt.Sprint(s.TargetRate))
+			cells = append(cells, percentileCells(s.Latency, "%.1f")...)
+			cells = append(cells, percentileCell(s.Commit, "%.2f"), fmt.Sprint(s.LateWrites))
+		}
+		if i := r.Idle; i != nil {
+			cells = append(cells, fmt.Sprintf("%.1f", i.DBXactPerSecond), optional(i.ClaimsPerSecond, "%.1f"), optional(i.StatementsPerSecond, "%.1f"))
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t")+"\t")
+	}
+}
+
+func writeCosts(w io.Writer, runs []Result) {
+	fmt.Fprintln(w, "relays\trelay cpu s\tpeak rss MB\tdb backend cpu s\tbroker cpu s\thost busy\t"+
+		"claim p50/p99 ms\tpublish p50/p99 ms\trecord p50/p99 ms\tbatch cycle p50/p99 ms\tdead tuples before/after\tsize MB before/after\tautovacuums\toldest xact s\t")
+	for _, r := range runs {
+		busy := "-"
+		if r.HostCPUBusy != nil {
+			busy = fmt.Sprintf("%.0f%% of %d", *r.HostCPUBusy*100, r.CPUs)
+		}
+		claim := percentileCell(r.Claim, "%.2f")
+		if r.ClaimSource == "pg_stat_activity" {
+			claim += " (sampled)"
+		}
+		cells := []string{fmt.Sprint(r.Relays), fmt.Sprintf("%.2f", r.RelayCPUSeconds), fmt.Sprintf("%.1f", r.RelayPeakRSSMB),
+			optional(r.DBBackendCPUSeconds, "%.2f"), optional(r.BrokerCPUSeconds, "%.2f"), busy,
+			claim, percentileCell(r.Publish, "%.2f"), percentileCell(r.Record, "%.2f"), percentileCell(r.BatchCycle, "%.1f"),
+			fmt.Sprintf("%d/%d", r.Table.DeadTuplesBefore, r.Table.DeadTuplesAfter),
+			fmt.Sprintf("%.1f/%.1f", mb(r.Table.SizeBeforeBytes), mb(r.Table.SizeAfterBytes)),
+			fmt.Sprint(r.Table.Autovacuums), optional(r.OldestXactSeconds, "%.1f")}
+		fmt.Fprintln(w, strings.Join(cells, "\t")+"\t")
+	}
+}
+
+// percentileCell is "p50/p99", or "-".
+func percentileCell(p *Percentiles, format string) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format+"/"+format, p.P50, p.P99)
+}
+
+// percentileCells is p50, p95, p99 and max in their own cells.
+func percentileCells(p *Percentiles, format string) []string {
+	if p == nil {
+		return []string{"-", "-", "-", "-"}
+	}
+	return []string{fmt.Sprintf(format, p.P50), fmt.Sprintf(format, p.P95), fmt.Sprintf(format, p.P99), fmt.Sprintf(format, p.Max)}
+}
+
+func optional(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// summaryLine is the progress line at the end of a run.
+func summaryLine(r Result) string {
+	switch r.Mode {
+	case ModeSteady:
+		lat := "no events received"
+		if s := r.Steady; s != nil && s.Latency != nil {
+			lat = fmt.Sprintf("latency p50 %.1f ms, p99 %.1f ms", s.Latency.P50, s.Latency.P99)
+		}
+		return fmt.Sprintf("%d events at %.0f/s, %s, %d missing, %d duplicates", r.Events, r.EventsPerSecond, lat, r.Missing, r.Duplicates)
+	case ModeIdle:
+		if r.Idle != nil {
+			return fmt.Sprintf("%s relay claims/s, %.1f database transactions/s", optional(r.Idle.ClaimsPerSecond, "%.1f"), r.Idle.DBXactPerSecond)
+		}
+	}
+	return fmt.Sprintf("%d events in %.2fs, %.0f events/s, %d missing, %d duplicates", r.Events, r.Seconds, r.EventsPerSecond, r.Missing, r.Duplicates)
+}

@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"math"
+	"slices"
+)
+
+// Report is the outcome of Run: the settings, the SQL ceiling and one
+// Result per relay count. It encodes to the JSON that `relay bench --json`
+// prints; the field names are stable.
+type Report struct {
+	// Mode is the mode of every run.
+	Mode Mode `json:"mode"`
+	// Settings are the knobs the runs used.
+	Settings Settings `json:"settings"`
+	// Ceiling is the SQL-only ceiling measured in this invocation, one
+	// entry per lifecycle and client count; empty when it was not run.
+	Ceiling []CeilingResult `json:"ceiling"`
+	// CeilingScript is what shared/bench/ceiling.sh printed, when
+	// Config.CeilingScript was set.
+	CeilingScript []CeilingResult `json:"ceiling_script,omitempty"`
+	// Runs has one Result per relay count, in the order of Config.Relays.
+	Runs []Result `json:"runs"`
+}
+
+// Settings echo the configuration of a Report. The database URL is not
+// included: it may hold a password.
+type Settings struct {
+	Schema         string   `json:"schema"`
+	Brokers        []string `json:"brokers"`
+	EmbeddedBroker bool     `json:"embedded_broker"`
+	Partitions     int      `json:"partitions"`
+	BatchSize      int      `json:"batch_size"`
+	PayloadBytes   int      `json:"payload_bytes"`
+	PollIntervalMS float64  `json:"poll_interval_ms"`
+	RelayArgs      []string `json:"relay_args,omitempty"`
+	Events         int      `json:"events,omitempty"`
+	Rate           int      `json:"rate,omitempty"`
+	Writers        int      `json:"writers,omitempty"`
+	DurationS      float64  `json:"duration_s,omitempty"`
+	GraceS         float64  `json:"grace_s,omitempty"`
+	CeilingRows    int      `json:"ceiling_rows,omitempty"`
+}
+
+// CeilingResult is one lifecycle of the SQL-only ceiling.
+type CeilingResult struct {
+	// Lifecycle is "mark_sent" (claim UPDATE, then an UPDATE to sent) or
+	// "delete_sent" (claim UPDATE, then DELETE).
+	Lifecycle string `json:"lifecycle"`
+	// Clients is the number of concurrent connections looping.
+	Clients int `json:"clients"`
+	// Rows is how many rows the table held at the start; Batch the rows
+	// one claim takes.
+	Rows  int `json:"rows"`
+	Batch int `json:"batch"`
+	// Events is how many rows went through the lifecycle, in Seconds.
+	Events  int     `json:"events"`
+	Seconds float64 `json:"seconds"`
+	// EventsPerSecond is Events / Seconds.
+	EventsPerSecond float64 `json:"events_per_s"`
+}
+
+// Result is one run: one mode with one relay count.
+type Result struct {
+	Mode   Mode `json:"mode"`
+	Relays int  `json:"relays"`
+	// BatchSize is the relays' --batch-size.
+	BatchSize int `json:"batch_size"`
+	// Events is, for burn-down, the events pre-written and drained; for
+	// steady, the events committed; 0 for idle.
+	Events int `json:"events"`
+	// Seconds is, for burn-down, the drain time: from the relays' start
+	// (database clock just before the processes start) to the last
+	// sent_at; for steady, the writing time (first scheduled write to last
+	// commit); for idle, the time watched.
+	Seconds float64 `json:"seconds"`
+	// EventsPerSecond is Events / Seconds: burn-down throughput, or the
+	// achieved write rate in steady mode.
+	EventsPerSecond float64 `json:"events_per_s"`
+	// CeilingRatio is EventsPerSecond divided by the mark_sent ceiling at
+	// one client measured in the same invocation (burn-down only; null
+	// otherwise).
+	CeilingRatio *float64 `json:"ceiling_ratio"`
+
+	// RelayCPUSeconds is the user+system CPU time of all relay processes,
+	// from their start to their exit (getrusage of the children).
+	RelayCPUSeconds float64 `json:"relay_cpu_s"`
+	// RelayPeakRSSMB is the largest peak resident set of the relay
+	// processes, in MiB: VmHWM of /proc/<pid>/status read just before
+	// SIGTERM (the shutdown itself is not covered); where /proc is missing,
+	// getrusage's ru_maxrss, which on Linux would also count the harness's
+	// own size at the relay's start.
+	RelayPeakRSSMB float64 `json:"relay_peak_rss_mb"`
+	// PerRelay details each relay process, in start order.
+	PerRelay []RelayUsage `json:"per_relay"`
+	// DBBackendCPUSeconds is the CPU time of the PostgreSQL backends that
+	// served the relays, read from /proc before the relays stop; null when
+	// the database is not on this host or /proc is unavailable.
+	DBBackendCPUSeconds *float64 `json:"db_backend_cpu_s"`
+	// BrokerCPUSeconds is the CPU time the embedded broker process used
+	// during the run; null with external brokers.
+	BrokerCPUSeconds *float64 `json:"broker_cpu_s"`
+	// HostCPUBusy is the share (0 to 1) of all of the host's CPUs that was
+	// busy during the run, from /proc/stat; null where unavailable.
+	HostCPUBusy *float64 `json:"host_cpu_busy"`
+	// CPUs is the number of CPUs HostCPUBusy is a share of.
+	CPUs int `json:"cpus"`
+
+	// Table is the outbox table's health before and after the run.
+	Table TableStats `json:"table"`
+
+	// Claim is the duration of the relays' claim statement, in ms.
+	Claim *Percentiles `json:"claim_ms"`
+	// ClaimSource says where Claim comes from: "log" (the claim_ms field
+	// of the relays' "batch done" debug lines: the relay's own timing,
+	// round trip and reading the rows included) or "pg_stat_activity"
+	// (statements sampled every Config.SampleInterval: query_start to
+	// state_change of a backend gone idle after a claim, the server's
+	// side only); "" when neither gave any.
+	ClaimSource string `json:"claim_source"`
+	// Publish and Record are the other phases of a batch as the relays log
+	// them (publish_ms: handing the batch to the sink until it
+	// acknowledged; record_ms: the write-backs), in ms; null when the
+	// relays do not log them.
+	Publish *Percentiles `json:"publish_ms"`
+	Record  *Percentiles `json:"record_ms"`
+	// MarkSent is the duration of the mark-sent statement, in ms, sampled
+	// from pg_stat_activity like Claim (rarely caught in burn-down, where
+	// the next claim follows at once).
+	MarkSent *Percentiles `json:"mark_sent_ms"`
+	// BatchCycle is the time between two "batch done" lines of one relay
+	// when the first batch was full (so no poll wait in between): claim,
+	// publish and record of one batch, in ms.
+	BatchCycle *Percentiles `json:"batch_cycle_ms"`
+	// OldestXactSeconds is the age of the oldest transaction holding a
+	// snapshot in the database (other than the harness's sampling one),
+	// the largest seen while sampling; null when sampling is off. While
+	// such a transaction runs, PostgreSQL can neither remove nor mark dead
+	// the index entries of rows updated since it began, so claims visit
+	// them all: a run with a large value measured the server's other
+	// clients as much as the relay.
+	OldestXactSeconds *float64 `json:"oldest_xact_s"`
+	// Batches is the number of "batch done" lines, over all relays.
+	Batches int `json:"batches"`
+	// RelayWarnings counts the relays' log lines at level WARN or ERROR;
+	// RelayWarningMessages counts them by message.
+	RelayWarnings        int            `json:"relay_warnings"`
+	RelayWarningMessages map[string]int `json:"relay_warning_messages,omitempty"`
+
+	// Sent is the number of rows with status sent at the end.
+	Sent int `json:"sent"`
+	// Received is the number of distinct events read from the topic.
+	Received int `json:"received"`
+	// Duplicates is the number of records whose outbox-event-id had been
+	// read before.
+	Duplicates int `json:"duplicates"`
+	// Missing is the number of events written (committed) but not read
+	// from the topic (in steady mode: within Config.Grace after the
+	// writers stopped).
+	Missing int `json:"missing"`
+
+	// Steady gives what only steady mode measures.
+	Steady *SteadyStats `json:"steady,omitempty"`
+	// Idle gives what only idle mode measures.
+	Idle *IdleStats `json:"idle,omitempty"`
+}
+
+// RelayUsage is what one relay process used and did.
+type RelayUsage struct {
+	// ID is its --relay-id.
+	ID string `json:"id"`
+	// CPUSeconds is its user+system CPU time; PeakRSSMB its peak resident
+	// set in MiB.
+	CPUSeconds float64 `json:"cpu_s"`
+	PeakRSSMB  float64 `json:"peak_rss_mb"`
+	// Batches and Claimed count its "batch done" lines and the rows they
+	// claimed.
+	Batches int `json:"batches"`
+	Claimed int `json:"claimed"`
+}
+
+// TableStats describe the outbox table before the relays start (after the
+// pre-write and VACUUM ANALYZE) and after they exit.
+type TableStats struct {
+	// DeadTuplesBefore and DeadTuplesAfter are pg_stat_user_tables.n_dead_tup.
+	DeadTuplesBefore int64 `json:"dead_tuples_before"`
+	DeadTuplesAfter  int64 `json:"dead_tuples_after"`
+	// SizeBeforeBytes and SizeAfterBytes are pg_total_relation_size:
+	// table, TOAST and indexes.
+	SizeBeforeBytes int64 `json:"size_before_bytes"`
+	SizeAfterBytes  int64 `json:"size_after_bytes"`
+	// Autovacuums is how many times autovacuum processed the table
+	// during the run (it lowers DeadTuplesAfter).
+	Autovacuums int64 `json:"autovacuums"`
+}
+
+// SteadyStats is what steady mode measures besides Result's fields.
+type SteadyStats struct {
+	// TargetRate is Config.Rate.
+	TargetRate int `json:"target_rate"`
+	// Latency is receive time minus commit-return time per event, both on
+	// the harness's clock, in ms.
+	Latency *Percentiles `json:"latency_ms"`
+	// Commit is the time of BEGIN, Writer.Write, COMMIT per event, in ms.
+	Commit *Percentiles `json:"commit_ms"`
+	// LateWrites counts writes that started more than one writer interval
+	// after their scheduled time (the schedule is kept: a late writer
+	// catches up rather than shifting every later write).
+	LateWrites int `json:"late_writes"`
+	// MaxLagMS is the largest delay of a write's start behind its schedule.
+	MaxLagMS float64 `json:"max_lag_ms"`
+}
+
+// IdleStats is what idle mode measures: the database load of relays with
+// nothing to do, over the time from the last relay's "relay started" to
+// SIGTERM.
+type IdleStats struct {
+	// DBXactPerSecond is the growth of pg_stat_database's xact_commit +
+	// xact_rollback for the database, per second, less the harness's own
+	// pg_stat_activity readings. Statistics are read with every backend of
+	// the harness and the relays closed, so that all they did is reported;
+	// still, every other client of the database adds to it.
+	DBXactPerSecond float64 `json:"db_xact_per_s"`
+	// ClaimsPerSecond is the relays' claim statements per second, counted
+	// by sampling pg_stat_activity: an idle relay waits a poll interval
+	// after each claim, so with Config.SampleInterval shorter than that
+	// none is missed. Null when sampling is off.
+	ClaimsPerSecond *float64 `json:"claims_per_s"`
+	// StatementsPerSecond is all the relays' statements per second,
+	// counted alike.
+	StatementsPerSecond *float64 `json:"statements_per_s"`
+}
+
+// Percentiles summarise a sample, in milliseconds (nearest rank).
+type Percentiles struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// percentilesOf returns the percentiles of ms, or nil when it is empty. It
+// sorts ms.
+func percentilesOf(ms []float64) *Percentiles {
+	if len(ms) == 0 {
+		return nil
+	}
+	slices.Sort(ms)
+	return &Percentiles{N: len(ms), P50: rank(ms, 0.50), P95: rank(ms, 0.95), P99: rank(ms, 0.99), Max: ms[len(ms)-1]}
+}
+
+// rank is the nearest-rank percentile p of sorted.
+func rank(sorted []float64, p float64) float64 {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// ratio returns a/b, or nil when b is not positive.
+func ratio(a, b float64) *float64 {
+	if b <= 0 {
+		return nil
+	}
+	r := a / b
+	return &r
+}

@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// activitySQL lists the relays' backends that are idle: their query is the
+// last statement they ran, query_start its start and state_change its end.
+// Each row also carries the age of the oldest transaction holding a
+// snapshot in the database (a row of NULLs but for it when no relay
+// backend is idle): while such a transaction runs, dead index entries
+// cannot be marked dead and every claim visits their heap tuples.
+const activitySQL = `SELECT a.pid,
+       a.query_start,
+       extract(epoch FROM a.state_change - a.query_start) * 1000,
+       left(a.query, 200),
+       o.oldest
+FROM (
+    SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0) AS oldest
+    FROM pg_stat_activity
+    WHERE datname = current_database()
+      AND backend_xmin IS NOT NULL
+      AND pid <> pg_backend_pid()
+) AS o
+LEFT JOIN pg_stat_activity AS a
+    ON a.application_name = ANY($1)
+   AND a.state = 'idle'
+   AND a.query_start IS NOT NULL
+   AND a.state_change IS NOT NULL`
+
+// statementKey tells one statement of one backend apart from the next.
+type statementKey struct {
+	pid   int
+	start time.Time
+}
+
+// sampler reads pg_stat_activity periodically and records the duration of
+// every statement of the relays it finds finished. A statement is seen
+// when a sample falls between its end and the backend's next statement,
+// so the chance depends on the gap that follows it, not on its duration.
+type sampler struct {
+	pool     *pgxpool.Pool
+	appNames []string
+	enabled  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu         sync.Mutex
+	seen       map[statementKey]struct{}
+	baseline   bool // the first sample only marks what ran before
+	queries    int  // samples taken: the sampler's own transactions
+	statements int
+	oldestXact float64 // seconds, the largest seen
+	claimMS    []float64
+	markSentMS []float64
+}
+
+// startSampler samples every interval until finish; a negative interval
+// returns a sampler that records nothing.
+func startSampler(ctx context.Context, pool *pgxpool.Pool, appNames []string, interval time.Duration) *sampler {
+	s := &sampler{pool: pool, appNames: appNames, enabled: interval >= 0, baseline: true, done: make(chan struct{}), seen: map[statementKey]struct{}{}}
+	ctx, s.cancel = context.WithCancel(ctx)
+	if interval < 0 {
+		close(s.done)
+		return s
+	}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			s.sample(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// sample takes one reading; errors are dropped (a missed sample is only a
+// smaller sample). The statements of the first reading ran before the
+// sampler started: they are remembered, not counted.
+func (s *sampler) sample(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queries++
+	rows, err := s.pool.Query(ctx, activitySQL, s.appNames)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	var (
+		pid        *int
+		start      *time.Time
+		ms, oldest float64
+		query      *string
+	)
+	baseline := s.baseline
+	s.baseline = false
+	for rows.Next() {
+		if rows.Scan(&pid, &start, &ms, &query, &oldest) != nil {
+			return
+		}
+		s.oldestXact = max(s.oldestXact, oldest)
+		if pid == nil || start == nil || query == nil {
+			continue
+		}
+		k := statementKey{pid: *pid, start: *start}
+		if _, dup := s.seen[k]; dup {
+			continue
+		}
+		s.seen[k] = struct{}{}
+		if baseline {
+			continue
+		}
+		s.statements++
+		switch {
+		case strings.HasPrefix(strings.TrimSpace(*query), "WITH picked AS"):
+			s.claimMS = append(s.claimMS, ms)
+		case strings.Contains(*query, "SET status = 'sent'"):
+			s.markSentMS = append(s.markSentMS, ms)
+		}
+	}
+}
+
+// samples is what a sampler recorded.
+type samples struct {
+	enabled             bool
+	queries             int // readings of pg_stat_activity taken
+	statements          int // distinct statements of the relays seen
+	oldestXact          float64
+	claimMS, markSentMS []float64
+}
+
+// finish stops the sampler and returns what it recorded. It may be called
+// more than once.
+func (s *sampler) finish() samples {
+	s.cancel()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return samples{enabled: s.enabled, queries: s.queries, statements: s.statements,
+		oldestXact: s.oldestXact, claimMS: s.claimMS, markSentMS: s.markSentMS}
+}
