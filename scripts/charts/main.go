@@ -22,6 +22,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -30,7 +31,10 @@ import (
 
 // report is the part of `relay bench --json` the charts read.
 type report struct {
-	Mode    string `json:"mode"`
+	Mode     string `json:"mode"`
+	Settings struct {
+		RelayArgs []string `json:"relay_args"`
+	} `json:"settings"`
 	Ceiling []struct {
 		Lifecycle       string  `json:"lifecycle"`
 		Clients         int     `json:"clients"`
@@ -147,17 +151,21 @@ func throughputChart(rep report) image.Image {
 func latencyChart(reps []report) image.Image {
 	var bars []bar
 	for _, rep := range reps {
+		wake := "listen"
+		if slices.Contains(rep.Settings.RelayArgs, "--listen=false") {
+			wake = "poll"
+		}
 		for _, r := range rep.Runs {
 			if r.Steady == nil || r.Steady.Latency == nil {
 				continue
 			}
 			l := r.Steady.Latency
-			name := fmt.Sprintf("%d/s", r.Steady.TargetRate)
+			name := fmt.Sprintf("%s %d/s", wake, r.Steady.TargetRate)
 			bars = append(bars, bar{name + " p50", l.P50, green}, bar{"p95", l.P95, blue},
 				bar{"p99", l.P99, orange}, bar{"max", l.Max, red})
 		}
 	}
-	return barChart("commit-to-consumer latency (ms), steady rate, 1 relay", bars, nil, "%.1f")
+	return barChart("commit-to-consumer latency (ms), steady rate, 1 relay: woken by LISTEN/NOTIFY vs polling every 500ms", bars, nil, "%.1f")
 }
 
 // hline is a horizontal reference line.
