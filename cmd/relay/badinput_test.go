@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,7 +31,7 @@ import (
 // relayProc is a `relay run` process started by startRelay.
 type relayProc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuilder
+	stderr *syncbuf.Buffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // cmd.Wait's result, once done is closed
 }
@@ -39,7 +41,7 @@ type relayProc struct {
 // if it is still running.
 func startRelay(t *testing.T, env map[string]string, args ...string) *relayProc {
 	t.Helper()
-	p := &relayProc{cmd: exec.Command(buildBinary(t), args...), stderr: &syncBuilder{}, done: make(chan struct{})}
+	p := &relayProc{cmd: exec.Command(buildBinary(t), args...), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = os.Environ()
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
@@ -66,7 +68,7 @@ func (p *relayProc) wait(t *testing.T, d time.Duration) int {
 	select {
 	case <-p.done:
 	case <-time.After(d):
-		t.Fatalf("%s still running after %v; stderr:\n%s", strings.Join(p.cmd.Args[1:3], " "), d, tail(p.stderr.String(), 4000))
+		t.Fatalf("%s still running after %v; stderr:\n%s", strings.Join(p.cmd.Args[1:3], " "), d, syncbuf.Tail(p.stderr.String(), 4000))
 	}
 	var exit *exec.ExitError
 	if p.err != nil && !errors.As(p.err, &exit) {
@@ -92,10 +94,10 @@ func awaitCond(t *testing.T, p *relayProc, d time.Duration, what string, cond fu
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; relay stderr:\n%s", what, d, tail(p.stderr.String(), 4000))
+			t.Fatalf("%s: not within %v; relay stderr:\n%s", what, d, syncbuf.Tail(p.stderr.String(), 4000))
 		}
 		if !p.running() {
-			t.Fatalf("%s: the relay exited (%v); stderr:\n%s", what, p.err, tail(p.stderr.String(), 4000))
+			t.Fatalf("%s: the relay exited (%v); stderr:\n%s", what, p.err, syncbuf.Tail(p.stderr.String(), 4000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -284,13 +286,13 @@ func TestBadRowsFailWithReasonAndTheRelayKeepsServing(t *testing.T) {
 		t.Errorf("%d rows still pending or processing", unsettled)
 	}
 	if strings.Contains(p.stderr.String(), "database error") {
-		t.Errorf("the relay reported database errors:\n%s", tail(p.stderr.String(), 4000))
+		t.Errorf("the relay reported database errors:\n%s", syncbuf.Tail(p.stderr.String(), 4000))
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.wait(t, 30*time.Second); code != 0 {
-		t.Errorf("exit %d after SIGTERM; stderr:\n%s", code, tail(p.stderr.String(), 4000))
+		t.Errorf("exit %d after SIGTERM; stderr:\n%s", code, syncbuf.Tail(p.stderr.String(), 4000))
 	}
 }
 
@@ -401,10 +403,10 @@ func TestRoleWithoutPrivilegesIsRefused(t *testing.T) {
 
 			p := startRelay(t, env, "run", "--sink", "stdout", "--poll-interval", "20ms")
 			if code := p.wait(t, 15*time.Second); code != 1 {
-				t.Fatalf("relay run: exit %d, want 1; stderr:\n%s", code, tail(p.stderr.String(), 4000))
+				t.Fatalf("relay run: exit %d, want 1; stderr:\n%s", code, syncbuf.Tail(p.stderr.String(), 4000))
 			}
 			if s := p.stderr.String(); !strings.Contains(s, "permission denied") || strings.Count(s, "retrying") > 0 {
-				t.Errorf("relay run does not stop at once naming the permission problem:\n%s", tail(s, 4000))
+				t.Errorf("relay run does not stop at once naming the permission problem:\n%s", syncbuf.Tail(s, 4000))
 			}
 
 			p = startRelay(t, env, "migrate", "up")

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 )
 
 // Secrets the fuzzed runs start from; neither may ever be printed.
@@ -118,7 +120,7 @@ func FuzzRunFlags(f *testing.F) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		var stdout, stderr syncBuffer
+		var stdout, stderr syncbuf.Buffer
 		code := run(ctx, argv, func(k string) string { return getenv[k] }, &stdout, &stderr)
 
 		input := args + "\n" + env
@@ -187,7 +189,7 @@ func FuzzFlagsEnv(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, cli string, onCLI bool, env string, setEnvVar bool) {
 		const name, variable = "some-flag", "OUTBOX_SOME_FLAG"
-		var stderr syncBuffer
+		var stderr syncbuf.Buffer
 		fl := newFlags("fuzz", "fuzz", &stderr, func(k string) string {
 			if k == variable && setEnvVar {
 				return env

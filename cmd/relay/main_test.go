@@ -1,39 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// syncBuffer is a bytes.Buffer safe for the relay's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // invoke runs the binary's entry point with env as the environment.
 func invoke(ctx context.Context, env map[string]string, args ...string) (code int, stdout, stderr string) {
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	code = run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
@@ -116,7 +97,7 @@ func TestRunNamesMigrateUpWhenTableIsMissing(t *testing.T) {
 func TestUnreachableDatabaseIsRetriedWithoutLeakingThePassword(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"run", "--sink", "stdout", "--database-url", "postgres://app:hunter2@127.0.0.1:1/db"},
@@ -181,7 +162,7 @@ func TestMigrateAndRunWithStdoutSink(t *testing.T) {
 		ids = append(ids, res.ID.String())
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	var runOut, runErr syncBuffer
+	var runOut, runErr syncbuf.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(runCtx, []string{"run", "--sink", "stdout", "--poll-interval", "20ms", "--log-format", "json"},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -135,7 +136,7 @@ func TestOrderedDeliverySurvivesFaults(t *testing.T) {
 	type proc struct {
 		name   string
 		cmd    *exec.Cmd
-		stderr *syncBuilder
+		stderr *syncbuf.Buffer
 		done   chan error
 	}
 	var procs []*proc
@@ -156,7 +157,7 @@ func TestOrderedDeliverySurvivesFaults(t *testing.T) {
 		cmd.Env = append(os.Environ(),
 			"OUTBOX_DATABASE_URL="+dsn, "OUTBOX_SCHEMA="+table.Schema,
 			"OUTBOX_KAFKA_BROKERS="+strings.Join(br.Addrs(), ","))
-		stderr := &syncBuilder{}
+		stderr := &syncbuf.Buffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -176,7 +177,7 @@ func TestOrderedDeliverySurvivesFaults(t *testing.T) {
 	}()
 	dumpLogs := func() {
 		for _, p := range procs {
-			t.Logf("stderr of %s (last 4000 bytes):\n%s", p.name, tail(p.stderr.String(), 4000))
+			t.Logf("stderr of %s (last 4000 bytes):\n%s", p.name, syncbuf.Tail(p.stderr.String(), 4000))
 		}
 	}
 	for i := 0; i < 3; i++ {
@@ -517,7 +518,7 @@ ORDER BY xact_start LIMIT 1`).Scan(&age, &who)
 		case err := <-p.done:
 			p.done <- err // for the deferred cleanup
 			if err != nil {
-				t.Errorf("%s exited with %v after SIGTERM; stderr:\n%s", p.name, err, tail(p.stderr.String(), 4000))
+				t.Errorf("%s exited with %v after SIGTERM; stderr:\n%s", p.name, err, syncbuf.Tail(p.stderr.String(), 4000))
 			}
 		case <-time.After(20 * time.Second):
 			t.Errorf("%s did not exit within 20s of SIGTERM", p.name)
@@ -569,25 +570,6 @@ ORDER BY xact_start LIMIT 1`).Scan(&age, &who)
 		len(recs), total+2*overlapKeys, dups, len(mayDuplicate), elapsed())
 }
 
-// syncBuilder is a strings.Builder that exec's copying goroutine and the
-// test can share.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // firstErr returns the first error in errs without blocking, or nil.
 func firstErr(errs chan error) error {
 	select {
@@ -596,11 +578,4 @@ func firstErr(errs chan error) error {
 	default:
 		return nil
 	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }

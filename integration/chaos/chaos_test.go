@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
+
 	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/internal/history"
@@ -98,7 +100,7 @@ func TestChaos(t *testing.T) {
 		st, err := c.statuses(ctx)
 		return err == nil && st["sent"] >= 200
 	}) {
-		t.Fatalf("no events flowing 30s after start; relay stderr:\n%s", tail(c.slots[0].proc.stderr.String(), 3000))
+		t.Fatalf("no events flowing 30s after start; relay stderr:\n%s", syncbuf.Tail(c.slots[0].proc.stderr.String(), 3000))
 	}
 	t.Logf("%s events flowing; faults begin", at())
 
@@ -128,7 +130,7 @@ func TestChaos(t *testing.T) {
 	drain := time.Since(lastFault)
 	if !drained {
 		for _, s := range c.slots {
-			t.Logf("stderr of %s (tail):\n%s", s.proc.name, tail(s.proc.stderr.String(), 3000))
+			t.Logf("stderr of %s (tail):\n%s", s.proc.name, syncbuf.Tail(s.proc.stderr.String(), 3000))
 		}
 		t.Fatalf("backlog not drained %s after the last fault: %v", p.drainTimeout, st)
 	}

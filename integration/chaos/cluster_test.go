@@ -22,6 +22,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/internal/pgserver"
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 )
 
 // cluster is everything the run breaks: a private PostgreSQL server, a
@@ -60,7 +61,7 @@ type slot struct {
 type relayProc struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	err    error // valid once done is closed
 }
@@ -193,7 +194,7 @@ func (c *cluster) startRelay(s *slot) {
 		"--outage-backoff-min", "50ms", "--outage-backoff-max", "1s",
 		"--shutdown-timeout", "5s")
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+dsn, "OUTBOX_KAFKA_BROKERS="+strings.Join(c.broker.Addrs(), ","))
-	p := &relayProc{name: name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &relayProc{name: name, cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
@@ -227,7 +228,7 @@ func (c *cluster) stopAll() {
 		select {
 		case <-s.proc.done:
 			if s.proc.err != nil {
-				c.t.Errorf("%s exited with %v after SIGTERM; stderr:\n%s", s.proc.name, s.proc.err, tail(s.proc.stderr.String(), 3000))
+				c.t.Errorf("%s exited with %v after SIGTERM; stderr:\n%s", s.proc.name, s.proc.err, syncbuf.Tail(s.proc.stderr.String(), 3000))
 			}
 		case <-time.After(30 * time.Second):
 			c.t.Errorf("%s did not exit within 30s of SIGTERM", s.proc.name)
@@ -287,29 +288,4 @@ func (c *cluster) statuses(ctx context.Context) (map[string]int, error) {
 		out[s] = n
 	}
 	return out, rows.Err()
-}
-
-// syncBuffer collects a process's stderr for the test to read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }

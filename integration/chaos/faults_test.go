@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
+
 	"github.com/outboxrelay/outboxrelay/internal/history"
 )
 
@@ -42,7 +44,7 @@ func (c *cluster) inject(ctx context.Context, s step, rng *rand.Rand) history.Wi
 		select {
 		case <-sl.proc.done:
 			if sl.proc.err != nil {
-				c.t.Errorf("%s exited with %v after SIGTERM, want 0; stderr:\n%s", sl.proc.name, sl.proc.err, tail(sl.proc.stderr.String(), 3000))
+				c.t.Errorf("%s exited with %v after SIGTERM, want 0; stderr:\n%s", sl.proc.name, sl.proc.err, syncbuf.Tail(sl.proc.stderr.String(), 3000))
 			}
 		case <-time.After(20 * time.Second):
 			c.t.Errorf("%s did not exit within 20s of SIGTERM", sl.proc.name)
