@@ -74,6 +74,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Table:            outbox.Table{Schema: "public", Name: "outbox"},
 		BatchSize:        100,
+		Workers:          1,
 		Lease:            30 * time.Second,
 		PollInterval:     500 * time.Millisecond,
 		MaxAttempts:      10,
@@ -107,7 +108,7 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	in := Config{
-		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Lease: 2 * time.Second,
+		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Workers: 2, Lease: 2 * time.Second,
 		PollInterval: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
 		OutageBackoffMax: 8 * time.Second, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,

@@ -29,6 +29,12 @@ type Config struct {
 	// PollInterval is the wait after a batch that was not full. A full batch
 	// is followed by the next claim at once. Defaults to 500ms.
 	PollInterval time.Duration
+	// Workers is how many unordered batches a relay has in flight: each
+	// worker claims, publishes and records a batch of its own, so the
+	// database works on one batch while another is being published or
+	// recorded. Rows of ordered topics are not affected. Defaults to 1;
+	// at most 64.
+	Workers int
 	// NoListen turns off waking by notification. By default the relay
 	// LISTENs on the table's channel (outbox.Table.Channel), which inserts
 	// notify at commit (migration 003), and claims at once instead of
@@ -133,6 +139,7 @@ func (c Config) withDefaults() Config {
 		c.ID = newReplicaID()
 	}
 	setDefault(&c.BatchSize, 100)
+	setDefault(&c.Workers, 1)
 	setDefault(&c.Lease, 30*time.Second)
 	setDefault(&c.PollInterval, 500*time.Millisecond)
 	setDefault(&c.MaxAttempts, 10)
@@ -199,6 +206,8 @@ func (c Config) validate() error {
 	switch {
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is not between 1 and 10000", c.BatchSize)
+	case c.Workers < 1 || c.Workers > 64:
+		return bad("Workers", "%d is not between 1 and 64", c.Workers)
 	case c.Lease < time.Second:
 		return bad("Lease", "%v is shorter than 1s", c.Lease)
 	case c.PollInterval < time.Millisecond:

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,46 +40,52 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "workers", r.cfg.Workers, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
 		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention())
 	defer r.log.Info("relay stopped")
-	// A fatal database error ends Run early: stop the ordered loop too.
+	// A fatal database error ends Run early: stop the other loops too.
 	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	if r.cfg.Ordering.enabled() {
-		done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	spawn := func(loop func(context.Context)) {
+		wg.Add(1)
 		go func() {
-			defer close(done)
-			r.runOrdered(ctx)
+			defer wg.Done()
+			loop(ctx)
 		}()
-		defer func() {
-			stop()
-			<-done
-		}()
+	}
+	if r.cfg.Ordering.enabled() {
+		spawn(r.runOrdered)
 	}
 	if !r.cfg.NoListen {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			r.listen(ctx)
-		}()
-		defer func() {
-			stop()
-			<-done
-		}()
+		spawn(r.listen)
 	}
 	if !r.cfg.KeepSent {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			r.runJanitor(ctx)
-		}()
-		defer func() {
-			stop()
-			<-done
-		}()
+		spawn(r.runJanitor)
 	}
 
+	// Workers unordered batches in flight: each worker claims, publishes
+	// and records its own.
+	errc := make(chan error, r.cfg.Workers)
+	for range r.cfg.Workers {
+		go func() { errc <- r.runUnordered(ctx) }()
+	}
+	var first error
+	for range r.cfg.Workers {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			stop()
+		}
+	}
+	return first
+}
+
+// runUnordered claims and publishes unordered batches until ctx ends, or
+// returns an error retrying cannot fix.
+func (r *Relay) runUnordered(ctx context.Context) error {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	sinkDown := false
 	for ctx.Err() == nil {

@@ -57,7 +57,7 @@ func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
 // relayFlags hold the relay.Config knobs.
 type relayFlags struct {
 	id                              string
-	batchSize, maxAttempts          int
+	batchSize, maxAttempts, workers int
 	lease, pollInterval             time.Duration
 	backoffMin, backoffMax          time.Duration
 	publishTimeout, shutdownTimeout time.Duration
@@ -73,6 +73,7 @@ type relayFlags struct {
 func (r *relayFlags) register(f *flags) {
 	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
 	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
+	f.Int(&r.workers, "workers", 1, "unordered batches in flight at once (each claims, publishes and records its own); 2 keeps the database busy while a batch is published")
 	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
 	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
 	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
@@ -95,7 +96,7 @@ func (r *relayFlags) register(f *flags) {
 
 // configFlag maps relay.Config fields to the flags that set them.
 var configFlag = map[string]string{
-	"ID": "relay-id", "BatchSize": "batch-size", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
+	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
@@ -108,7 +109,7 @@ var configFlag = map[string]string{
 // zero and negative flag values are rejected here, naming the flag.
 func (r *relayFlags) config() (relay.Config, error) {
 	positive := map[string]int64{
-		"batch-size": int64(r.batchSize), "max-attempts": int64(r.maxAttempts),
+		"batch-size": int64(r.batchSize), "max-attempts": int64(r.maxAttempts), "workers": int64(r.workers),
 		"lease": int64(r.lease), "poll-interval": int64(r.pollInterval),
 		"backoff-min": int64(r.backoffMin), "backoff-max": int64(r.backoffMax),
 		"publish-timeout": int64(r.publishTimeout), "shutdown-timeout": int64(r.shutdownTimeout),
@@ -125,7 +126,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		}
 	}
 	return relay.Config{
-		ID: r.id, BatchSize: r.batchSize, Lease: r.lease, PollInterval: r.pollInterval, NoListen: !r.listen,
+		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Lease: r.lease, PollInterval: r.pollInterval, NoListen: !r.listen,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
