@@ -192,7 +192,9 @@ func (c *cluster) startRelay(s *slot) {
 		"--lease", lease.String(), "--publish-timeout", publishTimeout.String(),
 		"--backoff-min", "100ms", "--backoff-max", "2s", "--max-attempts", "25",
 		"--outage-backoff-min", "50ms", "--outage-backoff-max", "1s",
-		"--shutdown-timeout", "5s")
+		"--shutdown-timeout", "5s",
+		// Odd slots run two batches in flight, so both loops meet the faults.
+		"--workers", fmt.Sprint(1+s.index%2))
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+dsn, "OUTBOX_KAFKA_BROKERS="+strings.Join(c.broker.Addrs(), ","))
 	p := &relayProc{name: name, cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
