@@ -16,7 +16,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/bench"
 )
 
-const benchUsage = `Usage: relay bench burn-down|steady|idle [flags]
+const benchUsage = `Usage: relay bench burn-down|steady|idle|soak [flags]
 
 Measures relay processes on a real PostgreSQL and a Kafka-protocol broker:
 
@@ -25,6 +25,10 @@ Measures relay processes on a real PostgreSQL and a Kafka-protocol broker:
   steady      write --rate events/s for --duration, one per transaction, and measure each
               event's latency from its commit to its arrival at a consumer
   idle        run relays on an empty table for --duration and measure the database load
+  soak        write like steady for a long --duration with the relays' retention janitor on
+              (--retention, --janitor-interval), sample the table's size, dead tuples, the
+              janitor's job row and the claim and end-to-end latency every --sample-every, and
+              say whether they level off
 
 Every run drops and recreates --schema. Without --kafka-brokers an embedded broker runs in its own
 process. A table is printed, or JSON with --json. Run "relay bench <mode> --help" for the flags.`
@@ -45,6 +49,9 @@ type benchFlags struct {
 
 	rate, writers   int
 	duration, grace time.Duration
+
+	retention, janitorInterval, sampleEvery, vacuumEvery time.Duration
+	janitorBatch                                         int
 }
 
 func (b *benchFlags) register(f *flags, mode bench.Mode) {
@@ -57,7 +64,11 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.Int(&b.partitions, "partitions", bench.DefaultPartitions, "partitions of the topic each run creates")
 	f.Duration(&b.pollInterval, "poll-interval", bench.DefaultPollInterval, "the relays' --poll-interval")
 	f.String(&b.relayArgs, "relay-args", "", `more flags for every relay, space-separated, e.g. "--listen=false"`)
-	f.Duration(&b.sampleInterval, "sample-interval", bench.DefaultSampleInterval, "how often pg_stat_activity is sampled for statement durations; 0 turns sampling off")
+	sampleInterval := bench.DefaultSampleInterval
+	if mode == bench.ModeSoak {
+		sampleInterval = bench.DefaultSoakSampleInterval
+	}
+	f.Duration(&b.sampleInterval, "sample-interval", sampleInterval, "how often pg_stat_activity is sampled for statement durations; 0 turns sampling off")
 	f.Duration(&b.timeout, "timeout", bench.DefaultTimeout, "bound on each run")
 	f.Bool(&b.jsonOut, "json", false, "print JSON instead of a table")
 	switch mode {
@@ -74,6 +85,16 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 		f.Duration(&b.grace, "grace", bench.DefaultGrace, "how long to wait for events in flight after the writers stop; later ones count as missing")
 	case bench.ModeIdle:
 		f.Duration(&b.duration, "duration", bench.DefaultIdleDuration, "how long to watch the idle relays")
+	case bench.ModeSoak:
+		f.Int(&b.rate, "rate", bench.DefaultSoakRate, "events per second, over all writers")
+		f.Int(&b.writers, "writers", bench.DefaultWriters, "concurrent writers, one event per transaction each")
+		f.Duration(&b.duration, "duration", bench.DefaultSoakDuration, "how long to write")
+		f.Duration(&b.grace, "grace", bench.DefaultGrace, "how long to wait for events in flight after the writers stop; later ones count as missing")
+		f.Duration(&b.retention, "retention", bench.DefaultRetention, "the relays' --retention: how long sent rows are kept")
+		f.Duration(&b.janitorInterval, "janitor-interval", bench.DefaultJanitorInterval, "the relays' --janitor-interval")
+		f.Int(&b.janitorBatch, "janitor-batch", bench.DefaultJanitorBatch, "the relays' --janitor-batch")
+		f.Duration(&b.sampleEvery, "sample-every", bench.DefaultSampleEvery, "how often to sample the table and the janitor; also the window of each sample's latencies")
+		f.Duration(&b.vacuumEvery, "vacuum-every", 0, "run VACUUM (ANALYZE) on the table this often, throttled like autovacuum: a stand-in where autovacuum is off; 0 is never")
 	}
 }
 
@@ -92,11 +113,19 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 		positive["duration"], positive["grace"] = int64(b.duration), int64(b.grace)
 	case bench.ModeIdle:
 		positive["duration"] = int64(b.duration)
+	case bench.ModeSoak:
+		positive["rate"], positive["writers"] = int64(b.rate), int64(b.writers)
+		positive["duration"], positive["grace"] = int64(b.duration), int64(b.grace)
+		positive["retention"], positive["janitor-interval"] = int64(b.retention), int64(b.janitorInterval)
+		positive["janitor-batch"], positive["sample-every"] = int64(b.janitorBatch), int64(b.sampleEvery)
 	}
 	for name, v := range positive {
 		if v <= 0 {
 			return bench.Config{}, usageError("invalid value for --%s (%s): must be positive", name, envName(name))
 		}
+	}
+	if b.vacuumEvery < 0 {
+		return bench.Config{}, usageError("invalid value for --vacuum-every (%s): must not be negative", envName("vacuum-every"))
 	}
 	if b.sampleInterval < 0 {
 		return bench.Config{}, usageError("invalid value for --sample-interval (%s): must not be negative", envName("sample-interval"))
@@ -112,6 +141,8 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 		PollInterval: b.pollInterval, SampleInterval: b.sampleInterval, Timeout: b.timeout,
 		Events: b.events, CeilingRows: b.ceilingRows, NoCeiling: b.noCeiling, CeilingScript: b.ceilingScript,
 		Rate: b.rate, Writers: b.writers, Duration: b.duration, Grace: b.grace,
+		Retention: b.retention, JanitorInterval: b.janitorInterval, JanitorBatch: b.janitorBatch, SampleEvery: b.sampleEvery,
+		VacuumEvery: b.vacuumEvery,
 	}
 	if b.sampleInterval == 0 {
 		cfg.SampleInterval = -1 // off
@@ -146,6 +177,8 @@ var benchConfigFlag = map[string]string{
 	"PayloadBytes": "payload", "PollInterval": "poll-interval", "Partitions": "partitions",
 	"Events": "events", "Rate": "rate", "Writers": "writers", "Duration": "duration", "Grace": "grace",
 	"CeilingRows": "ceiling-rows", "CeilingClients": "ceiling-clients", "Timeout": "timeout",
+	"Retention": "retention", "JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "SampleEvery": "sample-every",
+	"VacuumEvery": "vacuum-every",
 }
 
 // benchUsageErr turns configuration errors of bench.Run into usage errors
@@ -165,7 +198,7 @@ func benchUsageErr(err error) error {
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, benchUsage)
-		return usageError("bench needs a mode: burn-down, steady or idle")
+		return usageError("bench needs a mode: burn-down, steady, idle or soak")
 	}
 	mode, rest := args[0], args[1:]
 	switch mode {
@@ -177,7 +210,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	m := bench.Mode(mode)
 	if !slices.Contains(bench.Modes, m) {
-		return usageError("unknown bench mode %q: use burn-down, steady or idle", mode)
+		return usageError("unknown bench mode %q: use burn-down, steady, idle or soak", mode)
 	}
 	f := newFlags("relay bench "+mode, benchUsage, stderr, getenv)
 	var bf benchFlags

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/bench"
 )
 
 // benchInvoke runs `relay bench args...` with env as the environment.
@@ -39,6 +43,14 @@ func TestBenchBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{"bad database url", nil, []string{"idle", "--database-url", "postgres://u:hunter2@[::1"}, "--database-url (OUTBOX_DATABASE_URL)"},
 		{"negative sample interval", nil, []string{"idle", "--sample-interval", "-1ms"}, "--sample-interval (OUTBOX_SAMPLE_INTERVAL)"},
 		{"broker partitions", nil, []string{"broker", "--partitions", "0"}, "--partitions (OUTBOX_PARTITIONS)"},
+		{"zero retention", nil, []string{"soak", "--retention", "0s"}, "--retention (OUTBOX_RETENTION)"},
+		{"zero janitor batch", nil, []string{"soak", "--janitor-batch", "0"}, "--janitor-batch (OUTBOX_JANITOR_BATCH)"},
+		{"janitor interval too short", nil, []string{"soak", "--database-url", url, "--janitor-interval", "1ms"}, "--janitor-interval (OUTBOX_JANITOR_INTERVAL)"},
+		{"sample every too short", nil, []string{"soak", "--database-url", url, "--sample-every", "1ms"}, "--sample-every (OUTBOX_SAMPLE_EVERY)"},
+		{"sample every beyond the duration", nil, []string{"soak", "--database-url", url, "--duration", "10s", "--sample-every", "20s"}, "--sample-every (OUTBOX_SAMPLE_EVERY)"},
+		{"soak longer than the timeout", nil, []string{"soak", "--database-url", url, "--duration", "40m"}, "--timeout (OUTBOX_TIMEOUT)"},
+		{"soak flag in steady", nil, []string{"steady", "--retention", "1s"}, "-retention"},
+		{"negative vacuum every", nil, []string{"soak", "--vacuum-every", "-1s"}, "--vacuum-every (OUTBOX_VACUUM_EVERY)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -58,10 +70,42 @@ func TestBenchBadFlagsExit2NamingTheFlag(t *testing.T) {
 
 func TestBenchHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--help"}, {"steady", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"steady", "--help"}, {"soak", "--help"}} {
 		code, stdout, stderr := benchInvoke(nil, args...)
-		if code != 0 || !strings.Contains(stdout+stderr, "burn-down|steady|idle") {
+		if code != 0 || !strings.Contains(stdout+stderr, "burn-down|steady|idle|soak") {
 			t.Errorf("relay bench %v: exit %d, output:\n%s%s", args, code, stdout, stderr)
 		}
+	}
+}
+
+// soak's flags reach bench.Config, with the soak's defaults.
+func TestBenchSoakConfig(t *testing.T) {
+	t.Parallel()
+	parse := func(args ...string) benchFlags {
+		t.Helper()
+		f := newFlags("relay bench soak", benchUsage, io.Discard, func(string) string { return "" })
+		var bf benchFlags
+		bf.register(f, bench.ModeSoak)
+		if err := f.parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return bf
+	}
+	bf := parse()
+	cfg, err := bf.config(bench.ModeSoak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rate != 500 || cfg.Duration != 10*time.Minute || cfg.Retention != 30*time.Second || cfg.JanitorInterval != 5*time.Second ||
+		cfg.JanitorBatch != 1000 || cfg.SampleEvery != 30*time.Second || cfg.SampleInterval != time.Second {
+		t.Errorf("soak defaults: %+v", cfg)
+	}
+	bf = parse("--rate", "100", "--duration", "6s", "--retention", "1s", "--janitor-interval", "500ms", "--janitor-batch", "50", "--sample-every", "1s", "--vacuum-every", "2s")
+	if cfg, err = bf.config(bench.ModeSoak); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rate != 100 || cfg.Duration != 6*time.Second || cfg.Retention != time.Second || cfg.JanitorInterval != 500*time.Millisecond ||
+		cfg.JanitorBatch != 50 || cfg.SampleEvery != time.Second || cfg.VacuumEvery != 2*time.Second {
+		t.Errorf("soak flags: %+v", cfg)
 	}
 }

@@ -118,6 +118,10 @@ func (h *harness) settings() Settings {
 		s.Rate, s.Writers, s.DurationS, s.GraceS = c.Rate, c.Writers, c.Duration.Seconds(), c.Grace.Seconds()
 	case ModeIdle:
 		s.DurationS = c.Duration.Seconds()
+	case ModeSoak:
+		s.Rate, s.Writers, s.DurationS, s.GraceS = c.Rate, c.Writers, c.Duration.Seconds(), c.Grace.Seconds()
+		s.RetentionS, s.JanitorIntervalS, s.JanitorBatch = c.Retention.Seconds(), c.JanitorInterval.Seconds(), c.JanitorBatch
+		s.SampleEveryS, s.VacuumEveryS = c.SampleEvery.Seconds(), c.VacuumEvery.Seconds()
 	}
 	return s
 }
@@ -149,6 +153,8 @@ func (h *harness) run(ctx context.Context, n int) (Result, error) {
 		err = r.steady(ctx)
 	case ModeIdle:
 		err = r.idle(ctx)
+	case ModeSoak:
+		err = r.soak(ctx)
 	}
 	if err == nil {
 		fmt.Fprintf(h.cfg.Progress, "%s: %d relays: %s\n", h.cfg.Mode, n, summaryLine(res))

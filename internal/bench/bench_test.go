@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,120 @@ func TestRefusesForeignSchema(t *testing.T) {
 	var n int
 	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table.Ident()).Scan(&n); err != nil {
 		t.Fatalf("the foreign table is gone: %v", err)
+	}
+}
+
+// A short soak: 100 events/s for 6s with the janitor deleting rows sent
+// more than 1s ago, sampled every second, and the harness vacuuming every
+// 2s.
+func TestSoak(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t, ModeSoak)
+	cfg.Rate, cfg.Duration, cfg.Writers, cfg.Grace = 100, 6*time.Second, 2, 10*time.Second
+	cfg.Retention, cfg.JanitorInterval, cfg.SampleEvery = time.Second, 500*time.Millisecond, time.Second
+	cfg.VacuumEvery = 2 * time.Second
+	rep := run(t, cfg)
+	r := rep.Runs[0]
+	if r.Events < 590 || r.Events > 600 || r.Missing != 0 || r.Duplicates != 0 || r.Received != r.Events {
+		t.Errorf("events %d, received %d, missing %d, duplicates %d: want about 600, each delivered once",
+			r.Events, r.Received, r.Missing, r.Duplicates)
+	}
+	if r.Steady == nil || r.Steady.Latency == nil || r.Steady.Latency.N != r.Events {
+		t.Errorf("steady stats %+v: want a latency per event", r.Steady)
+	}
+	checkCommon(t, r)
+	s := r.Soak
+	if s == nil {
+		t.Fatal("no soak stats")
+	}
+	// At 0, 1, ..., 5 s and once the writers stopped, at about 6 s.
+	if len(s.Samples) != 7 || s.Samples[0].ElapsedS != 0 || s.Samples[6].ElapsedS < 5.9 {
+		t.Fatalf("%d samples %+v: want 7, from 0 to about 6s", len(s.Samples), s.Samples)
+	}
+	written, claims := 0, 0
+	for i, x := range s.Samples {
+		if x.SizeBytes <= 0 || x.TableBytes <= 0 || x.IndexesBytes <= 0 || x.SizeBytes != x.TableBytes+x.IndexesBytes {
+			t.Errorf("sample %d: size %d, table %d, indexes %d: want positive, size = table + indexes", i, x.SizeBytes, x.TableBytes, x.IndexesBytes)
+		}
+		if x.Pending == nil || x.Processing == nil || x.Sent == nil || x.Janitor == nil {
+			t.Errorf("sample %d: pending %v, processing %v, sent %v, janitor %v: want all read", i, x.Pending, x.Processing, x.Sent, x.Janitor)
+		}
+		if i > 0 && x.Janitor != nil && s.Samples[i-1].Janitor != nil && x.Janitor.TotalDeleted < s.Samples[i-1].Janitor.TotalDeleted {
+			t.Errorf("sample %d: total_deleted went down from %d to %d", i, s.Samples[i-1].Janitor.TotalDeleted, x.Janitor.TotalDeleted)
+		}
+		written += x.Written
+		if x.Claim != nil {
+			claims++
+			checkOrdered(t, "window claim", x.Claim)
+		}
+		checkOrdered(t, "window latency", x.Latency)
+	}
+	if written != r.Events {
+		t.Errorf("the windows hold %d writes, the run %d", written, r.Events)
+	}
+	if claims < 5 {
+		t.Errorf("%d windows with claims logged, want at least 5 of 6", claims)
+	}
+	last := s.Samples[len(s.Samples)-1]
+	if last.Janitor == nil || last.Janitor.TotalDeleted <= 0 || last.Janitor.LockedBy == nil {
+		t.Fatalf("janitor job at the end %+v: want deletions by a relay", last.Janitor)
+	}
+	runs := 0
+	for _, x := range s.Samples {
+		runs += x.JanitorRuns
+	}
+	if runs < 2 {
+		t.Errorf("%d retention runs logged in 6s at a 500ms interval", runs)
+	}
+	// The VACUUM before the relays start, and those at 2s and 4s (the one
+	// at 6s may be cut short by the end).
+	if last.Vacuums < 3 || s.Vacuum == nil || s.Vacuum.N < 2 || s.VacuumEveryS != 2 {
+		t.Errorf("vacuum_count %d at the end, harness vacuums %+v: want the harness's", last.Vacuums, s.Vacuum)
+	}
+	if r.Sent >= r.Events {
+		t.Errorf("%d sent rows left of %d events: the janitor deleted none", r.Sent, r.Events)
+	}
+	if math.Abs(s.HalfS-3) > 0.5 || s.SizeGrowthSecondHalf == nil || s.ClaimP50Ratio == nil ||
+		s.WarmupS != 1.5 || s.ClaimFirstWindowS[0] < 1.5 || s.ClaimLastWindowS[1] != last.ElapsedS {
+		t.Errorf("verdicts %+v: want the half-way sample at 3s, a size growth, claim windows from 2s to the end", *s)
+	}
+	// The soak's JSON decodes to the documented fields.
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Settings map[string]any `json:"settings"`
+		Runs     []struct {
+			Soak struct {
+				Samples []struct {
+					ElapsedS  *float64       `json:"elapsed_s"`
+					SizeBytes *int64         `json:"size_bytes"`
+					Dead      *int64         `json:"dead_tuples"`
+					Janitor   map[string]any `json:"janitor"`
+					Claim     map[string]any `json:"claim_ms"`
+					Latency   map[string]any `json:"latency_ms"`
+				} `json:"samples"`
+				Leveled       *bool    `json:"leveled"`
+				ClaimWithin2x *bool    `json:"claim_within_2x"`
+				SizeGrowth    *float64 `json:"size_growth_second_half"`
+			} `json:"soak"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("JSON does not decode: %v", err)
+	}
+	js := doc.Runs[0].Soak
+	if len(js.Samples) != len(s.Samples) || js.Leveled == nil || js.ClaimWithin2x == nil || js.SizeGrowth == nil ||
+		doc.Settings["retention_s"] != 1.0 || doc.Settings["sample_every_s"] != 1.0 {
+		t.Fatalf("soak JSON lacks fields: %s", b)
+	}
+	for i, x := range js.Samples {
+		if x.ElapsedS == nil || x.SizeBytes == nil || x.Dead == nil || x.Janitor["total_deleted"] == nil {
+			t.Errorf("JSON sample %d lacks fields: %s", i, b)
+		}
+	}
+	if js.Samples[len(js.Samples)-1].Claim["p99"] == nil || js.Samples[len(js.Samples)-1].Latency["p50"] == nil {
+		t.Errorf("JSON's last sample lacks window percentiles: %s", b)
 	}
 }

@@ -25,10 +25,15 @@ const (
 	// ModeIdle runs the relays on an empty table for Config.Duration and
 	// measures what they cost the database.
 	ModeIdle Mode = "idle"
+	// ModeSoak writes like ModeSteady for a long Config.Duration with the
+	// relays' retention janitor on, and samples the table's size, dead
+	// tuples, the janitor's job row and the claim and end-to-end latency
+	// every Config.SampleEvery, to show whether they level off.
+	ModeSoak Mode = "soak"
 )
 
 // Modes lists every mode, in the order the usage text gives them.
-var Modes = []Mode{ModeBurnDown, ModeSteady, ModeIdle}
+var Modes = []Mode{ModeBurnDown, ModeSteady, ModeIdle, ModeSoak}
 
 // Defaults of Config.
 const (
@@ -46,6 +51,20 @@ const (
 	DefaultCeilingRows    = 200_000
 	DefaultSampleInterval = 20 * time.Millisecond
 	DefaultTimeout        = 30 * time.Minute
+
+	// The soak's defaults: the 10 minutes at 500 events/s, sent
+	// rows kept 30s, the janitor looking every 5s, a sample every 30s.
+	DefaultSoakRate           = 500
+	DefaultSoakDuration       = 10 * time.Minute
+	DefaultRetention          = 30 * time.Second
+	DefaultJanitorInterval    = 5 * time.Second
+	DefaultJanitorBatch       = 1000 // relay.Config's default
+	DefaultSampleEvery        = 30 * time.Second
+	DefaultSoakSampleInterval = time.Second // pg_stat_activity, for oldest_xact_s; the claim comes from the logs
+	minSampleEvery            = 100 * time.Millisecond
+	minJanitorInterval        = 10 * time.Millisecond // relay.Config's bounds
+	maxJanitorInterval        = 24 * time.Hour
+	maxJanitorBatch           = 100000
 )
 
 // ceilingSuffix names the ceiling's schema after the run's: outbox_bench_ceiling.
@@ -89,20 +108,37 @@ type Config struct {
 	Partitions int
 	// Events is how many events burn-down pre-writes. Defaults to 1,000,000.
 	Events int
-	// Rate is the events per second steady mode writes, over all writers.
-	// Defaults to 2000.
+	// Rate is the events per second steady and soak mode write, over all
+	// writers. Defaults to 2000 (steady) or 500 (soak).
 	Rate int
-	// Writers is the number of concurrent writers in steady mode, each
+	// Writers is the number of concurrent writers in steady and soak mode, each
 	// with its own connection and Rate/Writers events per second.
 	// Defaults to 4.
 	Writers int
-	// Duration is how long steady mode writes, or idle mode watches.
-	// Defaults to 60s (steady) or 10s (idle).
+	// Duration is how long steady and soak mode write, or idle mode
+	// watches. Defaults to 60s (steady), 10s (idle) or 10m (soak).
 	Duration time.Duration
-	// Grace is how long steady mode waits, after the writers stop, for the
-	// events still in flight; those not received by then count as missing.
-	// Defaults to 10s.
+	// Grace is how long steady and soak mode wait, after the writers stop,
+	// for the events still in flight; those not received by then count as
+	// missing. Defaults to 10s.
 	Grace time.Duration
+	// Retention, JanitorInterval and JanitorBatch are the relays'
+	// --retention, --janitor-interval and --janitor-batch in soak mode
+	// (the other modes run the relays with their defaults: 7 days, 1m,
+	// 1000). Default to 30s, 5s and 1000.
+	Retention       time.Duration
+	JanitorInterval time.Duration
+	JanitorBatch    int
+	// SampleEvery is how often soak mode samples the table and the
+	// janitor, and the length of the windows of its claim and end-to-end
+	// latencies. At least 100ms. Defaults to 30s.
+	SampleEvery time.Duration
+	// VacuumEvery, in soak mode, makes the harness run VACUUM (ANALYZE) on
+	// the outbox table every VacuumEvery from the writers' start, throttled
+	// like autovacuum by default (vacuum_cost_delay 2ms, vacuum_cost_limit
+	// 200): a stand-in for autovacuum on a server where it is off
+	// (SoakStats.Autovacuum says). Defaults to 0: never.
+	VacuumEvery time.Duration
 	// CeilingRows is how many rows the SQL ceiling fills before each of its
 	// lifecycles. Defaults to 200,000.
 	CeilingRows int
@@ -118,7 +154,8 @@ type Config struct {
 	CeilingScript string
 	// SampleInterval is how often Run samples pg_stat_activity for the
 	// duration of the relays' statements. Negative disables sampling.
-	// Defaults to 20ms.
+	// Defaults to 20ms (1s in soak mode, whose claim latency comes from
+	// the relays' logs).
 	SampleInterval time.Duration
 	// Timeout bounds each run. Defaults to 30m.
 	Timeout time.Duration
@@ -153,11 +190,20 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.PollInterval, DefaultPollInterval)
 	setDefault(&c.Partitions, DefaultPartitions)
 	setDefault(&c.Events, DefaultEvents)
+	switch c.Mode {
+	case ModeIdle:
+		setDefault(&c.Duration, DefaultIdleDuration)
+	case ModeSoak:
+		setDefault(&c.Rate, DefaultSoakRate)
+		setDefault(&c.Duration, DefaultSoakDuration)
+		setDefault(&c.Retention, DefaultRetention)
+		setDefault(&c.JanitorInterval, DefaultJanitorInterval)
+		setDefault(&c.JanitorBatch, DefaultJanitorBatch)
+		setDefault(&c.SampleEvery, DefaultSampleEvery)
+		setDefault(&c.SampleInterval, DefaultSoakSampleInterval)
+	}
 	setDefault(&c.Rate, DefaultRate)
 	setDefault(&c.Writers, DefaultWriters)
-	if c.Mode == ModeIdle {
-		setDefault(&c.Duration, DefaultIdleDuration)
-	}
 	setDefault(&c.Duration, DefaultSteadyDuration)
 	setDefault(&c.Grace, DefaultGrace)
 	setDefault(&c.CeilingRows, DefaultCeilingRows)
@@ -221,7 +267,38 @@ func (c Config) validate() error {
 	case c.Timeout < 0:
 		return bad("Timeout", "%v is negative", c.Timeout)
 	}
+	if c.Mode == ModeSoak {
+		if err := c.validateSoak(); err != nil {
+			return err
+		}
+	}
 	return c.validateCeiling()
+}
+
+// validateSoak checks the fields only soak mode uses; the janitor's bounds
+// are the relay's, so that a bad value fails here rather than in the
+// relays.
+func (c Config) validateSoak() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Retention <= 0:
+		return bad("Retention", "%v is not positive", c.Retention)
+	case c.JanitorInterval < minJanitorInterval || c.JanitorInterval > maxJanitorInterval:
+		return bad("JanitorInterval", "%v is not between %v and %v", c.JanitorInterval, minJanitorInterval, maxJanitorInterval)
+	case c.JanitorBatch < 1 || c.JanitorBatch > maxJanitorBatch:
+		return bad("JanitorBatch", "%d is not between 1 and %d", c.JanitorBatch, maxJanitorBatch)
+	case c.SampleEvery < minSampleEvery:
+		return bad("SampleEvery", "%v is shorter than %v", c.SampleEvery, minSampleEvery)
+	case c.VacuumEvery < 0 || c.VacuumEvery > 0 && c.VacuumEvery < minSampleEvery:
+		return bad("VacuumEvery", "%v is neither 0 (off) nor at least %v", c.VacuumEvery, minSampleEvery)
+	case c.SampleEvery > c.Duration:
+		return bad("SampleEvery", "%v is longer than the duration, %v", c.SampleEvery, c.Duration)
+	case c.Timeout <= c.Duration+c.Grace:
+		return bad("Timeout", "%v leaves no time to start and stop around the duration and the grace, %v", c.Timeout, c.Duration+c.Grace)
+	}
+	return nil
 }
 
 func (c Config) validateMode() error {

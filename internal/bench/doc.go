@@ -39,6 +39,23 @@
 // the transactions per second of the database and the relays' claim
 // statements per second.
 //
+// soak writes like steady for a long Config.Duration (10 minutes by
+// default) with the relays' retention janitor on (Config.Retention,
+// JanitorInterval and JanitorBatch become the relays' --retention,
+// --janitor-interval and --janitor-batch). When the writers start, every
+// Config.SampleEvery after, and once they stopped, it reads on one
+// connection: pg_total_relation_size, pg_table_size and pg_indexes_size;
+// n_live_tup, n_dead_tup and autovacuum_count of pg_stat_user_tables
+// after pg_stat_force_next_flush(); the pending, processing and sent rows,
+// each counted on its partial index under a 1s statement_timeout; the
+// retention job's row of <table>_jobs; and the oldest transaction. After
+// the run, each sample gets the figures of its window (the time since the
+// previous sample): the claim_ms of the relays' "batch done" lines written
+// in it, the end-to-end latency of the events that arrived in it, and the
+// relays' "retention run" lines. SoakStats draws the verdicts: size growth
+// over the second half, the dead tuples' trend, claim latency at the end
+// against the start, and Leveled.
+//
 // The SQL ceiling (burn-down only) runs the reference lifecycle of
 // shared/bench/ceiling.sh with pgx: fill Config.CeilingRows rows, VACUUM
 // ANALYZE, then clients looping a claim UPDATE of one batch followed by a
@@ -62,7 +79,8 @@
 //
 // Report encodes to the output of `relay bench --json`. Field names are
 // stable; each is documented on Report, Settings, CeilingResult, Result,
-// TableStats, SteadyStats, IdleStats and Percentiles. Durations are
+// TableStats, SteadyStats, IdleStats, SoakStats, SoakSample, JanitorJob
+// and Percentiles. Durations are
 // milliseconds (fields ending in _ms) or seconds (_s), sizes bytes
 // (_bytes) or MiB (_mb); a measurement that was not available is null.
 package bench

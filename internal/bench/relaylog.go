@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -11,8 +12,9 @@ import (
 
 // The relay's log messages the harness reads (relay/run.go, relay/batch.go).
 const (
-	msgStarted   = "relay started"
-	msgBatchDone = "batch done"
+	msgStarted      = "relay started"
+	msgBatchDone    = "batch done"
+	msgRetentionRun = "retention run" // relay/janitor.go; debug level when nothing was deleted
 )
 
 // logLine is the part of a relay's JSON log line (--log-format json) the
@@ -27,6 +29,7 @@ type logLine struct {
 	ClaimMS   *float64  `json:"claim_ms"`
 	PublishMS *float64  `json:"publish_ms"`
 	RecordMS  *float64  `json:"record_ms"`
+	Deleted   *int64    `json:"deleted"` // "retention run"
 }
 
 // batchLine is one "batch done" line.
@@ -36,15 +39,23 @@ type batchLine struct {
 	claimMS, publishMS, recordMS *float64
 }
 
+// retentionLine is one "retention run" line: a run of the janitor that held
+// the job.
+type retentionLine struct {
+	at      time.Time
+	deleted int64
+}
+
 // relayLog collects what one relay logs on standard error.
 type relayLog struct {
 	started   chan struct{}
 	startOnce sync.Once
 
-	mu       sync.Mutex
-	batches  []batchLine
-	warnings map[string]int // WARN and ERROR lines by message
-	tail     []string       // the last tailLines lines, for error messages
+	mu         sync.Mutex
+	batches    []batchLine
+	retentions []retentionLine
+	warnings   map[string]int // WARN and ERROR lines by message
+	tail       []string       // the last tailLines lines, for error messages
 }
 
 const tailLines = 20
@@ -83,6 +94,8 @@ func (l *relayLog) add(raw []byte) {
 	case line.Msg == msgBatchDone && line.Claimed != nil:
 		l.batches = append(l.batches, batchLine{at: line.Time, claimed: *line.Claimed,
 			claimMS: line.ClaimMS, publishMS: line.PublishMS, recordMS: line.RecordMS})
+	case line.Msg == msgRetentionRun && line.Deleted != nil:
+		l.retentions = append(l.retentions, retentionLine{at: line.Time, deleted: *line.Deleted})
 	}
 }
 
@@ -141,4 +154,54 @@ func appendSet(s []float64, v *float64) []float64 {
 		return s
 	}
 	return append(s, *v)
+}
+
+// logWindows is what the relays' logs say about each window of a soak:
+// window i (1 <= i < len(edges)) is the time after edges[i-1] up to and
+// including edges[i], on the harness's clock (the relays run on the same
+// host, and a log line's time is when the relay wrote it). Index 0 is
+// unused.
+type logWindows struct {
+	edges []time.Time
+	// claimMS are the claim_ms of the "batch done" lines written in each
+	// window (a batch is counted when it is done: claim, publish and
+	// record; empty claims log no line).
+	claimMS [][]float64
+	// retentionRuns and retentionDeleted count the "retention run" lines
+	// (runs of the janitor that held the job) and the rows they deleted.
+	retentionRuns    []int
+	retentionDeleted []int64
+}
+
+func newLogWindows(edges []time.Time) *logWindows {
+	return &logWindows{edges: edges, claimMS: make([][]float64, len(edges)),
+		retentionRuns: make([]int, len(edges)), retentionDeleted: make([]int64, len(edges))}
+}
+
+// collect adds l's lines to their windows; lines outside every window are
+// left out.
+func (w *logWindows) collect(l *relayLog) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.batches {
+		if i := windowIndex(w.edges, b.at); i > 0 && b.claimMS != nil {
+			w.claimMS[i] = append(w.claimMS[i], *b.claimMS)
+		}
+	}
+	for _, r := range l.retentions {
+		if i := windowIndex(w.edges, r.at); i > 0 {
+			w.retentionRuns[i]++
+			w.retentionDeleted[i] += r.deleted
+		}
+	}
+}
+
+// windowIndex returns i such that edges[i-1] < t <= edges[i], or -1 when t
+// is at or before edges[0] or after the last edge. edges must be sorted.
+func windowIndex(edges []time.Time, t time.Time) int {
+	i := sort.Search(len(edges), func(i int) bool { return !edges[i].Before(t) })
+	if i == 0 || i == len(edges) {
+		return -1
+	}
+	return i
 }

@@ -48,8 +48,8 @@ func relayEnv(databaseURL, appName string) []string {
 }
 
 // relayArgs are the flags of one relay: JSON logs at debug level, so that
-// the harness sees "relay started" and every "batch done", then
-// cfg.RelayArgs.
+// the harness sees "relay started" and every "batch done", in soak mode
+// the retention janitor's settings, then cfg.RelayArgs.
 func relayArgs(cfg Config, brokers []string, id string) []string {
 	args := []string{"run",
 		"--schema", cfg.Schema, "--table", "outbox", "--sink", "kafka",
@@ -58,6 +58,12 @@ func relayArgs(cfg Config, brokers []string, id string) []string {
 		"--poll-interval", cfg.PollInterval.String(),
 		"--relay-id", id,
 		"--log-level", "debug", "--log-format", "json",
+	}
+	if cfg.Mode == ModeSoak {
+		args = append(args,
+			"--retention", cfg.Retention.String(),
+			"--janitor-interval", cfg.JanitorInterval.String(),
+			"--janitor-batch", fmt.Sprint(cfg.JanitorBatch))
 	}
 	return append(args, cfg.RelayArgs...)
 }
@@ -131,6 +137,15 @@ func (s *relaySet) exited() error {
 		}
 	}
 	return nil
+}
+
+// logs returns the relays' logs, which stay readable after stop.
+func (s *relaySet) logs() []*relayLog {
+	out := make([]*relayLog, len(s.procs))
+	for i, p := range s.procs {
+		out[i] = p.log
+	}
+	return out
 }
 
 // appNames returns the application_name of every relay's connections.

@@ -17,7 +17,64 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	writeRuns(tw, rep.Mode, rep.Runs)
 	fmt.Fprintln(tw)
 	writeCosts(tw, rep.Runs)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rep.Runs {
+		if r.Soak != nil {
+			fmt.Fprintln(w)
+			if err := writeSoak(w, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeSoak prints a soak's series, one line per sample, and its verdicts.
+func writeSoak(w io.Writer, r Result) error {
+	s := r.Soak
+	autovacuum := "on"
+	if !s.Autovacuum {
+		autovacuum = "OFF"
+	}
+	vacuum := "no VACUUM by the harness"
+	if s.VacuumEveryS > 0 {
+		vacuum = fmt.Sprintf("VACUUM (ANALYZE) by the harness every %gs, took p50/p99 %s ms", s.VacuumEveryS, percentileCell(s.Vacuum, "%.0f"))
+	}
+	fmt.Fprintf(w, "soak, %d relays: retention %gs, janitor every %gs, a sample every %gs (window columns: since the previous sample); autovacuum %s, %s\n",
+		r.Relays, s.RetentionS, s.JanitorIntervalS, s.SampleEveryS, autovacuum, vacuum)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "elapsed s\tsize MB\ttable MB\tindexes MB\tlive\tdead\tautovacuums\tvacuums\tpending\tsent\t"+
+		"janitor total deleted\tjanitor runs\tclaim p50/p99 ms\te2e p50/p99 ms\twritten\treceived\toldest xact s\t")
+	for _, x := range s.Samples {
+		deleted := "-"
+		if x.Janitor != nil {
+			deleted = fmt.Sprint(x.Janitor.TotalDeleted)
+		}
+		cells := []string{fmt.Sprintf("%.0f", x.ElapsedS), fmt.Sprintf("%.2f", mb(x.SizeBytes)), fmt.Sprintf("%.2f", mb(x.TableBytes)),
+			fmt.Sprintf("%.2f", mb(x.IndexesBytes)), fmt.Sprint(x.LiveTuples), fmt.Sprint(x.DeadTuples), fmt.Sprint(x.Autovacuums), fmt.Sprint(x.Vacuums),
+			optionalInt(x.Pending), optionalInt(x.Sent), deleted, fmt.Sprint(x.JanitorRuns),
+			percentileCell(x.Claim, "%.2f"), percentileCell(x.Latency, "%.1f"), fmt.Sprint(x.Written), fmt.Sprint(x.Received),
+			fmt.Sprintf("%.1f", x.OldestXactS)}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	claim := "claim p50: no windows to compare"
+	if s.ClaimP50Ratio != nil {
+		claim = fmt.Sprintf("claim p50 x%.2f, p99 x%s from window %.0f-%.0fs (the first from warm-up, %gs, on) to window %.0f-%.0fs: within %gx %v",
+			*s.ClaimP50Ratio, optional(s.ClaimP99Ratio, "%.2f"), s.ClaimFirstWindowS[0], s.ClaimFirstWindowS[1], s.WarmupS,
+			s.ClaimLastWindowS[0], s.ClaimLastWindowS[1], ClaimTolerance, s.ClaimWithin2x)
+	}
+	_, err := fmt.Fprintf(w, "size x%s over the second half (from %.0fs); %.2f -> %.2f MB over the last third (from %.0fs): leveled %v\n"+
+		"dead tuples peak %d in the middle third, %d in the last third: leveled %v; slope over the second half %s/min\n"+
+		"%s\nleveled (size and dead-tuple peaks within %gx over the last third): %v\n",
+		optional(s.SizeGrowthSecondHalf, "%.2f"), s.HalfS, mb(s.SizeLastThirdStart), mb(s.SizeLast), s.LastThirdS, s.SizeLeveled,
+		s.DeadTuplesPeakMiddleThird, s.DeadTuplesPeakLastThird, s.DeadTuplesLeveled, optional(s.DeadTuplesSlopePerMin, "%.0f"),
+		claim, LevelTolerance, s.Leveled)
+	return err
 }
 
 func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
@@ -35,7 +92,7 @@ func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
 func writeRuns(w io.Writer, mode Mode, runs []Result) {
 	head := []string{"mode", "relays", "batch", "events", "seconds", "events/s", "x ceiling", "dups", "missing", "relay warnings"}
 	switch mode {
-	case ModeSteady:
+	case ModeSteady, ModeSoak:
 		head = append(head, "target/s", "lat p50 ms", "p95", "p99", "max", "commit p50/p99 ms", "late writes")
 	case ModeIdle:
 		head = append(head, "db xact/s", "relay claims/s", "relay statements/s")
@@ -95,6 +152,13 @@ func percentileCells(p *Percentiles, format string) []string {
 	return []string{fmt.Sprintf(format, p.P50), fmt.Sprintf(format, p.P95), fmt.Sprintf(format, p.P99), fmt.Sprintf(format, p.Max)}
 }
 
+func optionalInt(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}
+
 func optional(v *float64, format string) string {
 	if v == nil {
 		return "-"
@@ -107,7 +171,7 @@ func mb(b int64) float64 { return float64(b) / (1 << 20) }
 // summaryLine is the progress line at the end of a run.
 func summaryLine(r Result) string {
 	switch r.Mode {
-	case ModeSteady:
+	case ModeSteady, ModeSoak:
 		lat := "no events received"
 		if s := r.Steady; s != nil && s.Latency != nil {
 			lat = fmt.Sprintf("latency p50 %.1f ms, p99 %.1f ms", s.Latency.P50, s.Latency.P99)

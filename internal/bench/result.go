@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"slices"
+	"time"
 )
 
 // Report is the outcome of Run: the settings, the SQL ceiling and one
@@ -40,6 +41,12 @@ type Settings struct {
 	DurationS      float64  `json:"duration_s,omitempty"`
 	GraceS         float64  `json:"grace_s,omitempty"`
 	CeilingRows    int      `json:"ceiling_rows,omitempty"`
+	// The soak's janitor settings and sampling period.
+	RetentionS       float64 `json:"retention_s,omitempty"`
+	JanitorIntervalS float64 `json:"janitor_interval_s,omitempty"`
+	JanitorBatch     int     `json:"janitor_batch,omitempty"`
+	SampleEveryS     float64 `json:"sample_every_s,omitempty"`
+	VacuumEveryS     float64 `json:"vacuum_every_s,omitempty"`
 }
 
 // CeilingResult is one lifecycle of the SQL-only ceiling.
@@ -67,15 +74,15 @@ type Result struct {
 	// BatchSize is the relays' --batch-size.
 	BatchSize int `json:"batch_size"`
 	// Events is, for burn-down, the events pre-written and drained; for
-	// steady, the events committed; 0 for idle.
+	// steady and soak, the events committed; 0 for idle.
 	Events int `json:"events"`
 	// Seconds is, for burn-down, the drain time: from the relays' start
 	// (database clock just before the processes start) to the last
-	// sent_at; for steady, the writing time (first scheduled write to last
-	// commit); for idle, the time watched.
+	// sent_at; for steady and soak, the writing time (first scheduled
+	// write to last commit); for idle, the time watched.
 	Seconds float64 `json:"seconds"`
 	// EventsPerSecond is Events / Seconds: burn-down throughput, or the
-	// achieved write rate in steady mode.
+	// achieved write rate in steady and soak mode.
 	EventsPerSecond float64 `json:"events_per_s"`
 	// CeilingRatio is EventsPerSecond divided by the mark_sent ceiling at
 	// one client measured in the same invocation (burn-down only; null
@@ -133,8 +140,9 @@ type Result struct {
 	// publish and record of one batch, in ms.
 	BatchCycle *Percentiles `json:"batch_cycle_ms"`
 	// OldestXactSeconds is the age of the oldest transaction holding a
-	// snapshot in the database (other than the harness's sampling one),
-	// the largest seen while sampling; null when sampling is off. While
+	// snapshot or a transaction id in the database (other than the
+	// harness's sampling one), the largest seen while sampling; null when
+	// sampling is off. While
 	// such a transaction runs, PostgreSQL can neither remove nor mark dead
 	// the index entries of rows updated since it began, so claims visit
 	// them all: a run with a large value measured the server's other
@@ -147,7 +155,8 @@ type Result struct {
 	RelayWarnings        int            `json:"relay_warnings"`
 	RelayWarningMessages map[string]int `json:"relay_warning_messages,omitempty"`
 
-	// Sent is the number of rows with status sent at the end.
+	// Sent is the number of rows with status sent at the end (in soak
+	// mode, those the janitor had not deleted yet).
 	Sent int `json:"sent"`
 	// Received is the number of distinct events read from the topic.
 	Received int `json:"received"`
@@ -155,14 +164,18 @@ type Result struct {
 	// read before.
 	Duplicates int `json:"duplicates"`
 	// Missing is the number of events written (committed) but not read
-	// from the topic (in steady mode: within Config.Grace after the
-	// writers stopped).
+	// from the topic (in steady and soak mode: within Config.Grace after
+	// the writers stopped).
 	Missing int `json:"missing"`
 
-	// Steady gives what only steady mode measures.
+	// Steady gives what steady mode measures; soak mode fills it too, over
+	// the whole run.
 	Steady *SteadyStats `json:"steady,omitempty"`
 	// Idle gives what only idle mode measures.
 	Idle *IdleStats `json:"idle,omitempty"`
+	// Soak gives what only soak mode measures: the sample series and the
+	// verdicts drawn from it.
+	Soak *SoakStats `json:"soak,omitempty"`
 }
 
 // RelayUsage is what one relay process used and did.
@@ -229,6 +242,182 @@ type IdleStats struct {
 	// StatementsPerSecond is all the relays' statements per second,
 	// counted alike.
 	StatementsPerSecond *float64 `json:"statements_per_s"`
+}
+
+// LevelTolerance is the growth Leveled allows over the last third of a soak
+// (1.2: 20%).
+const LevelTolerance = 1.2
+
+// ClaimTolerance is the most ClaimP50Ratio may be for ClaimWithin2x.
+const ClaimTolerance = 2.0
+
+// SoakStats is what soak mode measures: one SoakSample every
+// Config.SampleEvery and verdicts drawn from the series.
+//
+// The verdicts pick samples by their elapsed_s: "the sample at f" is the
+// one whose elapsed_s is nearest to f times the duration. With the
+// defaults (10m, a sample every 30s) the samples are at 0, 30, ..., 600 s;
+// the half-way sample is at 300 s, the start of the last third at 400 s.
+type SoakStats struct {
+	// SampleEveryS is Config.SampleEvery in seconds; RetentionS and
+	// JanitorIntervalS the relays' --retention and --janitor-interval.
+	SampleEveryS     float64 `json:"sample_every_s"`
+	RetentionS       float64 `json:"retention_s"`
+	JanitorIntervalS float64 `json:"janitor_interval_s"`
+	// Autovacuum is the server's autovacuum setting. When it is off,
+	// nothing vacuums the table but the harness (VacuumEveryS), so dead
+	// tuples and size cannot level off.
+	Autovacuum bool `json:"autovacuum"`
+	// VacuumEveryS is Config.VacuumEvery in seconds (0: the harness ran no
+	// VACUUM); Vacuum the duration of the harness's VACUUM (ANALYZE) runs,
+	// in ms (null when none ran).
+	VacuumEveryS float64      `json:"vacuum_every_s"`
+	Vacuum       *Percentiles `json:"vacuum_ms"`
+	// Samples is the series, oldest first. The first is taken when the
+	// writers start (its window fields are empty), then one every
+	// SampleEveryS, and the last when the writers have stopped.
+	Samples []SoakSample `json:"samples"`
+
+	// HalfS is the elapsed_s of the half-way sample; SizeGrowthSecondHalf
+	// is the size_bytes of the last sample divided by that of the
+	// half-way one (1.0: no growth over the second half).
+	HalfS                float64  `json:"half_s"`
+	SizeGrowthSecondHalf *float64 `json:"size_growth_second_half"`
+	// DeadTuplesHalf and DeadTuplesLast are dead_tuples at the half-way
+	// and the last sample. Autovacuum makes dead tuples a saw-tooth
+	// (up to autovacuum_naptime, 1 min by default, between its runs), so
+	// one sample against another says little; these two are for the
+	// record, the trend is the slope and the peaks.
+	DeadTuplesHalf int64 `json:"dead_tuples_half"`
+	DeadTuplesLast int64 `json:"dead_tuples_last"`
+	// DeadTuplesSlopePerMin is the least-squares slope of dead_tuples
+	// over the samples of the second half (from the half-way sample on),
+	// in dead tuples per minute: near 0 when they level off.
+	DeadTuplesSlopePerMin *float64 `json:"dead_tuples_slope_per_min"`
+	// ThirdS and LastThirdS are the elapsed_s of the samples at one and
+	// two thirds of the duration. The middle third is the samples after
+	// ThirdS up to LastThirdS; the last third those after LastThirdS.
+	ThirdS     float64 `json:"third_s"`
+	LastThirdS float64 `json:"last_third_s"`
+	// DeadTuplesPeakMiddleThird and DeadTuplesPeakLastThird are the
+	// largest dead_tuples of the middle and the last third.
+	DeadTuplesPeakMiddleThird int64 `json:"dead_tuples_peak_middle_third"`
+	DeadTuplesPeakLastThird   int64 `json:"dead_tuples_peak_last_third"`
+	// SizeLastThirdStart is size_bytes at LastThirdS, SizeLast at the
+	// last sample.
+	SizeLastThirdStart int64 `json:"size_last_third_start_bytes"`
+	SizeLast           int64 `json:"size_last_bytes"`
+
+	// SizeLeveled is SizeLast <= LevelTolerance * SizeLastThirdStart:
+	// over the last third the table and its indexes grew by at most 20%.
+	SizeLeveled bool `json:"size_leveled"`
+	// DeadTuplesLeveled is DeadTuplesPeakLastThird <= LevelTolerance *
+	// DeadTuplesPeakMiddleThird: the dead tuples of the last third peaked
+	// no more than 20% above those of the middle third. Comparing peaks
+	// over thirds (several autovacuum cycles each at the defaults) rather
+	// than two samples keeps the saw-tooth out of the verdict.
+	DeadTuplesLeveled bool `json:"dead_tuples_leveled"`
+	// Leveled is SizeLeveled && DeadTuplesLeveled: the soak target's "table
+	// and index size and dead tuples level off instead of growing". False
+	// when there are fewer than 4 samples.
+	Leveled bool `json:"leveled"`
+
+	// WarmupS is when the table can first be in its steady state: the
+	// retention plus one janitor interval (the first rows expire at
+	// RetentionS and are deleted at the janitor's next look).
+	WarmupS float64 `json:"warmup_s"`
+	// ClaimFirstWindowS and ClaimLastWindowS are the windows compared,
+	// [from, to] in elapsed seconds: the first window that starts at or
+	// after WarmupS, and the last window, each the first or last with
+	// claims logged. Null when there are none.
+	ClaimFirstWindowS []float64 `json:"claim_first_window_s"`
+	ClaimLastWindowS  []float64 `json:"claim_last_window_s"`
+	// ClaimP50Ratio and ClaimP99Ratio are the last window's claim_ms p50
+	// and p99 divided by the first window's.
+	ClaimP50Ratio *float64 `json:"claim_p50_ratio"`
+	ClaimP99Ratio *float64 `json:"claim_p99_ratio"`
+	// ClaimWithin2x is ClaimP50Ratio <= ClaimTolerance (2): the soak
+	// target's "claim latency at the end within 2x of the start".
+	ClaimWithin2x bool `json:"claim_within_2x"`
+}
+
+// SoakSample is one reading of a soak. The table figures are read at the
+// sample's time; the window figures (claim_ms, latency_ms, written,
+// received, janitor_runs) cover the time since the previous sample.
+type SoakSample struct {
+	// ElapsedS is the time since the writers started.
+	ElapsedS float64 `json:"elapsed_s"`
+	// SizeBytes is pg_total_relation_size of the outbox table: heap,
+	// TOAST and indexes. TableBytes is pg_table_size (heap, TOAST, free
+	// space and visibility maps; no indexes) and IndexesBytes
+	// pg_indexes_size.
+	SizeBytes    int64 `json:"size_bytes"`
+	TableBytes   int64 `json:"table_bytes"`
+	IndexesBytes int64 `json:"indexes_bytes"`
+	// LiveTuples and DeadTuples are pg_stat_user_tables.n_live_tup and
+	// n_dead_tup, read after pg_stat_force_next_flush() (the relays'
+	// backends report theirs at least once a second while busy).
+	LiveTuples int64 `json:"live_tuples"`
+	DeadTuples int64 `json:"dead_tuples"`
+	// Autovacuums is pg_stat_user_tables.autovacuum_count: autovacuum's
+	// runs on the table since it was created. Vacuums is vacuum_count:
+	// the VACUUMs run by hand, the harness's included (one before the
+	// relays start, and those of Config.VacuumEvery).
+	Autovacuums int64 `json:"autovacuums"`
+	Vacuums     int64 `json:"vacuums"`
+	// Pending, Processing and Sent count the rows by status, each on its
+	// partial index (pending_idx, processing_idx, sent_idx) under a 1s
+	// statement_timeout; null when it ran out. Failed rows have no index
+	// and are not counted (counting them would scan the table, pruning
+	// its pages, which changes what is measured).
+	Pending    *int64 `json:"pending"`
+	Processing *int64 `json:"processing"`
+	Sent       *int64 `json:"sent"`
+	// Janitor is the retention job's row of <table>_jobs; null if it is
+	// missing.
+	Janitor *JanitorJob `json:"janitor"`
+	// OldestXactS is the age of the oldest transaction holding a snapshot
+	// or a transaction id in the database (other than the harness's
+	// reading one), the largest seen in the window: by this sample, and
+	// by the pg_stat_activity sampler (every Config.SampleInterval, 1s by
+	// default in soak mode), which catches a transaction idle between
+	// statements when it runs one. While such a transaction runs, neither
+	// vacuum nor page pruning can remove the dead tuples of rows changed
+	// since it began, nor can index scans mark their entries dead.
+	OldestXactS float64 `json:"oldest_xact_s"`
+
+	// Claim is the relays' claim_ms, from the "batch done" lines written
+	// in the window (non-empty claims only: an empty claim logs nothing);
+	// null when there were none.
+	Claim *Percentiles `json:"claim_ms"`
+	// Latency is the end-to-end latency (commit's return to arrival) of
+	// the events that arrived in the window; null when none did.
+	Latency *Percentiles `json:"latency_ms"`
+	// Written and Received count the events committed and first received
+	// in the window.
+	Written  int `json:"written"`
+	Received int `json:"received"`
+	// JanitorRuns and JanitorDeleted count the relays' "retention run"
+	// lines in the window (runs that held the job) and the rows they
+	// deleted.
+	JanitorRuns    int   `json:"janitor_runs"`
+	JanitorDeleted int64 `json:"janitor_deleted"`
+}
+
+// JanitorJob is the retention job's row of <table>_jobs
+// (docs/architecture.md#reading-the-jobs-table).
+type JanitorJob struct {
+	// TotalDeleted is total_deleted: rows deleted by every run.
+	TotalDeleted int64 `json:"total_deleted"`
+	// LastDeleted is last_deleted: rows deleted by the latest run so far;
+	// null before the first run.
+	LastDeleted *int64 `json:"last_deleted"`
+	// LockedBy is the token of the run holding the job, or of the last
+	// one; LockedUntil the end of its lease, or of the last run.
+	LockedBy    *string    `json:"locked_by"`
+	LockedUntil *time.Time `json:"locked_until"`
+	// LastFinishedAt is when the latest complete run finished.
+	LastFinishedAt *time.Time `json:"last_finished_at"`
 }
 
 // Percentiles summarise a sample, in milliseconds (nearest rank).

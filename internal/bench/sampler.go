@@ -12,9 +12,11 @@ import (
 // activitySQL lists the relays' backends that are idle: their query is the
 // last statement they ran, query_start its start and state_change its end.
 // Each row also carries the age of the oldest transaction holding a
-// snapshot in the database (a row of NULLs but for it when no relay
-// backend is idle): while such a transaction runs, dead index entries
-// cannot be marked dead and every claim visits their heap tuples.
+// snapshot or a transaction id in the database (a row of NULLs but for it
+// when no relay backend is idle): while such a transaction runs, dead
+// index entries cannot be marked dead and every claim visits their heap
+// tuples. (A transaction idle between statements holds no snapshot, but
+// one that wrote holds back the horizon by its id.)
 const activitySQL = `SELECT a.pid,
        a.query_start,
        extract(epoch FROM a.state_change - a.query_start) * 1000,
@@ -24,7 +26,7 @@ FROM (
     SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0) AS oldest
     FROM pg_stat_activity
     WHERE datname = current_database()
-      AND backend_xmin IS NOT NULL
+      AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
       AND pid <> pg_backend_pid()
 ) AS o
 LEFT JOIN pg_stat_activity AS a
@@ -56,6 +58,7 @@ type sampler struct {
 	queries    int  // samples taken: the sampler's own transactions
 	statements int
 	oldestXact float64 // seconds, the largest seen
+	oldestAt   []oldestReading
 	claimMS    []float64
 	markSentMS []float64
 }
@@ -105,11 +108,18 @@ func (s *sampler) sample(ctx context.Context) {
 	)
 	baseline := s.baseline
 	s.baseline = false
+	at, reading := time.Now(), 0.0
+	defer func() {
+		if reading > 0 {
+			s.oldestAt = append(s.oldestAt, oldestReading{at: at.Round(0), seconds: reading})
+		}
+	}()
 	for rows.Next() {
 		if rows.Scan(&pid, &start, &ms, &query, &oldest) != nil {
 			return
 		}
 		s.oldestXact = max(s.oldestXact, oldest)
+		reading = max(reading, oldest)
 		if pid == nil || start == nil || query == nil {
 			continue
 		}
@@ -131,12 +141,20 @@ func (s *sampler) sample(ctx context.Context) {
 	}
 }
 
+// oldestReading is the age of the oldest transaction at one reading, when
+// there was one.
+type oldestReading struct {
+	at      time.Time // wall clock
+	seconds float64
+}
+
 // samples is what a sampler recorded.
 type samples struct {
 	enabled             bool
 	queries             int // readings of pg_stat_activity taken
 	statements          int // distinct statements of the relays seen
 	oldestXact          float64
+	oldestAt            []oldestReading
 	claimMS, markSentMS []float64
 }
 
@@ -148,5 +166,5 @@ func (s *sampler) finish() samples {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return samples{enabled: s.enabled, queries: s.queries, statements: s.statements,
-		oldestXact: s.oldestXact, claimMS: s.claimMS, markSentMS: s.markSentMS}
+		oldestXact: s.oldestXact, oldestAt: s.oldestAt, claimMS: s.claimMS, markSentMS: s.markSentMS}
 }

@@ -73,11 +73,13 @@ GROUP BY status`
 FROM {{table}}`
 )
 
-// sqlFor fills the {{schema}} and {{table}} placeholders with quoted names.
+// sqlFor fills the {{schema}}, {{table}} and {{jobs}} (the jobs table of
+// migration 004) placeholders with quoted names.
 func sqlFor(query string, table outbox.Table) string {
 	return strings.NewReplacer(
 		"{{schema}}", pgx.Identifier{table.Schema}.Sanitize(),
 		"{{table}}", table.Ident(),
+		"{{jobs}}", table.Related("jobs"),
 	).Replace(query)
 }
 

@@ -159,19 +159,25 @@ type write struct {
 	lag       time.Duration // start behind schedule
 }
 
-// writeSteady runs cfg.Writers writers for cfg.Duration. Writer w writes
-// at start + (w + k*Writers)/Rate for k = 0, 1, ...: together they write
-// Rate events per second, evenly spaced. A writer behind its schedule
-// writes at once until it has caught up, and the lag is recorded. It
-// returns the committed writes and the time from start to the last commit.
+// writeSteady runs cfg.Writers writers for cfg.Duration from now: see
+// writeSteadyFrom.
 func writeSteady(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, topic string, cfg Config) ([]write, time.Duration, error) {
+	return writeSteadyFrom(ctx, pool, table, topic, cfg, time.Now())
+}
+
+// writeSteadyFrom runs cfg.Writers writers from start for cfg.Duration.
+// Writer w writes at start + (w + k*Writers)/Rate for k = 0, 1, ...:
+// together they write Rate events per second, evenly spaced. A writer
+// behind its schedule writes at once until it has caught up, and the lag
+// is recorded. It returns the committed writes and the time from start to
+// the last commit.
+func writeSteadyFrom(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, topic string, cfg Config, start time.Time) ([]write, time.Duration, error) {
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
 	if err != nil {
 		return nil, 0, err
 	}
 	payload := bytes.Repeat([]byte("x"), cfg.PayloadBytes)
 	step := time.Duration(float64(time.Second) / float64(cfg.Rate))
-	start := time.Now()
 	end := start.Add(cfg.Duration)
 	results := make([][]write, cfg.Writers)
 	errs := make([]error, cfg.Writers)

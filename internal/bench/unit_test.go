@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -105,9 +106,29 @@ func TestConfigValidation(t *testing.T) {
 		{"Events", func(c *Config) { c.Events = -1 }},
 		{"CeilingRows", func(c *Config) { c.CeilingRows = 100; c.BatchSize = 1000 }},
 		{"CeilingClients", func(c *Config) { c.CeilingClients = []int{0} }},
+		{"Retention", func(c *Config) { c.Mode = ModeSoak; c.Retention = -time.Second }},
+		{"JanitorInterval", func(c *Config) { c.Mode = ModeSoak; c.JanitorInterval = time.Millisecond }},
+		{"JanitorBatch", func(c *Config) { c.Mode = ModeSoak; c.JanitorBatch = 100001 }},
+		{"SampleEvery", func(c *Config) { c.Mode = ModeSoak; c.SampleEvery = 10 * time.Millisecond }},
+		{"SampleEvery", func(c *Config) { c.Mode = ModeSoak; c.Duration = time.Minute; c.SampleEvery = 2 * time.Minute }},
+		{"Timeout", func(c *Config) { c.Mode = ModeSoak; c.Duration = time.Hour }},
+		{"VacuumEvery", func(c *Config) { c.Mode = ModeSoak; c.VacuumEvery = -time.Second }},
 	}
 	if err := valid.withDefaults().validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
+	}
+	soak := valid
+	soak.Mode = ModeSoak
+	if d := soak.withDefaults(); d.validate() != nil || d.Rate != 500 || d.Duration != 10*time.Minute || d.Retention != 30*time.Second ||
+		d.JanitorInterval != 5*time.Second || d.JanitorBatch != 1000 || d.SampleEvery != 30*time.Second || d.SampleInterval != time.Second {
+		t.Fatalf("soak defaults %+v (%v): want 500/s for 10m, retention 30s, janitor 5s and 1000, a sample every 30s", d, d.validate())
+	}
+	args := strings.Join(relayArgs(soak.withDefaults(), []string{"b:9092"}, "r1"), " ")
+	if !strings.Contains(args, "--retention 30s --janitor-interval 5s --janitor-batch 1000") {
+		t.Errorf("soak relay args %q lack the janitor's settings", args)
+	}
+	if args := strings.Join(relayArgs(valid.withDefaults(), []string{"b:9092"}, "r1"), " "); strings.Contains(args, "--retention") {
+		t.Errorf("burn-down relay args %q set the retention", args)
 	}
 	for _, c := range cases {
 		cfg := valid
@@ -117,5 +138,87 @@ func TestConfigValidation(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Field != c.field {
 			t.Errorf("%s: got %v, want a *ConfigError for %s", c.field, err, c.field)
 		}
+	}
+}
+
+func TestWindowIndex(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	edges := []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)}
+	for _, c := range []struct {
+		at   time.Duration
+		want int
+	}{{-time.Millisecond, -1}, {0, -1}, {time.Millisecond, 1}, {time.Second, 1}, {1500 * time.Millisecond, 2}, {2 * time.Second, 2}, {2*time.Second + 1, -1}} {
+		if got := windowIndex(edges, t0.Add(c.at)); got != c.want {
+			t.Errorf("windowIndex(%v) = %d, want %d", c.at, got, c.want)
+		}
+	}
+}
+
+func TestLogWindows(t *testing.T) {
+	l := newRelayLog()
+	lines := []string{
+		`{"time":"2026-01-01T00:00:00.500Z","level":"DEBUG","msg":"batch done","claimed":3,"claim_ms":1}`,
+		`{"time":"2026-01-01T00:00:01.000Z","level":"DEBUG","msg":"batch done","claimed":3,"claim_ms":2}`,
+		`{"time":"2026-01-01T00:00:01.200Z","level":"INFO","msg":"retention run","deleted":40,"batches":1}`,
+		`{"time":"2026-01-01T00:00:01.700Z","level":"DEBUG","msg":"retention run","deleted":0,"batches":1}`,
+		`{"time":"2026-01-01T00:00:01.900Z","level":"DEBUG","msg":"batch done","claimed":1,"claim_ms":3}`,
+		`{"time":"2026-01-01T00:00:02.100Z","level":"DEBUG","msg":"batch done","claimed":1,"claim_ms":9}`,
+	}
+	l.consume(strings.NewReader(strings.Join(lines, "\n")))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := newLogWindows([]time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)})
+	w.collect(l)
+	// The line at 2.1s is after the last sample: in no window.
+	if len(w.claimMS[1]) != 2 || w.claimMS[1][1] != 2 || len(w.claimMS[2]) != 1 || w.claimMS[2][0] != 3 {
+		t.Errorf("claims by window %v, want [] [1 2] [3]", w.claimMS)
+	}
+	if w.retentionRuns[2] != 2 || w.retentionDeleted[2] != 40 || w.retentionRuns[1] != 0 {
+		t.Errorf("retention runs %v deleting %v, want 2 runs and 40 rows in window 2", w.retentionRuns, w.retentionDeleted)
+	}
+}
+
+// soakSeries returns samples every 30s from 0 to 600s, with size and dead
+// tuples from the functions of the elapsed seconds, and a claim p50 of
+// claim(elapsed) in each window.
+func soakSeries(size, dead, claim func(float64) float64) *SoakStats {
+	s := &SoakStats{SampleEveryS: 30, RetentionS: 30, JanitorIntervalS: 5}
+	for e := 0.0; e <= 600; e += 30 {
+		x := SoakSample{ElapsedS: e, SizeBytes: int64(size(e)), DeadTuples: int64(dead(e))}
+		if e > 0 {
+			c := claim(e)
+			x.Claim = &Percentiles{N: 10, P50: c, P95: 2 * c, P99: 3 * c, Max: 4 * c}
+		}
+		s.Samples = append(s.Samples, x)
+	}
+	return s
+}
+
+func TestSoakJudge(t *testing.T) {
+	flat := func(e float64) float64 { return 20 << 20 }
+	saw := func(e float64) float64 { return float64(int(e)%60) * 1000 } // autovacuum every minute
+	growing := func(e float64) float64 { return 1000 * e }
+	claim := func(e float64) float64 { return 1 + e/600 } // 2x over the run
+	s := soakSeries(flat, saw, claim)
+	s.judge(10 * time.Minute)
+	if !s.Leveled || !s.SizeLeveled || !s.DeadTuplesLeveled || s.HalfS != 300 || s.ThirdS != 210 || s.LastThirdS != 390 ||
+		*s.SizeGrowthSecondHalf != 1 || s.DeadTuplesPeakMiddleThird != 30000 || s.DeadTuplesPeakLastThird != 30000 {
+		t.Errorf("flat size, saw-tooth dead tuples: %+v; want leveled", *s)
+	}
+	// The first window starting at or after 35s is 60-90s; the last 570-600s.
+	if s.WarmupS != 35 || s.ClaimFirstWindowS[0] != 60 || s.ClaimFirstWindowS[1] != 90 || s.ClaimLastWindowS[0] != 570 ||
+		s.ClaimLastWindowS[1] != 600 || math.Abs(*s.ClaimP50Ratio-2/1.15) > 1e-9 || !s.ClaimWithin2x {
+		t.Errorf("claim verdict %v %v %v %v: want windows 60-90 and 570-600, ratio 2/1.15", s.WarmupS, s.ClaimFirstWindowS, s.ClaimLastWindowS, *s.ClaimP50Ratio)
+	}
+
+	s = soakSeries(growing, growing, func(e float64) float64 { return 1 + e/100 })
+	s.judge(10 * time.Minute)
+	if s.Leveled || s.SizeLeveled || s.DeadTuplesLeveled || *s.SizeGrowthSecondHalf != 2 || s.ClaimWithin2x || *s.DeadTuplesSlopePerMin != 60000 {
+		t.Errorf("growing size and dead tuples, claims 4x: %+v; want nothing leveled", *s)
+	}
+
+	s = &SoakStats{Samples: []SoakSample{{ElapsedS: 0}, {ElapsedS: 1}}}
+	s.judge(time.Second)
+	if s.Leveled || s.ClaimP50Ratio != nil {
+		t.Errorf("two samples: %+v; want no verdict", *s)
 	}
 }
