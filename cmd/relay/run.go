@@ -14,6 +14,7 @@ import (
 
 // kafkaFlags are the Kafka sink's flags, shared by run and demo.
 type kafkaFlags struct {
+	batchTimeout                              time.Duration
 	brokers, partitioner                      string
 	tls, tlsInsecure                          bool
 	tlsCA, tlsCert, tlsKey                    string
@@ -23,6 +24,7 @@ type kafkaFlags struct {
 func (k *kafkaFlags) register(f *flags) {
 	f.String(&k.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port")
 	f.String(&k.partitioner, "kafka-partitioner", kafka.PartitionerMurmur2, "partition by key with murmur2 (Java client default), crc32 (librdkafka), fnv1a (sarama) or round-robin")
+	f.Duration(&k.batchTimeout, "kafka-batch-timeout", kafka.DefaultBatchTimeout, "how long the Kafka client waits for more messages before it sends a partition's partial batch (each publish waits this long once)")
 	f.Bool(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
 	f.String(&k.tlsCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots); implies --kafka-tls")
 	f.String(&k.tlsCert, "kafka-tls-cert", "", "PEM client certificate for mutual TLS; implies --kafka-tls")
@@ -36,10 +38,11 @@ func (k *kafkaFlags) register(f *flags) {
 // config turns the flags into a kafka.Config; errors name the flag.
 func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
 	cfg := kafka.Config{
-		Brokers:     splitList(k.brokers),
-		Partitioner: k.partitioner,
-		SASL:        kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: k.saslPassword},
-		Logger:      logger,
+		Brokers:      splitList(k.brokers),
+		Partitioner:  k.partitioner,
+		BatchTimeout: k.batchTimeout,
+		SASL:         kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: k.saslPassword},
+		Logger:       logger,
 	}
 	if len(cfg.Brokers) == 0 {
 		return cfg, usageError("--kafka-brokers (%s) is required with --sink kafka", envName("kafka-brokers"))
@@ -151,7 +154,7 @@ func asUsage(err error) error {
 // kafkaConfigFlag maps kafka.Config fields to the flags that set them.
 var kafkaConfigFlag = map[string]string{
 	"Brokers": "kafka-brokers", "Partitioner": "kafka-partitioner",
-	"SASL.Mechanism": "kafka-sasl-mechanism", "SASL.Username": "kafka-sasl-username",
+	"SASL.Mechanism": "kafka-sasl-mechanism", "SASL.Username": "kafka-sasl-username", "BatchTimeout": "kafka-batch-timeout",
 }
 
 // kafkaUsage turns an error of kafka.New into a usage error naming the flag.

@@ -39,7 +39,7 @@ const (
 // Defaults applied by New to zero Config fields.
 const (
 	// DefaultBatchTimeout is the default Config.BatchTimeout.
-	DefaultBatchTimeout = time.Millisecond
+	DefaultBatchTimeout = 100 * time.Microsecond
 	// DefaultBatchSize is the default Config.BatchSize, kafka-go's own.
 	DefaultBatchSize = 100
 	// DefaultMaxMessageBytes is the default Config.MaxMessageBytes: 1 MiB.
@@ -74,7 +74,7 @@ type Config struct {
 	// BatchTimeout is how long kafka-go waits for more messages before it
 	// sends a partition's incomplete batch. Publish is synchronous: every
 	// call waits this long for the last batch of each partition it writes
-	// to, so it must stay small. Defaults to DefaultBatchTimeout (1 ms);
+	// to, so it must stay small. Defaults to DefaultBatchTimeout (100 µs);
 	// kafka-go's own default of 1 s would add a second to every Publish.
 	BatchTimeout time.Duration
 

@@ -18,7 +18,7 @@
 // topic is written separately, so that a missing topic fails only its own
 // messages. kafka-go sends a partition's batch when it holds BatchSize
 // messages or after BatchTimeout; as Publish waits for the last, partial
-// batch of each partition, BatchTimeout defaults to 1 ms rather than
+// batch of each partition, BatchTimeout defaults to 100 µs rather than
 // kafka-go's 1 s.
 //
 // # Errors

@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 )
@@ -19,7 +18,7 @@ func TestPublisherConfigHasDefaultsAndHidesPassword(t *testing.T) {
 	}
 	defer p.Close()
 	cfg := p.Config()
-	if cfg.BatchTimeout != time.Millisecond || cfg.MaxAttempts != kafka.DefaultMaxAttempts || cfg.Partitioner != kafka.PartitionerMurmur2 {
+	if cfg.BatchTimeout != kafka.DefaultBatchTimeout || cfg.MaxAttempts != kafka.DefaultMaxAttempts || cfg.Partitioner != kafka.PartitionerMurmur2 {
 		t.Errorf("Config() = %v, want the defaults filled in", cfg)
 	}
 	if s := cfg.String(); strings.Contains(s, "hunter2-secret") {
