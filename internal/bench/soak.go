@@ -64,25 +64,12 @@ var soakCountsSetup = []string{
 // soak is steady mode with the relays' retention janitor on, for a long
 // time, sampled every cfg.SampleEvery: see SoakStats.
 func (r *runner) soak(ctx context.Context) error {
-	if err := vacuumAnalyze(ctx, r.pool, r.table); err != nil {
+	a, stopConsumer, err := r.startFollowing(ctx)
+	if err != nil {
 		return err
 	}
-	if err := r.recordBefore(ctx); err != nil {
-		return err
-	}
-	a := newArrivals(min(r.cfg.Rate*int(r.cfg.Duration/time.Second+1), 1<<20))
-	stopConsumer, consumerReady, consumerErr := r.follow(ctx, a)
-	defer stopConsumer() //nolint:errcheck // error paths; the main path checks it below
-	if err := r.startRelays(); err != nil {
-		return err
-	}
+	defer stopConsumer() //nolint:errcheck // error paths; finishFollowing checks it
 	defer r.abort()
-	if err := r.procs.awaitReady(ctx); err != nil {
-		return err
-	}
-	if err := awaitSignal(ctx, consumerReady, consumerErr); err != nil {
-		return err
-	}
 	var autovacuum bool
 	if err := r.pool.QueryRow(ctx, "SELECT current_setting('autovacuum')::bool").Scan(&autovacuum); err != nil {
 		return fmt.Errorf("read the autovacuum setting: %w", err)
@@ -98,16 +85,9 @@ func (r *runner) soak(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.awaitArrivals(ctx, a, len(writes)); err != nil {
+	if err := r.finishFollowing(ctx, a, writes, elapsed, stopConsumer); err != nil {
 		return err
 	}
-	if err := r.stopRelays(ctx); err != nil {
-		return err
-	}
-	if err := stopConsumer(); err != nil {
-		return err
-	}
-	r.summarizeSteady(writes, elapsed, a)
 	fillWindows(samples, edges, logs, writes, a)
 	if r.sampler != nil {
 		oldestInWindows(samples, edges, r.sampler.finish().oldestAt)
@@ -118,12 +98,7 @@ func (r *runner) soak(ctx context.Context) error {
 		VacuumEveryS: r.cfg.VacuumEvery.Seconds(), Vacuum: percentilesOf(vacuumMS), Samples: samples,
 	}
 	r.res.Soak.judge(r.cfg.Duration)
-	counts, err := statusCounts(ctx, r.pool, r.table)
-	if err != nil {
-		return err
-	}
-	r.res.Sent = counts["sent"]
-	return r.recordAfter(ctx)
+	return r.recordSentAndAfter(ctx)
 }
 
 // writeAndSample writes like steady mode and samples the table when the

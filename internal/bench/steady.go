@@ -19,31 +19,56 @@ import (
 // transaction, and measures each event's latency from its commit's return
 // to its arrival, both on this process's clock.
 func (r *runner) steady(ctx context.Context) error {
-	if err := vacuumAnalyze(ctx, r.pool, r.table); err != nil {
+	a, stopConsumer, err := r.startFollowing(ctx)
+	if err != nil {
 		return err
 	}
-	if err := r.recordBefore(ctx); err != nil {
-		return err
-	}
-	a := newArrivals(min(r.cfg.Rate*int(r.cfg.Duration/time.Second+1), 1<<20))
-	stopConsumer, consumerReady, consumerErr := r.follow(ctx, a)
-	defer stopConsumer() //nolint:errcheck // error paths; the main path checks it below
-	if err := r.startRelays(); err != nil {
-		return err
-	}
+	defer stopConsumer() //nolint:errcheck // error paths; finishFollowing checks it
 	defer r.abort()
-	if err := r.procs.awaitReady(ctx); err != nil {
-		return err
-	}
-	if err := awaitSignal(ctx, consumerReady, consumerErr); err != nil {
-		return err
-	}
 	r.startSampler(ctx)
 	fmt.Fprintf(r.cfg.Progress, "steady: %d relays: writing %d events/s for %v\n", r.relays, r.cfg.Rate, r.cfg.Duration)
 	writes, elapsed, err := writeSteady(ctx, r.pool, r.table, r.topic, r.cfg)
 	if err != nil {
 		return err
 	}
+	if err := r.finishFollowing(ctx, a, writes, elapsed, stopConsumer); err != nil {
+		return err
+	}
+	return r.recordSentAndAfter(ctx)
+}
+
+// startFollowing begins a steady-state run (steady and soak): it vacuums
+// and records the table, starts a consumer into a new arrivals log and the
+// relays, and waits until both are ready. The caller defers stop (the
+// consumer's) and r.abort().
+func (r *runner) startFollowing(ctx context.Context) (a *arrivals, stop func() error, err error) {
+	if err := vacuumAnalyze(ctx, r.pool, r.table); err != nil {
+		return nil, nil, err
+	}
+	if err := r.recordBefore(ctx); err != nil {
+		return nil, nil, err
+	}
+	a = newArrivals(min(r.cfg.Rate*int(r.cfg.Duration/time.Second+1), 1<<20))
+	stop, ready, errc := r.follow(ctx, a)
+	if err := r.startRelays(); err != nil {
+		stop() //nolint:errcheck // the start error is the one to report
+		return nil, nil, err
+	}
+	if err := r.procs.awaitReady(ctx); err == nil {
+		err = awaitSignal(ctx, ready, errc)
+	}
+	if err != nil {
+		r.abort()
+		stop() //nolint:errcheck // the start error is the one to report
+		return nil, nil, err
+	}
+	return a, stop, nil
+}
+
+// finishFollowing ends a steady-state run once its writers are done: it
+// waits for their events to arrive, stops the relays and the consumer, and
+// summarizes the latencies.
+func (r *runner) finishFollowing(ctx context.Context, a *arrivals, writes []write, elapsed time.Duration, stopConsumer func() error) error {
 	if err := r.awaitArrivals(ctx, a, len(writes)); err != nil {
 		return err
 	}
@@ -54,6 +79,12 @@ func (r *runner) steady(ctx context.Context) error {
 		return err
 	}
 	r.summarizeSteady(writes, elapsed, a)
+	return nil
+}
+
+// recordSentAndAfter counts the sent rows and reads the table's health
+// after the relays exited.
+func (r *runner) recordSentAndAfter(ctx context.Context) error {
 	counts, err := statusCounts(ctx, r.pool, r.table)
 	if err != nil {
 		return err
