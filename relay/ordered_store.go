@@ -76,7 +76,7 @@ WHERE shard = $1
 	//     for its key can still commit;
 	//   - a key's rows are claimable up to its first row that is not ready:
 	//     a later event never overtakes an earlier one;
-	//   - the attempt saturates at the integer limit, as in claimSQL.
+	//   - the attempt saturates at the integer limit, as in claimSet.
 	claimOrderedSQL = `WITH lease AS (
     UPDATE {{shards}}
     SET locked_until = now() + $3 * interval '1 millisecond'
@@ -114,10 +114,7 @@ picked AS (
     LIMIT $1
 )
 UPDATE {{table}} AS o
-SET status = 'processing',
-    locked_by = $2,
-    locked_until = now() + $3 * interval '1 millisecond',
-    attempt = least(o.attempt, 2147483646) + 1
+` + claimSet + `
 FROM picked
 WHERE o.id = picked.id
   AND o.status IN ('pending', 'processing')

@@ -21,10 +21,8 @@ const (
 	// claimSQL takes up to $1 rows: processing rows whose lease ran out
 	// first (their relay died or froze), then due pending rows, oldest first.
 	// Each branch uses its own partial index; SKIP LOCKED lets replicas claim
-	// side by side without waiting on each other. The attempt saturates at
-	// the integer limit, so that a row whose attempt was set there by hand
-	// fails (attempt beyond MaxAttempts) instead of breaking every claim
-	// with "integer out of range". Rows of ordered topics
+	// side by side without waiting on each other (claimSet says what a
+	// claim writes). Rows of ordered topics
 	// ($4: all topics, $5: these) that have a key are left to the ordered
 	// claim (ordered_store.go).
 	claimSQL = `WITH picked AS (
@@ -52,10 +50,7 @@ const (
     LIMIT $1
 )
 UPDATE {{table}} AS o
-SET status = 'processing',
-    locked_by = $2,
-    locked_until = now() + $3 * interval '1 millisecond',
-    attempt = least(o.attempt, 2147483646) + 1
+` + claimSet + `
 FROM picked
 WHERE o.id = picked.id
 RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at`
@@ -111,6 +106,16 @@ WHERE id = ANY($1)
   AND locked_by = $2
   AND status = 'processing'`
 )
+
+// claimSet is what both claims (this one and the ordered one) write to a
+// claimed row: the claim's token ($2) and lease ($3 ms), and one more
+// attempt. The attempt saturates at the integer limit, so that a row whose
+// attempt was set there by hand fails (attempt beyond MaxAttempts) instead
+// of breaking every claim with "integer out of range".
+const claimSet = `SET status = 'processing',
+    locked_by = $2,
+    locked_until = now() + $3 * interval '1 millisecond',
+    attempt = least(o.attempt, 2147483646) + 1`
 
 // orderedFilter keeps rows of ordered topics ($4: all, $5: these) that have
 // a key out of the unordered claim.
