@@ -19,13 +19,15 @@ const (
 SELECT generate_series(0, $1 - 1)
 ON CONFLICT DO NOTHING`
 
-	// leaseShardSQL leases a free shard that has work: a due pending row or
-	// a lapsed claim in one of its buckets (bucket % $3 = shard), written by
-	// a transaction older than all running ones. Shards whose holder died
-	// (lease lapsed, never handed back) come first, then the least recently
-	// served. $2 is the lease token, $4/$5 the ordered topics. The buckets
-	// are an array, not an IN (subquery): that lets the planner read
-	// ordered_idx per bucket instead of testing every due row per shard.
+	// leaseShardSQL leases a free shard that has work in one of its
+	// buckets (bucket % $3 = shard): a due pending row, written by a
+	// transaction older than all running ones, or a lapsed claim. Shards
+	// whose holder died (lease lapsed, never handed back) come first, then
+	// the least recently served. $2 is the lease token, $4/$5 the ordered
+	// topics. Pending rows are found through ordered_pending_idx, per
+	// bucket: the buckets are an array, not an IN (subquery), so that the
+	// planner reads the index per bucket instead of testing every due row
+	// per shard. Lapsed claims are found through processing_idx.
 	leaseShardSQL = `UPDATE {{shards}} AS s
 SET locked_by = $2,
     locked_until = now() + $1 * interval '1 millisecond'
@@ -33,17 +35,25 @@ WHERE s.shard = (
     SELECT c.shard
     FROM {{shards}} AS c
     WHERE c.locked_until < now()
-      AND EXISTS (
-          SELECT 1
-          FROM {{table}} AS o
-          WHERE o.bucket = ANY (ARRAY(SELECT generate_series(c.shard, 1023, $3)::smallint))
-            AND o.status IN ('pending', 'processing')
-            AND o.bucket IS NOT NULL
-            AND (o.status = 'pending' AND o.next_retry_at <= now()
-                 OR o.status = 'processing' AND o.locked_until < now())
-            AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-            AND ($4::bool OR o.topic = ANY($5::text[]))
-      )
+      AND (EXISTS (
+              SELECT 1
+              FROM {{table}} AS o
+              WHERE o.bucket = ANY (ARRAY(SELECT generate_series(c.shard, 1023, $3)::smallint))
+                AND o.status = 'pending'
+                AND o.bucket IS NOT NULL
+                AND o.next_retry_at <= now()
+                AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+                AND ($4::bool OR o.topic = ANY($5::text[]))
+          )
+          OR EXISTS (
+              SELECT 1
+              FROM {{table}} AS o
+              WHERE o.status = 'processing'
+                AND o.locked_until < now()
+                AND o.bucket % $3 = c.shard
+                AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+                AND ($4::bool OR o.topic = ANY($5::text[]))
+          ))
     ORDER BY c.locked_by IS NULL, c.locked_until, c.shard
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
@@ -70,6 +80,9 @@ WHERE shard = $1
 	//     While it holds the shard row's lock another replica's lease
 	//     statement skips the shard, and a takeover that got in first makes
 	//     the check fail, so two claims of one shard never overlap;
+	//   - a bucket's unfinished rows are its pending rows, read through
+	//     ordered_pending_idx, and its processing rows, read through
+	//     processing_idx (as many as are in flight);
 	//   - a row is ready when it is due (pending and next_retry_at passed,
 	//     or processing with a lapsed lease) and its writing transaction is
 	//     older than every transaction still running, so no earlier write
@@ -87,13 +100,21 @@ WHERE shard = $1
 ),
 unfinished AS (
     SELECT o.id, o.topic, o.key, o.tx,
-           (o.status = 'pending' AND o.next_retry_at <= now()
-            OR o.status = 'processing' AND o.locked_until < now())
+           o.next_retry_at <= now()
            AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
     FROM {{table}} AS o
     WHERE o.bucket = ANY($6::smallint[])
-      AND o.status IN ('pending', 'processing')
+      AND o.status = 'pending'
       AND o.bucket IS NOT NULL
+      AND ($7::bool OR o.topic = ANY($8::text[]))
+      AND EXISTS (SELECT 1 FROM lease)
+    UNION ALL
+    SELECT o.id, o.topic, o.key, o.tx,
+           o.locked_until < now()
+           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
+    FROM {{table}} AS o
+    WHERE o.status = 'processing'
+      AND o.bucket = ANY($6::smallint[])
       AND ($7::bool OR o.topic = ANY($8::text[]))
       AND EXISTS (SELECT 1 FROM lease)
 ),
