@@ -38,10 +38,7 @@ func TestCommitWakesIdleRelay(t *testing.T) {
 			rr := b.startRelay(s, cfg)
 			// The relay's first claims run at start; wait until its
 			// listener is in place, then write.
-			listening := func() int {
-				return b.countActivity("query LIKE 'LISTEN %' AND usename = current_user AND query LIKE $1", "%"+b.table.Channel()+"%")
-			}
-			await(t, 10*time.Second, func() bool { return listening() == 1 }, "relay never LISTENed")
+			b.awaitListening()
 			msg := outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("first")}
 			id := b.write(msg)[0]
 			await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "a commit did not wake the relay")
@@ -49,7 +46,7 @@ func TestCommitWakesIdleRelay(t *testing.T) {
 			// Kill the listening session: the relay reconnects, and the
 			// next commit wakes it again.
 			b.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE $1`, "%"+b.table.Channel()+"%")
-			await(t, 10*time.Second, func() bool { return listening() == 1 }, "relay did not LISTEN again")
+			b.awaitListening()
 			msg.Payload = []byte("second")
 			id = b.write(msg)[0]
 			await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "a commit after the reconnect did not wake the relay")
@@ -142,4 +139,13 @@ func TestInsertNotifiesTheTablesChannel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitListening waits until one relay session LISTENs on the test table's
+// channel.
+func (b *bundle) awaitListening() {
+	b.t.Helper()
+	await(b.t, 10*time.Second, func() bool {
+		return b.countActivity("query LIKE 'LISTEN %' AND usename = current_user AND query LIKE $1", "%"+b.table.Channel()+"%") == 1
+	}, "no relay LISTENs on %s", b.table.Channel())
 }

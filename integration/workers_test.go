@@ -2,20 +2,27 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // With Workers 2 a relay has two batches in flight at once, and still
-// delivers every event exactly once.
+// delivers every event exactly once. The backlog arrives while both
+// workers are idle, in one transaction (one notification), and the relay
+// polls once a minute: the second worker claims because the first one's
+// full batch invited it.
 func TestWorkersPublishBatchesSideBySide(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ids := b.writeN(400, "orders", "w")
 	var inFlight, most atomic.Int32
 	both := make(chan struct{})
 	var closed atomic.Bool
@@ -40,7 +47,9 @@ func TestWorkersPublishBatchesSideBySide(t *testing.T) {
 		}
 		return nil
 	}}
-	rr := b.startRelay(s, relay.Config{BatchSize: 50, Workers: 2})
+	rr := b.startRelay(s, relay.Config{BatchSize: 50, Workers: 2, PollInterval: slowPoll})
+	b.awaitListening()
+	ids := b.writeN(400, "orders", "w")
 	await(t, 20*time.Second, func() bool { return b.count("status = 'sent'") == len(ids) }, "not all sent: %v", b.statuses())
 	if err := rr.stop(t); err != nil {
 		t.Fatal(err)
@@ -57,3 +66,53 @@ func TestWorkersPublishBatchesSideBySide(t *testing.T) {
 		t.Fatalf("%d events acknowledged, want %d", got, len(ids))
 	}
 }
+
+// Each notification is taken by one worker: four idle workers woken by a
+// commit claim about once, not four times.
+func TestWorkersShareWakeUps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var claims atomic.Int32
+	cfg := b.pool.Config().Copy()
+	cfg.ConnConfig.Tracer = claimCounter{&claims}
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	r, err := relay.New(pool, &sink{}, b.config(relay.Config{Workers: 4, PollInterval: slowPoll}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	b.awaitListening()
+	const events = 20
+	atStart := claims.Load()
+	for i := range events {
+		id := b.write(outbox.Message{Topic: "orders", Payload: fmt.Appendf(nil, "e%d", i)})[0]
+		await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "event %d not sent", i)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// One claim per commit, and now and then a second one when a commit
+	// lands while a claim runs; without sharing it would be four.
+	if n := claims.Load() - atStart; n < events || n > 2*events {
+		t.Fatalf("%d claims for %d commits with 4 workers, want %d to %d", n, events, events, 2*events)
+	}
+}
+
+// claimCounter counts the unordered claim statements a pool runs.
+type claimCounter struct{ n *atomic.Int32 }
+
+func (c claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "WITH picked AS") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -23,6 +23,7 @@ type Relay struct {
 	log   *slog.Logger
 	seq   atomic.Uint64 // numbers claims, for their owner tokens
 	bell  *bell         // rung when an insert into the table commits
+	turns *turns        // shares wake-ups among the unordered workers
 
 	mu     sync.Mutex
 	down   bool                        // the sink was down and has not acknowledged anything since
@@ -70,6 +71,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		log:    cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
 		outage: newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
 		bell:   newBell(),
+		turns:  newTurns(),
 	}
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.

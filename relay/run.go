@@ -93,7 +93,7 @@ func (r *Relay) runUnordered(ctx context.Context) error {
 		if sinkDown {
 			limit = 1 // probe the sink with a single row
 		}
-		woken := r.bell.next() // before the claim: a commit during it wakes the wait below
+		woken := r.turns.begin() // before the claim: a commit during it wakes the wait below
 		res, err := r.ProcessBatch(ctx, limit)
 		switch {
 		case err != nil && fatal(err):
@@ -122,7 +122,11 @@ func (r *Relay) runUnordered(ctx context.Context) error {
 		case sinkDown:
 			sleep(ctx, r.cfg.PollInterval)
 		case res.Claimed < limit:
-			idle(ctx, r.cfg.PollInterval, woken)
+			r.awaitTurn(ctx, woken)
+		default:
+			// A full batch: more rows likely wait. Another worker may
+			// claim them while this one publishes.
+			r.turns.invite()
 		}
 	}
 	return nil

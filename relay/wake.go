@@ -8,7 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// bell wakes the claim loops when an insert into the table commits. A loop
+// bell wakes the ordered claim loop when an insert into the table commits
+// (the unordered workers share theirs through turns). A loop
 // takes the current channel before it claims and waits on it afterwards, so
 // a ring that arrives while it works is not missed: the channel is already
 // closed when it starts to wait.
@@ -92,11 +93,17 @@ func (r *Relay) listenOnce(ctx context.Context, connected func()) error {
 		return err
 	}
 	connected()
-	r.bell.ring()
+	r.notified()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
-		r.bell.ring()
+		r.notified()
 	}
+}
+
+// notified wakes the claim loops: an insert into the table committed.
+func (r *Relay) notified() {
+	r.bell.ring()
+	r.turns.signal()
 }

@@ -1,0 +1,112 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// turns shares the wake-ups among the unordered workers, so that Workers
+// claim loops cost the database about as much as one when there is little
+// to do, and claim side by side when there is a backlog:
+//
+//   - a notification is taken by one worker: the first whose claim starts
+//     after it. The others find it covered and wait on;
+//   - a poll is skipped when another worker's claim started within the last
+//     half PollInterval;
+//   - a worker whose claim filled its batch invites another one: more rows
+//     are likely waiting, so an idle worker claims the next batch while
+//     this one publishes.
+type turns struct {
+	mu       sync.Mutex
+	ch       chan struct{} // closed by the next signal or invitation
+	signals  uint64        // notifications so far
+	covered  uint64        // notifications that a started claim covers
+	invited  bool          // an invitation no worker has taken yet
+	lastTurn time.Time     // when the last claim started
+}
+
+func newTurns() *turns { return &turns{ch: make(chan struct{})} }
+
+// wake wakes the waiting workers and closes the current channel.
+// Callers hold mu.
+func (t *turns) wake() {
+	close(t.ch)
+	t.ch = make(chan struct{})
+}
+
+// signal records a notification: an insert committed.
+func (t *turns) signal() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.signals++
+	t.wake()
+}
+
+// invite asks an idle worker to claim the next batch.
+func (t *turns) invite() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.invited = true
+	t.wake()
+}
+
+// begin records that a claim starts now: it will see every insert
+// notified so far. It returns the channel the next signal or invitation
+// closes, for the worker to wait on after its claim.
+func (t *turns) begin() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.covered = t.signals
+	t.lastTurn = time.Now()
+	return t.ch
+}
+
+// take reports whether a woken worker should claim: a notification came
+// that no started claim covers, or an invitation waits. When it should
+// not, it returns the channel to wait on next.
+func (t *turns) take() (bool, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.covered < t.signals:
+		t.covered = t.signals
+		return true, nil
+	case t.invited:
+		t.invited = false
+		return true, nil
+	}
+	return false, t.ch
+}
+
+// pollDue reports whether a worker whose poll interval d ran out should
+// claim: no claim started within the last d/2.
+func (t *turns) pollDue(d time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return time.Since(t.lastTurn) >= d/2
+}
+
+// awaitTurn waits until this worker should claim again: its turn for a
+// notification or an invitation (woken is the channel begin returned), or
+// a poll that is due, or the end of ctx.
+func (r *Relay) awaitTurn(ctx context.Context, woken <-chan struct{}) {
+	poll := time.NewTimer(r.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-woken:
+			var mine bool
+			if mine, woken = r.turns.take(); mine {
+				return
+			}
+		case <-poll.C:
+			if r.turns.pollDue(r.cfg.PollInterval) {
+				return
+			}
+			poll.Reset(r.cfg.PollInterval)
+		}
+	}
+}

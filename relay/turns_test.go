@@ -1,0 +1,68 @@
+package relay
+
+import (
+	"testing"
+	"time"
+)
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// A notification goes to one worker; a claim that started after it covers
+// it; an invitation is taken once.
+func TestTurns(t *testing.T) {
+	tr := newTurns()
+	a, b := tr.begin(), tr.begin() // two workers claimed, found little, wait
+	if mine, _ := tr.take(); mine {
+		t.Fatal("take with nothing new: want false")
+	}
+	tr.signal()
+	if !closed(a) || !closed(b) {
+		t.Fatal("a signal must wake every waiting worker")
+	}
+	if mine, _ := tr.take(); !mine {
+		t.Fatal("first take after a signal: want true")
+	}
+	mine, next := tr.take()
+	if mine || closed(next) {
+		t.Fatalf("second take after one signal: got %v (channel closed %v), want false and an open channel", mine, closed(next))
+	}
+
+	tr.signal()
+	tr.begin() // a claim starting now sees the insert just notified
+	if mine, _ := tr.take(); mine {
+		t.Fatal("take after a claim began: the signal is covered, want false")
+	}
+
+	tr.invite()
+	if !closed(next) {
+		t.Fatal("an invitation must wake the waiting workers")
+	}
+	if mine, _ := tr.take(); !mine {
+		t.Fatal("take after an invitation: want true")
+	}
+	if mine, _ := tr.take(); mine {
+		t.Fatal("an invitation is taken once")
+	}
+}
+
+// A poll is due only when no claim started within the last half interval.
+func TestTurnsPollDue(t *testing.T) {
+	tr := newTurns()
+	if !tr.pollDue(time.Hour) {
+		t.Fatal("no claim yet: want due")
+	}
+	tr.begin()
+	if tr.pollDue(time.Hour) {
+		t.Fatal("a claim just started: want not due")
+	}
+	if !tr.pollDue(0) {
+		t.Fatal("interval 0: want due")
+	}
+}
