@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
@@ -127,7 +130,7 @@ func TestRetentionDeletesOnlyExpiredSentRows(t *testing.T) {
 	before := b.dbNow()
 	res := runRetention(t, b.ctx, r)
 	after := b.dbNow()
-	if want := (relay.RetentionResult{Ran: true, Deleted: 12, Batches: 1, Complete: true}); res != want {
+	if want := (relay.RetentionResult{Ran: true, Deleted: 12, Batches: 1, Complete: true, Vacuumed: true}); res != want {
 		t.Fatalf("RunRetention = %+v, want %+v", res, want)
 	}
 	if n := b.present(expired); n != 0 {
@@ -183,7 +186,7 @@ func TestRetentionDeletesInBoundedBatches(t *testing.T) {
 	young := b.aged(3, "sent", "6 days")
 	r := b.newRelay(&sink{}, relay.Config{JanitorBatch: 10}) // default retention: 7 days
 	res := runRetention(t, b.ctx, r)
-	if want := (relay.RetentionResult{Ran: true, Deleted: 35, Batches: 4, Complete: true}); res != want {
+	if want := (relay.RetentionResult{Ran: true, Deleted: 35, Batches: 4, Complete: true, Vacuumed: true}); res != want {
 		t.Fatalf("RunRetention = %+v, want %+v", res, want)
 	}
 	if n, m := b.present(expired), b.present(young); n != 0 || m != 3 {
@@ -578,9 +581,18 @@ func TestRetentionMigrationDownAndUp(t *testing.T) {
 	if jobs, idx := exists(); !jobs || !idx {
 		t.Fatalf("after up: jobs table %v, sent_idx %v; want both", jobs, idx)
 	}
-	reverted, ok, err := migrations.Down(ctx, pool, table)
-	if err != nil || !ok || reverted.Version != 4 || reverted.Name != "retention" {
-		t.Fatalf("Down = %03d_%s, %v, %v; want 004_retention reverted", reverted.Version, reverted.Name, ok, err)
+	// Later migrations are reverted first.
+	for {
+		reverted, ok, err := migrations.Down(ctx, pool, table)
+		if err != nil || !ok || reverted.Version < 4 {
+			t.Fatalf("Down = %03d_%s, %v, %v; want 004_retention reverted", reverted.Version, reverted.Name, ok, err)
+		}
+		if reverted.Version == 4 {
+			if reverted.Name != "retention" {
+				t.Fatalf("Down reverted 004_%s, want 004_retention", reverted.Name)
+			}
+			break
+		}
 	}
 	if jobs, idx := exists(); jobs || idx {
 		t.Fatalf("after down: jobs table %v, sent_idx %v; want neither", jobs, idx)
@@ -592,8 +604,8 @@ func TestRetentionMigrationDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied, err := migrations.Up(ctx, pool, table)
-	if err != nil || len(applied) != 1 || applied[0].Version != 4 {
-		t.Fatalf("Up = %v, %v; want 004 applied", applied, err)
+	if err != nil || len(applied) == 0 || applied[0].Version != 4 {
+		t.Fatalf("Up = %v, %v; want 004 applied first", applied, err)
 	}
 	var due, free bool
 	var total int64
@@ -605,4 +617,313 @@ func TestRetentionMigrationDownAndUp(t *testing.T) {
 	if err := migrations.Check(ctx, pool, table); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The janitor's VACUUM (docs/architecture.md#vacuum-after-deleting).
+
+// vacuumStats are the table's counters in pg_stat_all_tables. VACUUM and
+// ANALYZE report theirs as they finish; other sessions' row counts arrive
+// within about a second of their commits.
+type vacuumStats struct {
+	Vacuums, Analyzes, DeadTuples int64
+}
+
+func (b *bundle) vacuumStats() vacuumStats {
+	b.t.Helper()
+	var s vacuumStats
+	err := b.pool.QueryRow(b.ctx, `SELECT vacuum_count, analyze_count, n_dead_tup
+FROM pg_stat_all_tables
+WHERE relid = $1::regclass`, b.table.Ident()).Scan(&s.Vacuums, &s.Analyzes, &s.DeadTuples)
+	if err != nil {
+		b.t.Fatalf("read the table's statistics: %v", err)
+	}
+	return s
+}
+
+// awaitVacuums waits until the table has been vacuumed n times, by hand
+// or by a janitor (autovacuum counts apart), and fails if it was more.
+func (b *bundle) awaitVacuums(n int64) vacuumStats {
+	b.t.Helper()
+	await(b.t, 10*time.Second, func() bool { return b.vacuumStats().Vacuums >= n },
+		"vacuum_count is %d, want %d", b.vacuumStats().Vacuums, n)
+	s := b.vacuumStats()
+	if s.Vacuums != n {
+		b.t.Fatalf("vacuum_count is %d, want %d", s.Vacuums, n)
+	}
+	return s
+}
+
+// due makes the retention job due again.
+func (b *bundle) due() {
+	b.t.Helper()
+	b.exec("UPDATE " + b.table.Related("jobs") + " SET next_run_at = now()")
+}
+
+// newPool opens a pool on the test database for relays; change edits its
+// configuration (user, session settings). It is closed when the test ends.
+func (b *bundle) newPool(change func(*pgxpool.Config)) *pgxpool.Pool {
+	b.t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.URL(b.t))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	change(cfg)
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(pool.Close)
+	return pool
+}
+
+// A complete run that deleted rows ends with VACUUM (ANALYZE) of the
+// table: its VACUUM and ANALYZE counts go up by one and its dead tuples
+// drop.
+func TestRetentionVacuumsAfterDeleting(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec("ALTER TABLE {{table}} SET (autovacuum_enabled = false)")
+	failed := b.aged(400, "failed", "1 day")
+	b.exec("UPDATE {{table}} SET last_error = 'operator looked' WHERE id = ANY($1)", failed) // 400 dead row versions
+	expired := b.aged(100, "sent", "8 days")
+	await(t, 10*time.Second, func() bool { return b.vacuumStats().DeadTuples >= 400 },
+		"n_dead_tup is %d, want the 400 row versions the update left", b.vacuumStats().DeadTuples)
+	before := b.vacuumStats()
+
+	res := runRetention(t, b.ctx, b.newRelay(&sink{}, relay.Config{}))
+	if want := (relay.RetentionResult{Ran: true, Deleted: 100, Batches: 1, Complete: true, Vacuumed: true}); res != want {
+		t.Fatalf("RunRetention = %+v, want %+v", res, want)
+	}
+	if n := b.present(expired); n != 0 {
+		t.Errorf("%d expired rows left", n)
+	}
+	after := b.awaitVacuums(before.Vacuums + 1)
+	if after.Analyzes != before.Analyzes+1 {
+		t.Errorf("analyze_count %d -> %d, want one ANALYZE", before.Analyzes, after.Analyzes)
+	}
+	// What the VACUUM left: none of the 400, and of the 100 just deleted
+	// those another session's snapshot may still see, plus those the
+	// deleting session reports after the VACUUM: at most 200.
+	if after.DeadTuples >= before.DeadTuples {
+		t.Errorf("n_dead_tup %d -> %d, want it to drop", before.DeadTuples, after.DeadTuples)
+	}
+}
+
+// With NoVacuum the janitor deletes and leaves the table to autovacuum;
+// a run that deleted nothing does not vacuum either. A last run that
+// deletes and vacuums shows the count moving.
+func TestRetentionVacuumsOnlyAfterDeletingAndUnlessNoVacuum(t *testing.T) {
+	t.Parallel()
+	t.Run("NoVacuum", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		expired := b.aged(50, "sent", "8 days")
+		before := b.vacuumStats()
+		res := runRetention(t, b.ctx, b.newRelay(&sink{}, relay.Config{NoVacuum: true}))
+		if want := (relay.RetentionResult{Ran: true, Deleted: 50, Batches: 1, Complete: true}); res != want {
+			t.Fatalf("RunRetention with NoVacuum = %+v, want %+v", res, want)
+		}
+		if n := b.present(expired); n != 0 {
+			t.Errorf("%d expired rows left", n)
+		}
+		b.aged(5, "sent", "8 days")
+		b.due()
+		if res := runRetention(t, b.ctx, b.newRelay(&sink{}, relay.Config{})); !res.Vacuumed {
+			t.Fatalf("the control run = %+v, want it vacuumed", res)
+		}
+		b.awaitVacuums(before.Vacuums + 1)
+	})
+	t.Run("nothing deleted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		young := b.aged(10, "sent", "1 day")
+		before := b.vacuumStats()
+		r := b.newRelay(&sink{}, relay.Config{})
+		if want, res := (relay.RetentionResult{Ran: true, Batches: 1, Complete: true}), runRetention(t, b.ctx, r); res != want {
+			t.Fatalf("RunRetention with nothing expired = %+v, want %+v", res, want)
+		}
+		b.age(young, "sent", "8 days")
+		b.due()
+		if res := runRetention(t, b.ctx, r); res.Deleted != 10 || !res.Vacuumed {
+			t.Fatalf("the control run = %+v, want 10 deleted and vacuumed", res)
+		}
+		b.awaitVacuums(before.Vacuums + 1)
+	})
+}
+
+// newRole creates a login role with the privileges a relay needs on the
+// test's tables (its retention janitor included) but not their ownership.
+// It is dropped when the test ends.
+func (b *bundle) newRole() string {
+	b.t.Helper()
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	role := "relay_notowner_" + hex.EncodeToString(rnd[:])
+	ident := pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{
+		"CREATE ROLE " + ident + " LOGIN",
+		"GRANT USAGE ON SCHEMA " + pgx.Identifier{b.table.Schema}.Sanitize() + " TO " + ident,
+		"GRANT SELECT, UPDATE, DELETE ON " + b.table.Ident() + " TO " + ident,
+		"GRANT SELECT, UPDATE ON " + b.table.Related("jobs") + " TO " + ident,
+	} {
+		b.exec(stmt)
+	}
+	b.t.Cleanup(func() {
+		ctx := context.Background()
+		// The role's pool is closed by now (cleanups run last first), but
+		// the server may not have ended its sessions yet.
+		if _, err := b.pool.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role); err != nil {
+			b.t.Errorf("terminate %s: %v", role, err)
+		}
+		for _, stmt := range []string{"DROP OWNED BY " + ident, "DROP ROLE " + ident} {
+			if _, err := b.pool.Exec(ctx, stmt); err != nil {
+				b.t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	return role
+}
+
+func (l *logRecorder) count(line string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, got := range l.lines {
+		if got == line {
+			n++
+		}
+	}
+	return n
+}
+
+// A role that does not own the table cannot VACUUM it: PostgreSQL skips
+// the table with a mere warning. The janitor finds out before trying,
+// logs it once for the Relay and does not try again; the deletes go on.
+func TestRetentionRoleThatDoesNotOwnTheTableDoesNotVacuum(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	role := b.newRole()
+	pool := b.newPool(func(c *pgxpool.Config) { c.ConnConfig.User = role })
+	logs := &logRecorder{}
+	r, err := relay.New(pool, &sink{}, b.config(relay.Config{Logger: slog.New(logs)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := b.vacuumStats()
+	for i, n := range []int64{20, 7} {
+		if i > 0 {
+			b.due()
+		}
+		expired := b.aged(int(n), "sent", "8 days")
+		res := runRetention(t, b.ctx, r)
+		if want := (relay.RetentionResult{Ran: true, Deleted: n, Batches: 1, Complete: true}); res != want {
+			t.Fatalf("run %d: RunRetention = %+v, want %+v", i+1, res, want)
+		}
+		if left := b.present(expired); left != 0 {
+			t.Errorf("run %d: %d expired rows left", i+1, left)
+		}
+	}
+	const warning = "WARN retention janitor cannot VACUUM the table: the role does not own it; relying on autovacuum"
+	if n := logs.count(warning); n != 1 {
+		t.Errorf("%d warnings %q over two runs, want 1; logged:\n%s", n, warning, strings.Join(logs.lines, "\n"))
+	}
+
+	// The premise: this role's VACUUM succeeds and does nothing. The
+	// owner's VACUUM then is the first one the table counts.
+	if _, err := pool.Exec(b.ctx, "VACUUM "+b.table.Ident()); err != nil {
+		t.Fatalf("VACUUM as %s: %v", role, err)
+	}
+	b.exec("VACUUM {{table}}")
+	b.awaitVacuums(before.Vacuums + 1)
+}
+
+// A VACUUM that fails (here its ANALYZE, on an expression index whose
+// function raises within a VACUUM statement only) is logged and reported
+// in VacuumErr; RunRetention returns no error, the deletes stand, the next
+// run tries again, and Run goes on serving and deleting.
+func TestRetentionVacuumErrorsDoNotStopTheJanitor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.aged(5, "sent", "1 hour") // rows for ANALYZE to sample, kept
+	trap := pgx.Identifier{b.table.Schema, "analyze_trap"}.Sanitize()
+	b.exec(`CREATE FUNCTION ` + trap + `(bytea) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF current_query() LIKE 'VACUUM%' THEN
+        RAISE EXCEPTION 'analyze trap';
+    END IF;
+    RETURN length($1);
+END
+$$`)
+	b.exec("CREATE INDEX outbox_trap_idx ON {{table}} ((" + trap + "(payload)))")
+	logs := &logRecorder{}
+	cfg := relay.Config{JanitorInterval: 10 * time.Millisecond, Logger: slog.New(logs)}
+	r := b.newRelay(&sink{}, cfg)
+	const warning = "WARN retention janitor: VACUUM failed; trying again after the next run that deletes rows"
+	for i := range 2 {
+		if i > 0 {
+			b.due()
+		}
+		expired := b.aged(10, "sent", "8 days")
+		res, err := r.RunRetention(b.ctx)
+		if err != nil {
+			t.Fatalf("run %d: RunRetention = %v, want no error", i+1, err)
+		}
+		if res.Deleted != 10 || !res.Complete || res.Vacuumed || res.VacuumErr == nil || !strings.Contains(res.VacuumErr.Error(), "analyze trap") {
+			t.Fatalf("run %d: RunRetention = %+v, want 10 deleted, complete, not vacuumed, the trap's error", i+1, res)
+		}
+		if n := b.present(expired); n != 0 {
+			t.Errorf("run %d: %d expired rows left", i+1, n)
+		}
+		if n := logs.count(warning); n != i+1 {
+			t.Errorf("after run %d: %d warnings %q, want %d", i+1, n, warning, i+1)
+		}
+	}
+
+	b.due()
+	rr := b.startRelay(&sink{}, cfg)
+	expired := b.aged(10, "sent", "8 days")
+	await(t, 10*time.Second, func() bool { return b.present(expired) == 0 && logs.count(warning) >= 3 },
+		"Run's janitor did not delete and try to vacuum (%d warnings)", logs.count(warning))
+	id := b.writeN(1, "orders", "still served")[0]
+	await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "the relay stopped serving")
+	if err := rr.stop(t); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+}
+
+// Shutdown during the VACUUM (made slow by cost-based delay in the relay's
+// sessions) ends RunRetention at once and cancels the VACUUM on the
+// server, which dropping the connection alone would not.
+func TestRetentionShutdownCancelsTheVacuum(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	expired := b.aged(3000, "sent", "8 days")
+	pool := b.newPool(func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["vacuum_cost_delay"] = "100"
+		c.ConnConfig.RuntimeParams["vacuum_cost_limit"] = "1"
+	})
+	r, err := relay.New(pool, &sink{}, b.config(relay.Config{JanitorBatch: 5000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := startRetention(ctx, r)
+	vacuuming := func() int {
+		return b.countActivity("state = 'active' AND query = $1", "VACUUM (SKIP_LOCKED, ANALYZE) "+b.table.Ident())
+	}
+	await(t, 10*time.Second, func() bool { return vacuuming() == 1 }, "the janitor's VACUUM did not start")
+	cancel()
+	start := time.Now()
+	res := awaitOutcome(t, done)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("RunRetention returned %v after cancellation, want at once", took)
+	}
+	if !res.Ran || res.Deleted != 3000 || !res.Complete || res.Vacuumed || res.VacuumErr == nil {
+		t.Errorf("RunRetention = %+v, want 3000 deleted, complete, the VACUUM cut short", res)
+	}
+	if n := b.present(expired); n != 0 {
+		t.Errorf("%d expired rows left", n)
+	}
+	await(t, 5*time.Second, func() bool { return vacuuming() == 0 }, "the server goes on vacuuming after the relay gave up")
 }

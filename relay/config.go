@@ -84,6 +84,13 @@ type Config struct {
 	// between batches it renews its lease on the job. Between 1 and
 	// 100000. Defaults to 1000.
 	JanitorBatch int
+	// NoVacuum leaves vacuuming the table to autovacuum. By default the
+	// janitor runs VACUUM (SKIP_LOCKED, ANALYZE) on the table after each
+	// retention run that deleted rows, on the replica that ran it, so
+	// that a table autovacuum neglects does not bloat. That takes a role
+	// that owns the table; with any other role the janitor logs one
+	// warning and leaves it to autovacuum.
+	NoVacuum bool
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }

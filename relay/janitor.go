@@ -27,7 +27,24 @@ type RetentionResult struct {
 	// wrote to it (its lease had ended): this run stopped, the batch it was
 	// deleting then was rolled back, and the job row is the new holder's.
 	LeaseLost bool
+	// Vacuumed is true when a VACUUM (SKIP_LOCKED, ANALYZE) of the table
+	// followed the run and succeeded. One follows a complete run that
+	// deleted rows, unless NoVacuum is set or the relay's role may not
+	// vacuum the table. SKIP_LOCKED makes PostgreSQL skip the table,
+	// without an error, while another session holds a conflicting lock
+	// (autovacuum, another replica's VACUUM, DDL).
+	Vacuumed bool
+	// VacuumErr is why that VACUUM failed, if it did; a shutdown during
+	// it makes it fail too. RunRetention logs the error and does not
+	// return it: the deletes stand, and the next run that deletes rows
+	// tries again.
+	VacuumErr error
 }
+
+// vacuumTimeout bounds the janitor's VACUUM. A manual VACUUM is not
+// throttled and skips the pages the visibility map says need nothing, so
+// it takes seconds even on a large table; ctx ending cancels it sooner.
+const vacuumTimeout = 10 * time.Minute
 
 // RunRetention runs the retention job once, if it is due (next_run_at has
 // passed) and no other run holds it, which it decides in one statement on
@@ -38,6 +55,17 @@ type RetentionResult struct {
 // when ctx ends is finished (bounded by Lease); then the job is released.
 // Failed, pending and processing rows are never deleted. With KeepSent it
 // does nothing.
+//
+// A complete run that deleted rows then releases the job and runs VACUUM
+// (SKIP_LOCKED, ANALYZE) on the table, cancelled when ctx ends, so that
+// the space of the deleted rows is reused and the planner's statistics
+// stay fresh where autovacuum lags or is off. That takes a role that owns
+// the table or the database, or a superuser (from PostgreSQL 17, MAINTAIN
+// on the table will do). PostgreSQL would skip the table for any other
+// role with a mere warning, so the janitor checks first, logs once per
+// Relay that it relies on autovacuum, and does not try again. A failed
+// VACUUM is logged and reported in VacuumErr, not returned. NoVacuum
+// turns the VACUUM off.
 //
 // Run calls it every JanitorInterval on every replica; call it yourself to
 // run retention from elsewhere (KeepSent on the relays then keeps them out
@@ -80,12 +108,17 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 	if !res.LeaseLost {
 		r.finishRetention(ctx, owner, &res)
 	}
+	took := time.Since(start)
+	var vacuumTook time.Duration
+	if res.Complete && res.Deleted > 0 {
+		vacuumTook = r.vacuum(ctx, &res)
+	}
 	level := slog.LevelInfo
 	if res.Deleted == 0 {
 		level = slog.LevelDebug
 	}
-	r.log.Log(ctx, level, "retention run", "deleted", res.Deleted, "batches", res.Batches,
-		"duration", time.Since(start), "complete", res.Complete, "retention", r.cfg.Retention, "token", owner)
+	r.log.Log(ctx, level, "retention run", "deleted", res.Deleted, "batches", res.Batches, "duration", took,
+		"complete", res.Complete, "vacuumed", res.Vacuumed, "vacuum_duration", vacuumTook, "retention", r.cfg.Retention, "token", owner)
 	if res.LeaseLost {
 		r.log.Warn("retention job lost to another run; stopped", "token", owner, "deleted", res.Deleted)
 	}
@@ -105,6 +138,39 @@ func (r *Relay) finishRetention(ctx context.Context, owner string, res *Retentio
 	case !held:
 		res.LeaseLost, res.Complete = true, false // the next run is the new holder's to schedule
 	}
+}
+
+// vacuum runs VACUUM (SKIP_LOCKED, ANALYZE) on the table after a run that
+// deleted rows, unless NoVacuum is set, ctx has ended or the role was found
+// unable to vacuum the table. The job is released by then: the VACUUM
+// holds nothing another run needs. It records the outcome in res and
+// returns how long the VACUUM took. A failure is logged, never returned
+// nor fatal.
+func (r *Relay) vacuum(ctx context.Context, res *RetentionResult) time.Duration {
+	if r.cfg.NoVacuum || r.vacuumDenied.Load() || ctx.Err() != nil {
+		return 0
+	}
+	vctx, cancel := context.WithTimeout(ctx, vacuumTimeout)
+	defer cancel()
+	start := time.Now()
+	allowed, err := r.store.vacuum(vctx)
+	took := time.Since(start)
+	switch {
+	case err != nil:
+		res.VacuumErr = err
+		if ctx.Err() == nil { // a shutdown is no failure worth a warning
+			r.log.Warn("retention janitor: VACUUM failed; trying again after the next run that deletes rows",
+				"error", err, "duration", took)
+		}
+	case !allowed:
+		if r.vacuumDenied.CompareAndSwap(false, true) {
+			r.log.Warn("retention janitor cannot VACUUM the table: the role does not own it; relying on autovacuum")
+		}
+		return 0
+	default:
+		res.Vacuumed = true
+	}
+	return took
 }
 
 // runJanitor calls RunRetention at once and then every JanitorInterval,

@@ -11,8 +11,9 @@ import (
 
 // The statements of the retention janitor (docs/architecture.md#retention).
 // {{jobs}} is the jobs table of migration 004, {{table}} the outbox table.
-// $1 is always the job's name and, but for the claim, $2 the token of the
-// run that holds it: every write after the claim is fenced by it.
+// In the job's statements $1 is the job's name and, but for the claim, $2
+// the token of the run that holds it: every write after the claim is
+// fenced by it.
 const (
 	// claimJobSQL starts a run when the job is due and nobody holds it, in
 	// one statement. Of replicas trying at once, the first takes the row
@@ -70,6 +71,27 @@ SET locked_until = now(),
     next_run_at = CASE WHEN $3::bool THEN now() + $4 * interval '1 millisecond' ELSE next_run_at END
 WHERE job = $1
   AND locked_by = $2`
+
+	// mayVacuumSQL says whether the session's role may VACUUM the table
+	// named $1: it has the privileges of the table's owner or of the
+	// database's (superusers have every role's), or, from PostgreSQL 17,
+	// MAINTAIN on the table. Any other role's VACUUM skips the table with
+	// a WARNING and succeeds. The CASE keeps 'MAINTAIN', unknown before
+	// 17, from being parsed there.
+	mayVacuumSQL = `SELECT pg_has_role(c.relowner, 'USAGE')
+    OR pg_has_role(d.datdba, 'USAGE')
+    OR CASE WHEN current_setting('server_version_num')::int >= 170000
+        THEN has_table_privilege(c.oid, 'MAINTAIN')
+        ELSE false
+    END
+FROM pg_class AS c
+JOIN pg_database AS d ON d.datname = current_database()
+WHERE c.oid = '{{table}}'::regclass`
+
+	// vacuumSQL reclaims the space of deleted rows and refreshes the
+	// table's statistics. SKIP_LOCKED skips the table while another
+	// VACUUM, or DDL, holds a conflicting lock, rather than wait for it.
+	vacuumSQL = `VACUUM (SKIP_LOCKED, ANALYZE) {{table}}`
 )
 
 // jobRetention is the retention job's row in the jobs table (migration 004
@@ -126,4 +148,22 @@ func (s *store) finishJob(ctx context.Context, job, owner string, complete bool,
 		return false, fmt.Errorf("finish job %s: %w", job, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// vacuum runs VACUUM on table unless the role may not; allowed is false,
+// and nothing runs, then. VACUUM cannot run in a transaction: pgx sends a
+// statement without arguments as one simple query, which runs on its own.
+// When ctx ends first pgx asks the server to cancel the statement (a
+// dropped connection would not stop a VACUUM) and drops the connection.
+func (s *store) vacuum(ctx context.Context) (allowed bool, err error) {
+	if err := s.pool.QueryRow(ctx, s.sql["mayVacuum"]).Scan(&allowed); err != nil {
+		return false, fmt.Errorf("vacuum: check the privilege: %w", err)
+	}
+	if !allowed {
+		return false, nil
+	}
+	if _, err := s.pool.Exec(ctx, s.sql["vacuum"]); err != nil {
+		return true, fmt.Errorf("vacuum: %w", err)
+	}
+	return true, nil
 }

@@ -13,9 +13,9 @@ import (
 func TestRetentionConfig(t *testing.T) {
 	t.Parallel()
 	c := Config{}.withDefaults()
-	if c.Retention != 168*time.Hour || c.KeepSent || c.JanitorInterval != time.Minute || c.JanitorBatch != 1000 {
-		t.Fatalf("defaults: Retention %v, KeepSent %v, JanitorInterval %v, JanitorBatch %d; want 168h, false, 1m, 1000",
-			c.Retention, c.KeepSent, c.JanitorInterval, c.JanitorBatch)
+	if c.Retention != 168*time.Hour || c.KeepSent || c.JanitorInterval != time.Minute || c.JanitorBatch != 1000 || c.NoVacuum {
+		t.Fatalf("defaults: Retention %v, KeepSent %v, JanitorInterval %v, JanitorBatch %d, NoVacuum %v; want 168h, false, 1m, 1000, false",
+			c.Retention, c.KeepSent, c.JanitorInterval, c.JanitorBatch, c.NoVacuum)
 	}
 	cases := []struct {
 		name   string
@@ -27,6 +27,8 @@ func TestRetentionConfig(t *testing.T) {
 		{"Retention negative", func(c *Config) { c.Retention = -time.Hour }, "Retention"},
 		{"Retention beyond 100 years", func(c *Config) { c.Retention = maxRetention + 1 }, "Retention"},
 		{"KeepSent with defaults", func(c *Config) { c.KeepSent = true }, ""},
+		{"NoVacuum with defaults", func(c *Config) { c.NoVacuum = true }, ""},
+		{"NoVacuum with KeepSent", func(c *Config) { c.NoVacuum, c.KeepSent = true, true }, ""},
 		{"JanitorInterval 10ms", func(c *Config) { c.JanitorInterval = 10 * time.Millisecond }, ""},
 		{"JanitorInterval 24h", func(c *Config) { c.JanitorInterval = 24 * time.Hour }, ""},
 		{"JanitorInterval below 10ms", func(c *Config) { c.JanitorInterval = 10*time.Millisecond - 1 }, "JanitorInterval"},

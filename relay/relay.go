@@ -25,6 +25,8 @@ type Relay struct {
 	bell  *bell         // rung when an insert into the table commits
 	turns *turns        // shares wake-ups among the unordered workers
 
+	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
+
 	mu     sync.Mutex
 	down   bool                        // the sink was down and has not acknowledged anything since
 	outage *backoff.ExponentialBackOff // waits while the sink is down

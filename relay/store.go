@@ -166,6 +166,7 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, order
 		"shardCount": shardCountSQL, "shardCreate": shardCreateSQL, "leaseShard": leaseShardSQL,
 		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
 		"claimJob": claimJobSQL, "deleteSent": deleteSentSQL, "recordBatch": recordBatchSQL, "finishJob": finishJobSQL,
+		"mayVacuum": mayVacuumSQL, "vacuum": vacuumSQL,
 	} {
 		q = strings.ReplaceAll(q, "{{shards}}", table.Related("shards"))
 		q = strings.ReplaceAll(q, "{{jobs}}", table.Related("jobs"))

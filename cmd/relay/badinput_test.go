@@ -502,6 +502,8 @@ func TestBadKafkaAndRelayValuesExit2NamingTheFlag(t *testing.T) {
 			"--outage-backoff-max (OUTBOX_OUTAGE_BACKOFF_MAX): 25h0m0s is longer than 24h0m0s"},
 		{"malformed number from the environment", map[string]string{"OUTBOX_MAX_ATTEMPTS": "ten"},
 			"--max-attempts from OUTBOX_MAX_ATTEMPTS"},
+		{"malformed boolean from the environment", map[string]string{"OUTBOX_JANITOR_VACUUM": "sometimes"},
+			"--janitor-vacuum from OUTBOX_JANITOR_VACUUM"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

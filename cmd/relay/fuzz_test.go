@@ -90,6 +90,8 @@ func FuzzRunFlags(f *testing.F) {
 		{"extra", ""},
 		{"-h", ""},
 		{"--kafka-tls-insecure-skip-verify=maybe", ""},
+		{"--janitor-vacuum=false\n--keep-sent", "OUTBOX_JANITOR_VACUUM=maybe"},
+		{"", "OUTBOX_JANITOR_VACUUM=no"},
 	} {
 		f.Add(s[0], s[1])
 	}

@@ -81,6 +81,48 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 	}
 }
 
+// --janitor-vacuum is on by default and sets relay.Config.NoVacuum
+// inverted, from the command line or OUTBOX_JANITOR_VACUUM; the command
+// line wins.
+func TestJanitorVacuumFlag(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name         string
+		env          string
+		args         []string
+		wantNoVacuum bool
+	}{
+		{"default", "", nil, false},
+		{"off on the command line", "", []string{"--janitor-vacuum=false"}, true},
+		{"off from the environment", "false", nil, true},
+		{"command line wins", "false", []string{"--janitor-vacuum"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr syncbuf.Buffer
+			f := newFlags("relay run", "", &stderr, func(k string) string {
+				if k == "OUTBOX_JANITOR_VACUUM" {
+					return c.env
+				}
+				return ""
+			})
+			var rf relayFlags
+			rf.register(f)
+			if err := f.parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := rf.config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.NoVacuum != c.wantNoVacuum {
+				t.Errorf("NoVacuum = %v, want %v", cfg.NoVacuum, c.wantNoVacuum)
+			}
+		})
+	}
+}
+
 func TestRunNamesMigrateUpWhenTableIsMissing(t *testing.T) {
 	t.Parallel()
 	_, table := testdb.NewEmpty(t)

@@ -70,7 +70,7 @@ type relayFlags struct {
 	listen                          bool
 	retention, janitorInterval      time.Duration
 	janitorBatch                    int
-	keepSent                        bool
+	keepSent, janitorVacuum         bool
 }
 
 func (r *relayFlags) register(f *flags) {
@@ -95,6 +95,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Bool(&r.keepSent, "keep-sent", false, "never delete sent rows: turns the retention janitor off")
 	f.Duration(&r.janitorInterval, "janitor-interval", time.Minute, "how often the retention janitor may run, once across all replicas")
 	f.Int(&r.janitorBatch, "janitor-batch", 1000, "most sent rows one DELETE of the retention janitor removes")
+	f.Bool(&r.janitorVacuum, "janitor-vacuum", true, "after a retention run that deleted rows, VACUUM (ANALYZE) the table (the role must own it); false leaves it to autovacuum")
 }
 
 // configFlag maps relay.Config fields to the flags that set them.
@@ -105,7 +106,7 @@ var configFlag = map[string]string{
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
 	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
 	"Ordering.HeadOfLine": "head-of-line", "Retention": "retention", "KeepSent": "keep-sent",
-	"JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch",
+	"JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "NoVacuum": "janitor-vacuum",
 }
 
 // config builds the relay.Config. Zero means "default" in relay.Config, so
@@ -134,6 +135,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
 		Retention: r.retention, KeepSent: r.keepSent, JanitorInterval: r.janitorInterval, JanitorBatch: r.janitorBatch,
+		NoVacuum: !r.janitorVacuum,
 		Ordering: relay.Ordering{
 			Topics: splitList(r.orderedTopics), Shards: r.shards, ShardBudget: r.shardBudget,
 			HeadOfLine: relay.HeadOfLine(r.headOfLine),
