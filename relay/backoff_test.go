@@ -74,7 +74,7 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Table:            outbox.Table{Schema: "public", Name: "outbox"},
 		BatchSize:        100,
-		Workers:          1,
+		Workers:          2,
 		Lease:            30 * time.Second,
 		PollInterval:     500 * time.Millisecond,
 		MaxAttempts:      10,

@@ -32,8 +32,10 @@ type Config struct {
 	// Workers is how many unordered batches a relay has in flight: each
 	// worker claims, publishes and records a batch of its own, so the
 	// database works on one batch while another is being published or
-	// recorded. Rows of ordered topics are not affected. Defaults to 1;
-	// at most 64.
+	// recorded. The workers share wake-ups: a notification or a poll
+	// starts one claim, not one per worker, and a full batch invites
+	// another worker to claim the next one. Rows of ordered topics are
+	// not affected. Defaults to 2; at most 64.
 	Workers int
 	// NoListen turns off waking by notification. By default the relay
 	// LISTENs on the table's channel (outbox.Table.Channel), which inserts
@@ -146,7 +148,7 @@ func (c Config) withDefaults() Config {
 		c.ID = newReplicaID()
 	}
 	setDefault(&c.BatchSize, 100)
-	setDefault(&c.Workers, 1)
+	setDefault(&c.Workers, 2)
 	setDefault(&c.Lease, 30*time.Second)
 	setDefault(&c.PollInterval, 500*time.Millisecond)
 	setDefault(&c.MaxAttempts, 10)

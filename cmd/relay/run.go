@@ -76,7 +76,7 @@ type relayFlags struct {
 func (r *relayFlags) register(f *flags) {
 	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
 	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
-	f.Int(&r.workers, "workers", 1, "unordered batches in flight at once (each claims, publishes and records its own); 2 keeps the database busy while a batch is published")
+	f.Int(&r.workers, "workers", 2, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
 	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
 	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
 	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
