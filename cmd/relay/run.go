@@ -184,10 +184,12 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		rf                  relayFlags
 		sink                string
 		logFormat, logLevel string
+		pprofAddr           string
 	)
 	db.register(f, "")
 	kf.register(f)
 	rf.register(f)
+	f.String(&pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
 	f.String(&sink, "sink", "kafka", "where events go: kafka, or stdout (JSON lines, for debugging)")
 	f.String(&logFormat, "log-format", "text", "log format: text or json")
 	f.String(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -244,6 +246,14 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	r, err := relay.New(pool, pub, cfg)
 	if err != nil {
 		return asUsage(err)
+	}
+	if pprofAddr != "" {
+		bound, stop, err := servePprof(pprofAddr)
+		if err != nil {
+			return usageError("invalid value for --pprof-addr (%s): %v", envName("pprof-addr"), err)
+		}
+		defer stop()
+		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
 	}
 	logger.Info("connecting", "database", redactDSN(db.url), "table", table.String(), "sink", sink)
 	return r.Run(ctx)

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# claim-cost.sh: the SQL-only cost of our row lifecycle (the relay's claim
+# statement, returning the rows, then a mark-sent) on the real outbox schema,
+# next to ../shared/bench/ceiling.sh's reference lifecycle, in one run. It
+# shows what the schema's indexes cost per event (docs/benchmarks.md#index-entries).
+#
+#   usage: scripts/claim-cost.sh [DATABASE_URL] [ROWS] [ROUNDS]
+#   default: postgres://postgres@127.0.0.1:5432/postgres 200000 3
+#
+# Variants, each on a fresh table in schema outbox_claimcost, with ROWS events
+# of 200 bytes and batches of 1000, drained by 3/4 with pgbench (1 client):
+#   005         the schema as migrated (ordered_pending_idx), keyed events
+#   004         migration 005 reverted (ordered_idx also holds processing rows)
+#   005-keyless the schema as migrated, events without a key
+# then the ceiling's mark_sent with 1 client (CEILING: the path of ceiling.sh). Prints "<variant> events_per_s=<n>".
+set -euo pipefail
+url=${1:-postgres://postgres@127.0.0.1:5432/postgres}
+rows=${2:-200000}
+rounds=${3:-3}
+here=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'psql -q "$url" -c "DROP SCHEMA IF EXISTS outbox_claimcost CASCADE" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+ceiling=${CEILING:-$here/../shared/bench/ceiling.sh} # skipped when absent
+relay=${RELAY:-}
+if [ -z "$relay" ]; then
+  (cd "$here" && go build -o "$tmp/relay" ./cmd/relay)
+  relay=$tmp/relay
+fi
+
+cat >"$tmp/lifecycle.sql" <<'SQL'
+WITH picked AS (
+    SELECT id FROM (
+        SELECT id FROM outbox_claimcost.outbox
+        WHERE status = 'processing' AND locked_until < now()
+          AND NOT (bucket IS NOT NULL AND (false OR topic = ANY('{}'::text[])))
+        ORDER BY locked_until LIMIT 1000 FOR UPDATE SKIP LOCKED
+    ) AS expired
+    UNION ALL
+    SELECT id FROM (
+        SELECT id FROM outbox_claimcost.outbox
+        WHERE status = 'pending' AND next_retry_at <= now()
+          AND NOT (bucket IS NOT NULL AND (false OR topic = ANY('{}'::text[])))
+        ORDER BY next_retry_at, id LIMIT 1000 FOR UPDATE SKIP LOCKED
+    ) AS due
+    LIMIT 1000
+)
+UPDATE outbox_claimcost.outbox AS o
+SET status = 'processing', locked_by = 'w', locked_until = now() + interval '30 s',
+    attempt = least(o.attempt, 2147483646) + 1
+FROM picked WHERE o.id = picked.id
+RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at;
+UPDATE outbox_claimcost.outbox SET status = 'sent', sent_at = now(), locked_until = NULL, last_error = NULL
+WHERE locked_by = 'w' AND status = 'processing';
+SQL
+
+run() { # variant
+  local key="decode(md5(g::text), 'hex')"
+  psql -q "$url" -c "DROP SCHEMA IF EXISTS outbox_claimcost CASCADE" -c "CREATE SCHEMA outbox_claimcost" >/dev/null 2>&1
+  "$relay" migrate up --database-url "$url" --schema outbox_claimcost --table outbox >/dev/null
+  case $1 in
+    004) "$relay" migrate down --database-url "$url" --schema outbox_claimcost --table outbox >/dev/null ;;
+    005-keyless) key=NULL ;;
+  esac
+  psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null \
+    -c "INSERT INTO outbox_claimcost.outbox (id, topic, key, payload)
+        SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'orders', $key, convert_to(repeat('x', 200), 'UTF8')
+        FROM generate_series(1, $rows) g" \
+    -c "VACUUM ANALYZE outbox_claimcost.outbox"
+  local tps
+  tps=$(pgbench -n -c 1 -j 1 -t $((rows / 1000 * 3 / 4)) -f "$tmp/lifecycle.sql" "$url" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+  awk -v n="$1" -v t="$tps" 'BEGIN { printf "%s events_per_s=%.0f\n", n, t * 1000 }'
+}
+for _ in $(seq "$rounds"); do
+  run 005; run 004; run 005-keyless
+  if [ -f "$ceiling" ]; then bash "$ceiling" "$url" "$rows" 1000 | head -1; fi
+done
