@@ -72,5 +72,5 @@ run() { # variant
 }
 for _ in $(seq "$rounds"); do
   run 005; run 004; run 005-keyless
-  if [ -f "$ceiling" ]; then bash "$ceiling" "$url" "$rows" 1000 | head -1; fi
+  if [ -f "$ceiling" ]; then bash "$ceiling" "$url" "$rows" 1000 | sed -n '/mark_sent clients=1 /p'; fi
 done
