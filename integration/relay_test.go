@@ -354,7 +354,10 @@ func TestSinkOutageBurnsNoAttempts(t *testing.T) {
 		return nil
 	}}
 	written := b.writeN(20, "orders", "outage")
-	b.startRelay(s, relay.Config{BatchSize: 100, MaxAttempts: 2, OutageBackoffMin: 10 * time.Millisecond, OutageBackoffMax: 50 * time.Millisecond})
+	// One worker: the calls below are counted one by one. With more, a
+	// worker that claimed just before another found the sink down
+	// publishes its batch once more (deferred again, no attempt spent).
+	b.startRelay(s, relay.Config{BatchSize: 100, MaxAttempts: 2, Workers: 1, OutageBackoffMin: 10 * time.Millisecond, OutageBackoffMax: 50 * time.Millisecond})
 
 	await(t, 10*time.Second, func() bool { return s.callCount() >= 6 }, "relay did not probe the down sink")
 	// Sampled repeatedly during the outage: no attempt burned, nothing

@@ -94,6 +94,23 @@ func (r *Relay) decodeAll(rows []row, out *outcome) []outbox.Message {
 	return msgs
 }
 
+// sinkIsDown reports whether the sink was found down and has not
+// acknowledged anything since.
+func (r *Relay) sinkIsDown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.down
+}
+
+// sinkAnswered ends the outage: a probe got an answer other than
+// "unavailable" (an acknowledgement, or an error of its message's own).
+func (r *Relay) sinkAnswered() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down = false
+	r.outage.Reset()
+}
+
 // classify decides each published message's outcome from its result (see
 // ProcessBatch), keeps the relay's outage state, and reports whether the
 // sink is down and which messages are finished (sent, or failed for good).

@@ -70,8 +70,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	// Workers unordered batches in flight: each worker claims, publishes
 	// and records its own.
 	errc := make(chan error, r.cfg.Workers)
-	for range r.cfg.Workers {
-		go func() { errc <- r.runUnordered(ctx) }()
+	for worker := range r.cfg.Workers {
+		go func() { errc <- r.runUnordered(ctx, worker) }()
 	}
 	var first error
 	for range r.cfg.Workers {
@@ -84,13 +84,19 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // runUnordered claims and publishes unordered batches until ctx ends, or
-// returns an error retrying cannot fix.
-func (r *Relay) runUnordered(ctx context.Context) error {
+// returns an error retrying cannot fix. While the sink is down (the
+// relay's outage state, which every loop shares), worker 0 probes it with
+// one-row batches and the other workers wait.
+func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
-	sinkDown := false
 	for ctx.Err() == nil {
+		probe := r.sinkIsDown()
+		if probe && worker > 0 {
+			sleep(ctx, r.cfg.PollInterval)
+			continue
+		}
 		limit := r.cfg.BatchSize
-		if sinkDown {
+		if probe {
 			limit = 1 // probe the sink with a single row
 		}
 		woken := r.turns.begin() // before the claim: a commit during it wakes the wait below
@@ -105,22 +111,20 @@ func (r *Relay) runUnordered(ctx context.Context) error {
 			sleep(ctx, d)
 			continue
 		case res.SinkUnavailable:
-			if !sinkDown {
+			if !probe {
 				r.log.Warn("sink unavailable; pausing claims", "deferred", res.Retried)
 			}
 			r.log.Debug("sink still unavailable", "retry_in", res.Backoff)
-			sinkDown = true
 			sleep(ctx, res.Backoff)
 			continue
 		}
 		dbDown.Reset()
-		if sinkDown && res.Claimed > 0 {
-			r.log.Info("sink answers again; resuming")
-			sinkDown = false
-		}
 		switch {
-		case sinkDown:
-			sleep(ctx, r.cfg.PollInterval)
+		case probe && res.Claimed == 0:
+			sleep(ctx, r.cfg.PollInterval) // nothing to probe with yet
+		case probe:
+			r.sinkAnswered()
+			r.log.Info("sink answers again; resuming")
 		case res.Claimed < limit:
 			r.awaitTurn(ctx, woken)
 		default:
