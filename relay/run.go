@@ -101,6 +101,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		}
 		woken := r.turns.begin() // before the claim: a commit during it wakes the wait below
 		res, err := r.ProcessBatch(ctx, limit)
+		r.turns.done()
 		switch {
 		case err != nil && fatal(err):
 			// Permission denied, a dropped table: retrying cannot help.

@@ -12,6 +12,11 @@ import (
 //
 //   - a notification is taken by one worker: the first whose claim starts
 //     after it. The others find it covered and wait on;
+//   - while a worker has a batch in flight, notifications wait for it: when
+//     it is done it claims what arrived meanwhile in one batch, as a single
+//     worker would. Splitting a trickle of events over several workers
+//     would only mean more, smaller batches, that is more statements and
+//     commits for the same events;
 //   - a poll is skipped when another worker's claim started within the last
 //     half PollInterval;
 //   - a worker whose claim filled its batch invites another one: more rows
@@ -23,6 +28,7 @@ type turns struct {
 	signals  uint64        // notifications so far
 	covered  uint64        // notifications that a started claim covers
 	invited  bool          // an invitation no worker has taken yet
+	busy     int           // workers between begin and done: batches in flight
 	lastTurn time.Time     // when the last claim started
 }
 
@@ -57,23 +63,33 @@ func (t *turns) invite() {
 func (t *turns) begin() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.busy++
 	t.covered = t.signals
 	t.lastTurn = time.Now()
 	return t.ch
 }
 
-// take reports whether a woken worker should claim: a notification came
-// that no started claim covers, or an invitation waits. When it should
-// not, it returns the channel to wait on next.
+// done records that the batch begin started is finished (recorded, or
+// abandoned on an error).
+func (t *turns) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy--
+}
+
+// take reports whether a woken worker should claim: an invitation waits,
+// or a notification came that no started claim covers and no batch is in
+// flight (its worker will claim it when done). When it should not, it
+// returns the channel to wait on next.
 func (t *turns) take() (bool, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
-	case t.covered < t.signals:
-		t.covered = t.signals
-		return true, nil
 	case t.invited:
 		t.invited = false
+		return true, nil
+	case t.covered < t.signals && t.busy == 0:
+		t.covered = t.signals
 		return true, nil
 	}
 	return false, t.ch

@@ -19,6 +19,8 @@ func closed(ch <-chan struct{}) bool {
 func TestTurns(t *testing.T) {
 	tr := newTurns()
 	a, b := tr.begin(), tr.begin() // two workers claimed, found little, wait
+	tr.done()
+	tr.done()
 	if mine, _ := tr.take(); mine {
 		t.Fatal("take with nothing new: want false")
 	}
@@ -39,7 +41,16 @@ func TestTurns(t *testing.T) {
 	if mine, _ := tr.take(); mine {
 		t.Fatal("take after a claim began: the signal is covered, want false")
 	}
+	tr.signal() // arrives while that batch is in flight: it waits for it
+	if mine, _ := tr.take(); mine {
+		t.Fatal("take while a batch is in flight: want false, its worker claims when done")
+	}
+	tr.done()
+	if mine, _ := tr.take(); !mine {
+		t.Fatal("take once the batch is done: want true")
+	}
 
+	tr.begin() // in flight again: an invitation is taken all the same
 	tr.invite()
 	if !closed(next) {
 		t.Fatal("an invitation must wake the waiting workers")
@@ -50,6 +61,7 @@ func TestTurns(t *testing.T) {
 	if mine, _ := tr.take(); mine {
 		t.Fatal("an invitation is taken once")
 	}
+	tr.done()
 }
 
 // A poll is due only when no claim started within the last half interval.
@@ -59,6 +71,7 @@ func TestTurnsPollDue(t *testing.T) {
 		t.Fatal("no claim yet: want due")
 	}
 	tr.begin()
+	tr.done()
 	if tr.pollDue(time.Hour) {
 		t.Fatal("a claim just started: want not due")
 	}
