@@ -16,7 +16,8 @@ import (
 //     it is done it claims what arrived meanwhile in one batch, as a single
 //     worker would. Splitting a trickle of events over several workers
 //     would only mean more, smaller batches, that is more statements and
-//     commits for the same events;
+//     commits for the same events. A batch that takes long (a slow sink)
+//     holds them back for about a poll interval at most: polls still run;
 //   - a poll is skipped when another worker's claim started within the last
 //     half PollInterval;
 //   - a worker whose claim filled its batch invites another one: more rows
