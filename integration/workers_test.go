@@ -116,3 +116,29 @@ func (c claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tr
 }
 
 func (claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A batch held up by a slow sink holds notifications back for about a poll
+// interval at most: another worker's poll claims what arrived meanwhile.
+func TestWorkersSlowBatchHoldsOthersBackOnlyUntilAPoll(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	var held atomic.Bool
+	s := &sink{fn: func(ctx context.Context, msgs []outbox.Message) error {
+		if string(msgs[0].Payload) == "slow" && held.CompareAndSwap(false, true) {
+			select { // the first publish of "slow" hangs until the test ends it
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}}
+	b.startRelay(s, relay.Config{Workers: 2, PollInterval: 200 * time.Millisecond})
+	b.awaitListening()
+	b.write(outbox.Message{Topic: "orders", Payload: []byte("slow")})
+	await(t, 10*time.Second, held.Load, "the slow batch was not published")
+	fast := b.write(outbox.Message{Topic: "orders", Payload: []byte("fast")})[0]
+	await(t, 5*time.Second, func() bool { return b.row(fast).Status == "sent" }, "an event waited for the slow batch")
+	close(release)
+	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 2 }, "not all sent: %v", b.statuses())
+}
