@@ -101,10 +101,11 @@ func (s *sampler) sample(ctx context.Context) {
 	}
 	defer rows.Close()
 	var (
-		pid        *int
-		start      *time.Time
-		ms, oldest float64
-		query      *string
+		pid    *int
+		start  *time.Time
+		ms     *float64 // NULL, like pid, start and query, when no relay backend is idle
+		oldest float64
+		query  *string
 	)
 	baseline := s.baseline
 	s.baseline = false
@@ -120,7 +121,7 @@ func (s *sampler) sample(ctx context.Context) {
 		}
 		s.oldestXact = max(s.oldestXact, oldest)
 		reading = max(reading, oldest)
-		if pid == nil || start == nil || query == nil {
+		if pid == nil || start == nil || query == nil || ms == nil {
 			continue
 		}
 		k := statementKey{pid: *pid, start: *start}
@@ -134,9 +135,9 @@ func (s *sampler) sample(ctx context.Context) {
 		s.statements++
 		switch {
 		case strings.HasPrefix(strings.TrimSpace(*query), "WITH picked AS"):
-			s.claimMS = append(s.claimMS, ms)
+			s.claimMS = append(s.claimMS, *ms)
 		case strings.Contains(*query, "SET status = 'sent'"):
-			s.markSentMS = append(s.markSentMS, ms)
+			s.markSentMS = append(s.markSentMS, *ms)
 		}
 	}
 }
