@@ -102,8 +102,9 @@ func (r *Relay) sinkIsDown() bool {
 	return r.down
 }
 
-// sinkAnswered ends the outage: a probe got an answer other than
-// "unavailable" (an acknowledgement, or an error of its message's own).
+// sinkAnswered ends the outage: the sink acknowledged a message, or a
+// probe got an answer other than "unavailable" (an error of its message's
+// own).
 func (r *Relay) sinkAnswered() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -152,10 +153,7 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted, pa
 		}
 	}
 	if sent {
-		r.mu.Lock()
-		r.down = false
-		r.outage.Reset()
-		r.mu.Unlock()
+		r.sinkAnswered()
 	}
 	return down, finished
 }
