@@ -42,6 +42,9 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 		return BatchResult{}, nil
 	}
 	owner := r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
+	if r.cfg.Claim == ClaimLock {
+		return r.processLocked(ctx, owner, limit)
+	}
 	// The claim outlives ctx: a claim whose result is lost to a
 	// cancellation would strand rows until their lease ends.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
@@ -53,14 +56,12 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	}
 	res := BatchResult{Claimed: len(rows)}
 	ph := phases{claim: time.Since(start)}
-	var out outcome
-	msgs := r.decodeAll(rows, &out)
-	if len(msgs) > 0 {
-		start = time.Now()
-		results, interrupted := r.publish(ctx, owner, msgs)
-		ph.publish = time.Since(start)
-		r.classify(msgs, results, interrupted, false, &out, &res)
+	ids := make([]uuid.UUID, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].id
 	}
+	extend := func(ctx context.Context) (int, error) { return r.store.extend(ctx, owner, ids) }
+	out := r.publishClaimed(ctx, rows, extend, &res, &ph)
 	start = time.Now()
 	if err := r.record(ctx, owner, &out, &res); err != nil {
 		return res, err
@@ -207,16 +208,21 @@ func sinkDown(results []error, alreadyDown bool) bool {
 	return unavailable || transient >= 2 || alreadyDown && transient > 0
 }
 
-// publish sends msgs while extending their lease, and returns one result per
-// message. interrupted is true when shutdown cut the publish short.
-func (r *Relay) publish(ctx context.Context, owner string, msgs []outbox.Message) (results []error, interrupted bool) {
-	ids := make([]uuid.UUID, len(msgs))
-	for i := range msgs {
-		ids[i] = msgs[i].ID
+// publishClaimed decodes claimed rows and publishes the messages while
+// extend keeps the claim's hold on them; it returns the outcome to record
+// and counts the outage in res.
+func (r *Relay) publishClaimed(ctx context.Context, rows []row, extend func(context.Context) (int, error), res *BatchResult, ph *phases) outcome {
+	var out outcome
+	msgs := r.decodeAll(rows, &out)
+	if len(msgs) > 0 {
+		start := time.Now()
+		stop := r.keepLeases(ctx, extend, nil)
+		results, interrupted := r.publishOnce(ctx, msgs)
+		stop()
+		ph.publish = time.Since(start)
+		r.classify(msgs, results, interrupted, false, &out, res)
 	}
-	stop := r.keepLeases(ctx, owner, ids, nil)
-	defer stop()
-	return r.publishOnce(ctx, msgs)
+	return out
 }
 
 // publishOnce makes one Publish call bounded by PublishTimeout; when ctx is
@@ -241,12 +247,15 @@ func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results
 	return publishers.PerMessage(err, len(msgs)), interrupted
 }
 
-// keepLeases extends the lease of ids (and calls also, if set) every
-// Lease/3 until stop is called. Callers stop it as soon as their publishes,
-// each bounded by PublishTimeout, are over: a stuck publish does not hold its
-// rows longer than that.
-func (r *Relay) keepLeases(ctx context.Context, owner string, ids []uuid.UUID, also func(context.Context)) (stop func()) {
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// keepLeases calls extend, which renews a claim's hold on its rows and
+// returns how many it lost, (and also, if set) every Lease/3 until stop is
+// called. Callers stop it as soon as their publishes, each bounded by
+// PublishTimeout, are over: a stuck publish does not hold its rows longer
+// than that. stop waits for a renewal in flight instead of cancelling it: a
+// lock claim's renewal runs in the claim's transaction, which a cancelled
+// statement would abort.
+func (r *Relay) keepLeases(ctx context.Context, extend func(context.Context) (int, error), also func(context.Context)) (stop func()) {
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -254,16 +263,18 @@ func (r *Relay) keepLeases(ctx context.Context, owner string, ids []uuid.UUID, a
 		defer t.Stop()
 		for {
 			select {
-			case <-hctx.Done():
+			case <-quit:
 				return
 			case <-t.C:
+				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease/3)
 				if also != nil {
 					also(hctx)
 				}
-				fenced, err := r.store.extend(hctx, owner, ids)
+				fenced, err := extend(hctx)
+				cancel()
 				switch {
-				case err != nil && hctx.Err() == nil:
-					r.log.Warn("extending lease failed", "rows", len(ids), "error", err)
+				case err != nil:
+					r.log.Warn("extending lease failed", "error", err)
 				case fenced > 0:
 					r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", fenced)
 				}
@@ -271,7 +282,7 @@ func (r *Relay) keepLeases(ctx context.Context, owner string, ids []uuid.UUID, a
 		}
 	}()
 	return func() {
-		cancel()
+		close(quit)
 		<-done
 	}
 }

@@ -37,6 +37,11 @@ type Config struct {
 	// another worker to claim the next one. Rows of ordered topics are
 	// not affected. Defaults to 2; at most 64.
 	Workers int
+	// Claim is how an unordered claim holds its rows while they are
+	// published: ClaimLease (the default) or ClaimLock; see ClaimMode and
+	// docs/architecture.md#claim-modes. Rows of ordered topics are always
+	// leased.
+	Claim ClaimMode
 	// NoListen turns off waking by notification. By default the relay
 	// LISTENs on the table's channel (outbox.Table.Channel), which inserts
 	// notify at commit (migration 003), and claims at once instead of
@@ -96,6 +101,29 @@ type Config struct {
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// ClaimMode says how a claim holds its rows while they are published.
+type ClaimMode string
+
+// Claim modes.
+const (
+	// ClaimLease writes a lease on the rows (status processing, locked_by,
+	// locked_until and the attempt) and commits, then records the outcome
+	// in a second statement fenced by the lease. Two row versions per
+	// event; anyone can read in the table who holds which rows, and an
+	// attempt is counted even if the relay dies while publishing.
+	ClaimLease ClaimMode = "lease"
+	// ClaimLock locks the rows (SELECT ... FOR UPDATE SKIP LOCKED) in a
+	// transaction that stays open while they are published, and records
+	// the outcome and the attempt in the same transaction. One row version
+	// per event instead of two. The lease is PostgreSQL's
+	// idle_in_transaction_session_timeout, set to Lease and renewed while
+	// the publish makes progress: a frozen relay's session is ended and its
+	// rows are free again; a dead relay's rows are free at once. An attempt
+	// cut short by a crash is not counted, and each worker holds a
+	// connection for the whole batch.
+	ClaimLock ClaimMode = "lock"
+)
 
 // HeadOfLine says what happens to the later events of a key while its
 // earliest event keeps failing.
@@ -161,6 +189,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.Retention, 7*24*time.Hour)
 	setDefault(&c.JanitorInterval, time.Minute)
 	setDefault(&c.JanitorBatch, 1000)
+	if c.Claim == "" {
+		c.Claim = ClaimLease
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -217,6 +248,8 @@ func (c Config) validate() error {
 		return bad("BatchSize", "%d is not between 1 and 10000", c.BatchSize)
 	case c.Workers < 1 || c.Workers > 64:
 		return bad("Workers", "%d is not between 1 and 64", c.Workers)
+	case c.Claim != ClaimLease && c.Claim != ClaimLock:
+		return bad("Claim", "%q is neither %q nor %q", c.Claim, ClaimLease, ClaimLock)
 	case c.Lease < time.Second:
 		return bad("Lease", "%v is shorter than 1s", c.Lease)
 	case c.PollInterval < time.Millisecond:

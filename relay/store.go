@@ -167,13 +167,15 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, order
 		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
 		"claimJob": claimJobSQL, "deleteSent": deleteSentSQL, "recordBatch": recordBatchSQL, "finishJob": finishJobSQL,
 		"mayVacuum": mayVacuumSQL, "vacuum": vacuumSQL,
+		"claimLocked": claimLockedSQL, "lockedSent": lockedSentSQL, "lockedRetry": lockedRetrySQL, "lockedFailed": lockedFailedSQL,
 	} {
 		q = strings.ReplaceAll(q, "{{shards}}", table.Related("shards"))
 		q = strings.ReplaceAll(q, "{{jobs}}", table.Related("jobs"))
-		if name == "claim" && ordering.allTopics() {
+		if ordering.allTopics() {
 			// Every keyed row is ordered: say so in a form the keyless
 			// partial index matches.
 			q = strings.ReplaceAll(q, orderedFilter, "AND bucket IS NULL")
+			q = strings.ReplaceAll(q, orderedFilterLocked, "AND bucket IS NULL")
 		}
 		s.sql[name] = strings.ReplaceAll(q, "{{table}}", table.Ident())
 	}
@@ -243,22 +245,35 @@ func (s *store) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fe
 }
 
 func (s *store) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
-	ids, delays, errs, refunds := make([]uuid.UUID, len(rs)), make([]int64, len(rs)), make([]string, len(rs)), make([]int32, len(rs))
+	ids, delays, errs, refunds := retryColumns(rs)
+	return s.exec(ctx, "retry", len(rs), ids, delays, errs, refunds, owner)
+}
+
+func (s *store) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
+	ids, errs := failureColumns(fs)
+	return s.exec(ctx, "failed", len(fs), ids, errs, owner)
+}
+
+// retryColumns returns retries as the arrays the retry statements unnest.
+func retryColumns(rs []retry) (ids [][16]byte, delays []int64, errs []string, refunds []int32) {
+	ids, delays, errs, refunds = make([][16]byte, len(rs)), make([]int64, len(rs)), make([]string, len(rs)), make([]int32, len(rs))
 	for i, r := range rs {
 		ids[i], delays[i], errs[i] = r.id, r.delay.Milliseconds(), r.error
 		if r.refund {
 			refunds[i] = 1
 		}
 	}
-	return s.exec(ctx, "retry", len(rs), pgIDs(ids), delays, errs, refunds, owner)
+	return ids, delays, errs, refunds
 }
 
-func (s *store) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
-	ids, errs := make([]uuid.UUID, len(fs)), make([]string, len(fs))
+// failureColumns returns failures as the arrays the failed statements
+// unnest.
+func failureColumns(fs []failure) (ids [][16]byte, errs []string) {
+	ids, errs = make([][16]byte, len(fs)), make([]string, len(fs))
 	for i, f := range fs {
 		ids[i], errs[i] = f.id, f.error
 	}
-	return s.exec(ctx, "failed", len(fs), pgIDs(ids), errs, owner)
+	return ids, errs
 }
 
 func (s *store) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -16,6 +17,9 @@ import (
 // dbFlags are the flags every database command shares.
 type dbFlags struct {
 	url, schema, table string
+	// minConns raises the pool's default size (pool_max_conns in the URL
+	// still wins): lock claims hold a connection per worker.
+	minConns int
 }
 
 func (d *dbFlags) register(f *flags, defaultURL string) {
@@ -50,6 +54,9 @@ func (d *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	// whose estimate is high costs far more than running it.
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	if !strings.Contains(d.url, "pool_max_conns") && cfg.MaxConns < int32(d.minConns) {
+		cfg.MaxConns = int32(d.minConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

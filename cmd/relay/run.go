@@ -66,6 +66,7 @@ type relayFlags struct {
 	publishTimeout, shutdownTimeout time.Duration
 	outageMin, outageMax            time.Duration
 	orderedTopics, headOfLine       string
+	claimMode                       string
 	shards, shardBudget             int
 	listen                          bool
 	retention, janitorInterval      time.Duration
@@ -78,6 +79,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
 	f.Int(&r.workers, "workers", 2, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
 	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
+	f.String(&r.claimMode, "claim-mode", "lease", "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
 	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
 	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
 	f.Int(&r.maxAttempts, "max-attempts", 10, "attempts before a transiently failing row is marked failed")
@@ -100,7 +102,7 @@ func (r *relayFlags) register(f *flags) {
 
 // configFlag maps relay.Config fields to the flags that set them.
 var configFlag = map[string]string{
-	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
+	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
@@ -130,7 +132,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		}
 	}
 	return relay.Config{
-		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Lease: r.lease, PollInterval: r.pollInterval, NoListen: !r.listen,
+		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, NoListen: !r.listen,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
@@ -238,6 +240,9 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer pub.Close()
 
+	// Each worker's batch, the listener, the ordered loop and the janitor
+	// may each hold a connection at once.
+	db.minConns = cfg.Workers + 3
 	pool, err := db.pool(ctx)
 	if err != nil {
 		return err
