@@ -87,6 +87,7 @@ func TestConfigDefaults(t *testing.T) {
 		Retention:        7 * 24 * time.Hour,
 		JanitorInterval:  time.Minute,
 		JanitorBatch:     1000,
+		Claim:            ClaimLease,
 	}
 	if c.ID == "" || c.Logger != slog.Default() {
 		t.Fatalf("ID %q and Logger %p: want a generated id and slog.Default()", c.ID, c.Logger)
@@ -108,7 +109,7 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	in := Config{
-		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Workers: 2, Lease: 2 * time.Second,
+		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Workers: 2, Claim: ClaimLock, Lease: 2 * time.Second,
 		PollInterval: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
 		OutageBackoffMax: 8 * time.Second, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,
@@ -142,6 +143,8 @@ func TestConfigValidate(t *testing.T) {
 		{"OutageBackoffMax", func(c *Config) { c.OutageBackoffMin, c.OutageBackoffMax = time.Second, time.Second-1 }},
 		{"OutageBackoffMax", func(c *Config) { c.OutageBackoffMax = -1 }},
 		{"ID", func(c *Config) { c.ID = strings.Repeat("r", 201) }},
+		{"Claim", func(c *Config) { c.Claim = "optimistic" }},
+		{"Claim", func(c *Config) { c.Claim = "LOCK" }},
 	}
 	for _, c := range cases {
 		t.Run(c.field, func(t *testing.T) {
@@ -177,6 +180,8 @@ func TestConfigValidateBoundaries(t *testing.T) {
 		{"BackoffMax equals BackoffMin", func(c *Config) { c.BackoffMin, c.BackoffMax = time.Second, time.Second }},
 		{"OutageBackoffMax equals min", func(c *Config) { c.OutageBackoffMin, c.OutageBackoffMax = time.Second, time.Second }},
 		{"ID 200 bytes", func(c *Config) { c.ID = strings.Repeat("r", 200) }},
+		{"Claim lock", func(c *Config) { c.Claim = ClaimLock }},
+		{"Claim lease", func(c *Config) { c.Claim = ClaimLease }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

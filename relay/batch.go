@@ -22,7 +22,8 @@ import (
 // concurrent use. A cancelled ctx stops a claim from starting; a publish in
 // flight then gets ShutdownTimeout to finish before its rows are released.
 // The error reports database failures; sink failures are recorded per row
-// and counted in the result.
+// and counted in the result. With ClaimLock the claim, the publish and the
+// outcome share one transaction (lock.go).
 //
 // Outcomes per message: acknowledged rows are sent; permanent failures and
 // malformed rows fail at once; transient failures are retried with backoff

@@ -45,6 +45,7 @@ func TestBadConfigurationExits2NamingTheFlag(t *testing.T) {
 		{"bad head-of-line policy", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--ordered-topics", "*", "--head-of-line", "sideways"}, "--head-of-line (OUTBOX_HEAD_OF_LINE)"},
 		{"too many shards", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--ordered-topics", "orders", "--shards", "2000"}, "--shards (OUTBOX_SHARDS)"},
 		{"round-robin breaks ordering", nil, []string{"run", "--database-url", url, "--kafka-brokers", "127.0.0.1:1", "--ordered-topics", "*", "--kafka-partitioner", "round-robin"}, "breaks --ordered-topics"},
+		{"bad claim mode", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--claim-mode", "optimistic"}, "--claim-mode (OUTBOX_CLAIM_MODE)"},
 		{"bad head-of-line without ordering", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--head-of-line", "sideways"}, "--head-of-line (OUTBOX_HEAD_OF_LINE)"},
 		{"bad ordered topic", nil, []string{"run", "--sink", "stdout", "--database-url", url, "--ordered-topics", "orders,bad topic"}, "--ordered-topics (OUTBOX_ORDERED_TOPICS)"},
 		{"bad database url", nil, []string{"migrate", "up", "--database-url", "postgres://u:hunter2@[::1"}, "--database-url (OUTBOX_DATABASE_URL)"},

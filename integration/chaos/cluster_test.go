@@ -193,8 +193,11 @@ func (c *cluster) startRelay(s *slot) {
 		"--backoff-min", "100ms", "--backoff-max", "2s", "--max-attempts", "25",
 		"--outage-backoff-min", "50ms", "--outage-backoff-max", "1s",
 		"--shutdown-timeout", "5s",
-		// Odd slots run two batches in flight, so both loops meet the faults.
-		"--workers", fmt.Sprint(1+s.index%2))
+		// Odd slots run two batches in flight, so both loops meet the
+		// faults; slot 2 takes lock claims, so both claim modes do, side
+		// by side on one table.
+		"--workers", fmt.Sprint(1+s.index%2),
+		"--claim-mode", map[bool]string{false: "lease", true: "lock"}[s.index == 2])
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+dsn, "OUTBOX_KAFKA_BROKERS="+strings.Join(c.broker.Addrs(), ","))
 	p := &relayProc{name: name, cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
