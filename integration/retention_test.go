@@ -688,6 +688,17 @@ func TestRetentionVacuumsAfterDeleting(t *testing.T) {
 	expired := b.aged(100, "sent", "8 days")
 	await(t, 10*time.Second, func() bool { return b.vacuumStats().DeadTuples >= 400 },
 		"n_dead_tup is %d, want the 400 row versions the update left", b.vacuumStats().DeadTuples)
+	// VACUUM removes them only once no transaction that began before the
+	// update is still open in the database: a parallel test's lock claim
+	// holds one for as long as its publish.
+	var since int64
+	if err := b.pool.QueryRow(b.ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	await(t, 30*time.Second, func() bool {
+		return b.countActivity(`datname = current_database() AND pid <> pg_backend_pid()
+AND (backend_xid::text::bigint < $1 OR backend_xmin::text::bigint < $1)`, since) == 0
+	}, "transactions older than the update still open")
 	before := b.vacuumStats()
 
 	res := runRetention(t, b.ctx, b.newRelay(&sink{}, relay.Config{}))

@@ -267,7 +267,10 @@ func (r *Relay) keepLeases(ctx context.Context, extend func(context.Context) (in
 			case <-quit:
 				return
 			case <-t.C:
-				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease/3)
+				// A renewal may take up to a lease: a lock claim's runs on
+				// the claim's connection, which pgx closes when a statement
+				// outlives its deadline, ending the transaction.
+				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 				if also != nil {
 					also(hctx)
 				}
