@@ -12,6 +12,8 @@
 #   005         the schema as migrated (ordered_pending_idx), keyed events
 #   004         migration 005 reverted (ordered_idx also holds processing rows)
 #   005-keyless the schema as migrated, events without a key
+#   lock        a lock claim (--claim-mode lock): BEGIN, the SELECT ... FOR UPDATE
+#               SKIP LOCKED of the pending rows, one UPDATE to sent, COMMIT
 # then the ceiling's mark_sent with 1 client (CEILING: the path of ceiling.sh). Prints "<variant> events_per_s=<n>".
 set -euo pipefail
 url=${1:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -53,6 +55,20 @@ UPDATE outbox_claimcost.outbox SET status = 'sent', sent_at = now(), locked_unti
 WHERE locked_by = 'w' AND status = 'processing';
 SQL
 
+cat >"$tmp/lock.sql" <<'SQL'
+BEGIN;
+SELECT quote_literal(array_agg(id)::text) AS ids FROM (
+    SELECT id, topic, key, payload, headers, attempt, created_at FROM outbox_claimcost.outbox
+    WHERE status = 'pending' AND next_retry_at <= now()
+      AND NOT (bucket IS NOT NULL AND (false OR topic = ANY('{}'::text[])))
+    ORDER BY next_retry_at, id LIMIT 1000 FOR UPDATE SKIP LOCKED
+) AS picked \gset
+UPDATE outbox_claimcost.outbox SET status = 'sent', sent_at = now(), attempt = least(attempt, 2147483646) + 1,
+    locked_by = 'w', locked_until = NULL, last_error = NULL
+WHERE id = ANY(:ids::uuid[]);
+END;
+SQL
+
 run() { # variant
   local key="decode(md5(g::text), 'hex')"
   psql -q "$url" -c "DROP SCHEMA IF EXISTS outbox_claimcost CASCADE" -c "CREATE SCHEMA outbox_claimcost" >/dev/null 2>&1
@@ -67,10 +83,12 @@ run() { # variant
         FROM generate_series(1, $rows) g" \
     -c "VACUUM ANALYZE outbox_claimcost.outbox"
   local tps
-  tps=$(pgbench -n -c 1 -j 1 -t $((rows / 1000 * 3 / 4)) -f "$tmp/lifecycle.sql" "$url" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+  local script=lifecycle.sql
+  [ "$1" = lock ] && script=lock.sql
+  tps=$(pgbench -n -c 1 -j 1 -t $((rows / 1000 * 3 / 4)) -f "$tmp/$script" "$url" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
   awk -v n="$1" -v t="$tps" 'BEGIN { printf "%s events_per_s=%.0f\n", n, t * 1000 }'
 }
 for _ in $(seq "$rounds"); do
-  run 005; run 004; run 005-keyless
+  run 005; run 004; run 005-keyless; run lock
   if [ -f "$ceiling" ]; then bash "$ceiling" "$url" "$rows" 1000 | sed -n '/mark_sent clients=1 /p'; fi
 done
