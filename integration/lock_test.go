@@ -438,15 +438,7 @@ func TestLockClaimGracefulShutdownReleasesAtOnce(t *testing.T) {
 	b := setup(t)
 	const n = 5
 	written := b.writeN(n, "orders", "shutdown")
-	entered := make(chan struct{}, 1)
-	blocking := &sink{fn: func(ctx context.Context, _ []outbox.Message) error {
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-ctx.Done()
-		return ctx.Err()
-	}}
+	blocking, entered, _ := blockingSink() // never released: it blocks until shutdown cuts it short
 	const shutdownTimeout = 300 * time.Millisecond
 	first := b.startRelay(blocking, relay.Config{Claim: relay.ClaimLock, Lease: testLease, ShutdownTimeout: shutdownTimeout})
 	waitEntered(t, entered)

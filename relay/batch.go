@@ -61,8 +61,7 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	for i := range rows {
 		ids[i] = rows[i].id
 	}
-	extend := func(ctx context.Context) (int, error) { return r.store.extend(ctx, owner, ids) }
-	out := r.publishClaimed(ctx, rows, extend, &res, &ph)
+	out := r.publishClaimed(ctx, rows, r.extender(owner, ids), &res, &ph)
 	start = time.Now()
 	if err := r.record(ctx, owner, &out, &res); err != nil {
 		return res, err
@@ -248,9 +247,15 @@ func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results
 	return publishers.PerMessage(err, len(msgs)), interrupted
 }
 
-// keepLeases calls extend, which renews a claim's hold on its rows and
-// returns how many it lost, (and also, if set) every Lease/3 until stop is
-// called. Callers stop it as soon as their publishes, each bounded by
+// extender returns the renewal of a lease claim for keepLeases: it extends
+// the lease of ids, fenced by owner.
+func (r *Relay) extender(owner string, ids []uuid.UUID) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) { return r.store.extend(ctx, owner, ids) }
+}
+
+// keepLeases calls extend every Lease/3 until stop is called, and also too
+// if it is set. extend renews a claim's hold on its rows and returns how
+// many rows it had lost. Callers stop it as soon as their publishes, each bounded by
 // PublishTimeout, are over: a stuck publish does not hold its rows longer
 // than that. stop waits for a renewal in flight instead of cancelling it: a
 // lock claim's renewal runs in the claim's transaction, which a cancelled

@@ -145,7 +145,7 @@ func (s *store) claimLocked(ctx context.Context, conn *pgxpool.Conn, limit int) 
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", s.lease.Milliseconds()))
+	b.Queue(s.sql["lockTimeout"])
 	b.Queue(s.sql["claimLocked"], args...)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()

@@ -131,8 +131,7 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 		queues[k] = append(queues[k], msg)
 	}
 
-	extend := func(ctx context.Context) (int, error) { return r.store.extend(ctx, owner, ids) }
-	stop := r.keepLeases(ctx, extend, func(hctx context.Context) {
+	stop := r.keepLeases(ctx, r.extender(owner, ids), func(hctx context.Context) {
 		if err := r.store.extendShard(hctx, shard, lessee); err != nil {
 			r.log.Warn("extending shard lease failed", "shard", shard, "error", err)
 		}

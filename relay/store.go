@@ -179,6 +179,9 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, order
 		}
 		s.sql[name] = strings.ReplaceAll(q, "{{table}}", table.Ident())
 	}
+	// A lock claim's lease: the server ends a session idle this long
+	// inside the claim's transaction (lock.go).
+	s.sql["lockTimeout"] = fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", lease.Milliseconds())
 	return s
 }
 

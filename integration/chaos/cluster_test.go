@@ -184,6 +184,12 @@ func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 func (c *cluster) startRelay(s *slot) {
 	s.gen++
 	name := fmt.Sprintf("r%d.%d", s.index, s.gen)
+	// Slot 2 takes lock claims, so that both claim modes meet the faults,
+	// side by side on one table.
+	claimMode := "lease"
+	if s.index == 2 {
+		claimMode = "lock"
+	}
 	dsn := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&application_name=%s", s.pgProxy.Addr(), name)
 	cmd := exec.Command(c.bin, "run",
 		"--relay-id", name,
@@ -193,11 +199,9 @@ func (c *cluster) startRelay(s *slot) {
 		"--backoff-min", "100ms", "--backoff-max", "2s", "--max-attempts", "25",
 		"--outage-backoff-min", "50ms", "--outage-backoff-max", "1s",
 		"--shutdown-timeout", "5s",
-		// Odd slots run two batches in flight, so both loops meet the
-		// faults; slot 2 takes lock claims, so both claim modes do, side
-		// by side on one table.
+		// Odd slots run two batches in flight, so both loops meet the faults.
 		"--workers", fmt.Sprint(1+s.index%2),
-		"--claim-mode", map[bool]string{false: "lease", true: "lock"}[s.index == 2])
+		"--claim-mode", claimMode)
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+dsn, "OUTBOX_KAFKA_BROKERS="+strings.Join(c.broker.Addrs(), ","))
 	p := &relayProc{name: name, cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
