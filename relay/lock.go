@@ -134,8 +134,9 @@ func rollback(conn *pgxpool.Conn) {
 	_, _ = conn.Exec(ctx, "ROLLBACK")
 }
 
-// claimLocked opens a transaction on conn whose idle timeout is the lease,
-// and locks up to limit unordered rows in it; one round trip.
+// claimLocked opens a transaction on conn with the lock claim's settings
+// (among them an idle timeout of one lease) and locks up to limit unordered
+// rows in it; one round trip.
 func (s *store) claimLocked(ctx context.Context, conn *pgxpool.Conn, limit int) ([]row, error) {
 	var args []any
 	if all, topics := s.orderedTopics(); !all {
@@ -145,7 +146,7 @@ func (s *store) claimLocked(ctx context.Context, conn *pgxpool.Conn, limit int) 
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.sql["lockTimeout"])
+	b.Queue(s.sql["lockSettings"])
 	b.Queue(s.sql["claimLocked"], args...)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()

@@ -179,9 +179,11 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, order
 		}
 		s.sql[name] = strings.ReplaceAll(q, "{{table}}", table.Ident())
 	}
-	// A lock claim's lease: the server ends a session idle this long
-	// inside the claim's transaction (lock.go).
-	s.sql["lockTimeout"] = fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", lease.Milliseconds())
+	// A lock claim's transaction: the server ends a session idle this long
+	// in it, which is the claim's lease, and its statements are planned as
+	// ConfigurePool's would be (lock.go).
+	s.sql["lockSettings"] = localSettings(pool.Config().ConnConfig.RuntimeParams,
+		map[string]string{"idle_in_transaction_session_timeout": fmt.Sprint(lease.Milliseconds())})
 	return s
 }
 

@@ -42,6 +42,7 @@ type benchFlags struct {
 	pollInterval, sampleInterval time.Duration
 	timeout                      time.Duration
 	jsonOut                      bool
+	pprofAddr                    string
 
 	events, ceilingRows           int
 	ceilingClients, ceilingScript string
@@ -71,6 +72,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.Duration(&b.sampleInterval, "sample-interval", sampleInterval, "how often pg_stat_activity is sampled for statement durations; 0 turns sampling off")
 	f.Duration(&b.timeout, "timeout", bench.DefaultTimeout, "bound on each run")
 	f.Bool(&b.jsonOut, "json", false, "print JSON instead of a table")
+	f.String(&b.pprofAddr, "pprof-addr", "", `serve the harness's own Go profiles (writers, consumer) on this address; profile a relay with --relay-args "--pprof-addr ..."`)
 	switch mode {
 	case bench.ModeBurnDown:
 		f.Int(&b.events, "events", bench.DefaultEvents, "events to pre-write and drain")
@@ -229,6 +231,14 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("find the relay binary: %w", err)
 	}
 	cfg.Progress = stderr
+	if bf.pprofAddr != "" {
+		bound, stop, err := servePprof(bf.pprofAddr)
+		if err != nil {
+			return usageError("invalid value for --pprof-addr (%s): %v", envName("pprof-addr"), err)
+		}
+		defer stop()
+		fmt.Fprintf(stderr, "serving the harness's profiles on http://%s/debug/pprof/\n", bound)
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if rep != nil && len(rep.Runs)+len(rep.Ceiling) > 0 {
 		if perr := printReport(stdout, rep, bf.jsonOut); perr != nil && err == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // dbFlags are the flags every database command shares.
@@ -50,11 +51,7 @@ func (d *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, usageError("invalid value for --database-url (%s): %s", envName("database-url"), redactDSN(err.Error()))
 	}
-	// The relay's statements are short and repeated; JIT compiling a plan
-	// whose estimate is high costs far more than running it.
-	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
-		cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	}
+	relay.ConfigurePool(cfg)
 	if !strings.Contains(d.url, "pool_max_conns") && cfg.MaxConns < int32(d.minConns) {
 		cfg.MaxConns = int32(d.minConns)
 	}
