@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,24 @@ func TestNoListenHoldsNoSession(t *testing.T) {
 	await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "polling relay did not send")
 	if n := b.countActivity("query LIKE 'LISTEN %' AND query LIKE $1", "%"+b.table.Channel()+"%"); n != 0 {
 		t.Fatalf("%d LISTEN sessions with NoListen", n)
+	}
+	if err := rr.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Without notifications the relay polls adaptively: soon after a claim that
+// found rows, backing off while it finds none. Its poll interval here is a
+// minute, so only the short polls that follow found rows can send a stream
+// of events one by one within the test's deadlines.
+func TestNoListenRelayFollowsAStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.writeN(1, "stream", "first") // found by the first claim
+	rr := b.startRelay(&sink{}, relay.Config{NoListen: true, PollInterval: slowPoll, PollMin: 5 * time.Millisecond, Workers: 1})
+	for i := range 20 {
+		id := b.writeN(1, "stream", fmt.Sprintf("e%d-", i))[0]
+		await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "event %d of the stream was not sent", i)
 	}
 	if err := rr.stop(t); err != nil {
 		t.Fatal(err)

@@ -77,6 +77,7 @@ func TestConfigDefaults(t *testing.T) {
 		Workers:          2,
 		Lease:            30 * time.Second,
 		PollInterval:     500 * time.Millisecond,
+		PollMin:          5 * time.Millisecond,
 		MaxAttempts:      10,
 		BackoffMin:       time.Second,
 		BackoffMax:       5 * time.Minute,
@@ -110,7 +111,7 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	in := Config{
 		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Workers: 2, Claim: ClaimLock, Lease: 2 * time.Second,
-		PollInterval: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
+		PollInterval: time.Millisecond, PollMin: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
 		OutageBackoffMax: 8 * time.Second, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,
 		Logger: log,
@@ -133,6 +134,8 @@ func TestConfigValidate(t *testing.T) {
 		{"Lease", func(c *Config) { c.Lease = time.Second - 1 }},
 		{"Lease", func(c *Config) { c.Lease = -time.Minute }},
 		{"PollInterval", func(c *Config) { c.PollInterval = time.Millisecond - 1 }},
+		{"PollMin", func(c *Config) { c.PollMin = -time.Millisecond }},
+		{"PollMin", func(c *Config) { c.PollMin, c.PollInterval = time.Second, 100*time.Millisecond }},
 		{"MaxAttempts", func(c *Config) { c.MaxAttempts = -1 }},
 		{"BackoffMin", func(c *Config) { c.BackoffMin = -time.Second }},
 		{"BackoffMax", func(c *Config) { c.BackoffMin, c.BackoffMax = time.Minute, time.Minute-1 }},
@@ -176,6 +179,7 @@ func TestConfigValidateBoundaries(t *testing.T) {
 		{"BatchSize 10000", func(c *Config) { c.BatchSize = 10000 }},
 		{"Lease 1s", func(c *Config) { c.Lease = time.Second }},
 		{"PollInterval 1ms", func(c *Config) { c.PollInterval = time.Millisecond }},
+		{"PollMin equals PollInterval", func(c *Config) { c.PollMin, c.PollInterval = time.Second, time.Second }},
 		{"MaxAttempts 1", func(c *Config) { c.MaxAttempts = 1 }},
 		{"BackoffMax equals BackoffMin", func(c *Config) { c.BackoffMin, c.BackoffMax = time.Second, time.Second }},
 		{"OutageBackoffMax equals min", func(c *Config) { c.OutageBackoffMin, c.OutageBackoffMax = time.Second, time.Second }},

@@ -29,6 +29,13 @@ type Config struct {
 	// PollInterval is the wait after a batch that was not full. A full batch
 	// is followed by the next claim at once. Defaults to 500ms.
 	PollInterval time.Duration
+	// PollMin applies when the relay does not listen (NoListen): it then
+	// polls adaptively, PollMin after a claim that found rows, the wait
+	// doubling with each claim that found none, up to PollInterval. It
+	// follows a stream of events within about PollMin and costs an idle
+	// database a claim per PollInterval. Defaults to 5ms, or PollInterval
+	// when that is shorter.
+	PollMin time.Duration
 	// Workers is how many unordered batches a relay has in flight: each
 	// worker claims, publishes and records a batch of its own, so the
 	// database works on one batch while another is being published or
@@ -179,6 +186,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.Workers, 2)
 	setDefault(&c.Lease, 30*time.Second)
 	setDefault(&c.PollInterval, 500*time.Millisecond)
+	setDefault(&c.PollMin, min(5*time.Millisecond, c.PollInterval))
 	setDefault(&c.MaxAttempts, 10)
 	setDefault(&c.BackoffMin, time.Second)
 	setDefault(&c.BackoffMax, 5*time.Minute)
@@ -254,6 +262,8 @@ func (c Config) validate() error {
 		return bad("Lease", "%v is shorter than 1s", c.Lease)
 	case c.PollInterval < time.Millisecond:
 		return bad("PollInterval", "%v is shorter than 1ms", c.PollInterval)
+	case c.PollMin < time.Millisecond || c.PollMin > c.PollInterval:
+		return bad("PollMin", "%v is not between 1ms and PollInterval (%v)", c.PollMin, c.PollInterval)
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d is less than 1", c.MaxAttempts)
 	case c.BackoffMin <= 0:

@@ -89,6 +89,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // one-row batches and the other workers wait.
 func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	wait := r.cfg.PollMin // a relay that does not listen starts polling often
 	for ctx.Err() == nil {
 		probe := r.sinkIsDown()
 		if probe && worker > 0 {
@@ -127,11 +128,13 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			r.sinkAnswered()
 			r.log.Info("sink answers again; resuming")
 		case res.Claimed < limit:
-			r.awaitTurn(ctx, woken)
+			wait = r.pollWait(wait, res.Claimed > 0)
+			r.awaitTurn(ctx, woken, wait)
 		default:
 			// A full batch: more rows likely wait. Another worker may
 			// claim them while this one publishes.
 			r.turns.invite()
+			wait = r.pollWait(wait, true)
 		}
 	}
 	return nil

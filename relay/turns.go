@@ -104,11 +104,26 @@ func (t *turns) pollDue(d time.Duration) bool {
 	return time.Since(t.lastTurn) >= d/2
 }
 
+// pollWait is a worker's wait for its next poll after a batch that was not
+// full, given its previous wait and whether the batch found rows. A
+// listening relay is woken by notifications and polls every PollInterval.
+// One that does not listen polls PollMin after a claim that found rows and
+// doubles the wait after each that found none, up to PollInterval.
+func (r *Relay) pollWait(prev time.Duration, found bool) time.Duration {
+	switch {
+	case !r.cfg.NoListen:
+		return r.cfg.PollInterval
+	case found:
+		return r.cfg.PollMin
+	}
+	return min(2*prev, r.cfg.PollInterval)
+}
+
 // awaitTurn waits until this worker should claim again: its turn for a
 // notification or an invitation (woken is the channel begin returned), or
-// a poll that is due, or the end of ctx.
-func (r *Relay) awaitTurn(ctx context.Context, woken <-chan struct{}) {
-	poll := time.NewTimer(r.cfg.PollInterval)
+// a poll after d that is due, or the end of ctx.
+func (r *Relay) awaitTurn(ctx context.Context, woken <-chan struct{}, d time.Duration) {
+	poll := time.NewTimer(d)
 	defer poll.Stop()
 	for {
 		select {
@@ -120,10 +135,10 @@ func (r *Relay) awaitTurn(ctx context.Context, woken <-chan struct{}) {
 				return
 			}
 		case <-poll.C:
-			if r.turns.pollDue(r.cfg.PollInterval) {
+			if r.turns.pollDue(d) {
 				return
 			}
-			poll.Reset(r.cfg.PollInterval)
+			poll.Reset(d)
 		}
 	}
 }

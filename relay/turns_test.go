@@ -79,3 +79,31 @@ func TestTurnsPollDue(t *testing.T) {
 		t.Fatal("interval 0: want due")
 	}
 }
+
+// A listening relay polls every PollInterval; one that does not polls
+// PollMin after finding rows and backs off, doubling, to PollInterval.
+func TestPollWait(t *testing.T) {
+	listening := &Relay{cfg: Config{PollInterval: 400 * time.Millisecond, PollMin: 5 * time.Millisecond}}
+	if got := listening.pollWait(5*time.Millisecond, true); got != 400*time.Millisecond {
+		t.Errorf("listening relay after rows: %v, want the poll interval", got)
+	}
+	polling := &Relay{cfg: Config{PollInterval: 400 * time.Millisecond, PollMin: 5 * time.Millisecond, NoListen: true}}
+	wait := polling.pollWait(400*time.Millisecond, true)
+	if wait != 5*time.Millisecond {
+		t.Fatalf("after rows: %v, want PollMin", wait)
+	}
+	var waits []time.Duration
+	for range 8 {
+		wait = polling.pollWait(wait, false)
+		waits = append(waits, wait)
+	}
+	want := []time.Duration{10, 20, 40, 80, 160, 320, 400, 400}
+	for i := range want {
+		if waits[i] != want[i]*time.Millisecond {
+			t.Fatalf("waits after empty claims = %v, want %v ms", waits, want)
+		}
+	}
+	if got := polling.pollWait(wait, true); got != 5*time.Millisecond {
+		t.Errorf("rows after idling: %v, want PollMin", got)
+	}
+}

@@ -41,7 +41,7 @@ type benchFlags struct {
 	partitions                   int
 	pollInterval, sampleInterval time.Duration
 	timeout                      time.Duration
-	jsonOut                      bool
+	jsonOut, notify              bool
 	pprofAddr                    string
 
 	events, ceilingRows           int
@@ -64,6 +64,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.Int(&b.payload, "payload", bench.DefaultPayloadBytes, "payload bytes per event")
 	f.Int(&b.partitions, "partitions", bench.DefaultPartitions, "partitions of the topic each run creates")
 	f.Duration(&b.pollInterval, "poll-interval", bench.DefaultPollInterval, "the relays' --poll-interval")
+	f.Bool(&b.notify, "notify", true, "keep the table's notify trigger and the relays' LISTEN; false disables the trigger and runs the relays with --listen=false (they poll adaptively)")
 	f.String(&b.relayArgs, "relay-args", "", `more flags for every relay, space-separated, e.g. "--listen=false"`)
 	sampleInterval := bench.DefaultSampleInterval
 	if mode == bench.ModeSoak {
@@ -138,7 +139,7 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 	}
 	cfg := bench.Config{
 		Mode: mode, DatabaseURL: b.url, Schema: b.schema, Brokers: splitList(b.brokers), Relays: relays,
-		RelayArgs: strings.Fields(b.relayArgs),
+		RelayArgs: strings.Fields(b.relayArgs), NoNotify: !b.notify,
 		BatchSize: b.batchSize, PayloadBytes: b.payload, Partitions: b.partitions,
 		PollInterval: b.pollInterval, SampleInterval: b.sampleInterval, Timeout: b.timeout,
 		Events: b.events, CeilingRows: b.ceilingRows, NoCeiling: b.noCeiling, CeilingScript: b.ceilingScript,

@@ -61,7 +61,7 @@ func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
 type relayFlags struct {
 	id                              string
 	batchSize, maxAttempts, workers int
-	lease, pollInterval             time.Duration
+	lease, pollInterval, pollMin    time.Duration
 	backoffMin, backoffMax          time.Duration
 	publishTimeout, shutdownTimeout time.Duration
 	outageMin, outageMax            time.Duration
@@ -81,6 +81,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
 	f.String(&r.claimMode, "claim-mode", "lease", "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
 	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
+	f.Duration(&r.pollMin, "poll-min", 0, "with --listen=false: the wait after a claim that found rows; each claim that finds none doubles it, up to --poll-interval (default 5ms, or --poll-interval when shorter)")
 	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
 	f.Int(&r.maxAttempts, "max-attempts", 10, "attempts before a transiently failing row is marked failed")
 	f.Duration(&r.backoffMin, "backoff-min", time.Second, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
@@ -103,6 +104,7 @@ func (r *relayFlags) register(f *flags) {
 // configFlag maps relay.Config fields to the flags that set them.
 var configFlag = map[string]string{
 	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
+	"PollMin":     "poll-min",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
@@ -132,7 +134,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		}
 	}
 	return relay.Config{
-		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, NoListen: !r.listen,
+		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,

@@ -107,6 +107,7 @@ func (h *harness) settings() Settings {
 	s := Settings{
 		Schema: c.Schema, Brokers: h.brokers, EmbeddedBroker: h.broker != nil, Partitions: c.Partitions,
 		BatchSize: c.BatchSize, PayloadBytes: c.PayloadBytes, PollIntervalMS: ms(c.PollInterval), RelayArgs: c.RelayArgs,
+		NoNotify: c.NoNotify,
 	}
 	switch c.Mode {
 	case ModeBurnDown:
@@ -132,7 +133,7 @@ func (h *harness) run(ctx context.Context, n int) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	res := Result{Mode: h.cfg.Mode, Relays: n, BatchSize: h.cfg.BatchSize}
-	table, err := prepareOutbox(ctx, h.pool, h.cfg.Schema)
+	table, err := prepareOutbox(ctx, h.pool, h.cfg.Schema, !h.cfg.NoNotify)
 	if err != nil {
 		return res, err
 	}

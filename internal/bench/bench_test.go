@@ -158,6 +158,25 @@ func TestSteady(t *testing.T) {
 	checkCommon(t, r)
 }
 
+// Without the notify trigger the relays poll: adaptively, so that the
+// latency stays far below the poll interval of 2s.
+func TestSteadyWithoutNotify(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t, ModeSteady)
+	cfg.Rate, cfg.Duration, cfg.Writers, cfg.Grace = 200, 2*time.Second, 2, 10*time.Second
+	cfg.NoNotify, cfg.PollInterval = true, 2*time.Second
+	rep := run(t, cfg)
+	r := rep.Runs[0]
+	if r.Missing != 0 || r.Duplicates != 0 || r.Received != r.Events || r.Events < 390 {
+		t.Errorf("events %d, received %d, missing %d, duplicates %d: want about 400, each delivered once",
+			r.Events, r.Received, r.Missing, r.Duplicates)
+	}
+	if !rep.Settings.NoNotify || r.Steady == nil || r.Steady.Latency == nil || r.Steady.Latency.P50 > 500 {
+		t.Errorf("no_notify %v, steady %+v, latency %+v: want p50 well under the 2s poll interval", rep.Settings.NoNotify, r.Steady, r.Steady.Latency)
+	}
+	checkCommon(t, r)
+}
+
 func TestIdle(t *testing.T) {
 	t.Parallel()
 	cfg := newConfig(t, ModeIdle)

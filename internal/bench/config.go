@@ -103,6 +103,11 @@ type Config struct {
 	// RelayArgs are appended to every relay's command line, after the
 	// harness's own flags, e.g. ["--listen=false"]. Defaults to none.
 	RelayArgs []string
+	// NoNotify disables the table's notify trigger (migration 003) after
+	// migrating and runs the relays with --listen=false, so that they poll
+	// (adaptively, see relay.Config.PollMin): what writers gain without
+	// NOTIFY's commit-time lock, and what latency costs. Defaults to false.
+	NoNotify bool
 	// Partitions is the partition count of the topics Run creates.
 	// Defaults to 3.
 	Partitions int

@@ -65,6 +65,9 @@ func relayArgs(cfg Config, brokers []string, id string) []string {
 			"--janitor-interval", cfg.JanitorInterval.String(),
 			"--janitor-batch", fmt.Sprint(cfg.JanitorBatch))
 	}
+	if cfg.NoNotify {
+		args = append(args, "--listen=false")
+	}
 	return append(args, cfg.RelayArgs...)
 }
 

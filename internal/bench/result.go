@@ -35,6 +35,7 @@ type Settings struct {
 	PayloadBytes   int      `json:"payload_bytes"`
 	PollIntervalMS float64  `json:"poll_interval_ms"`
 	RelayArgs      []string `json:"relay_args,omitempty"`
+	NoNotify       bool     `json:"no_notify,omitempty"`
 	Events         int      `json:"events,omitempty"`
 	Rate           int      `json:"rate,omitempty"`
 	Writers        int      `json:"writers,omitempty"`

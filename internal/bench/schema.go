@@ -112,14 +112,21 @@ func dropSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	return nil
 }
 
-// prepareOutbox recreates schema and migrates the outbox table in it.
-func prepareOutbox(ctx context.Context, pool *pgxpool.Pool, schema string) (outbox.Table, error) {
+// prepareOutbox recreates schema and migrates the outbox table in it;
+// without notify, inserts into it do not notify.
+func prepareOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, notify bool) (outbox.Table, error) {
 	table := outbox.Table{Schema: schema, Name: outbox.DefaultTable}
 	if err := resetSchema(ctx, pool, schema); err != nil {
 		return table, err
 	}
 	if _, err := migrations.Up(ctx, pool, table); err != nil {
 		return table, fmt.Errorf("migrate %s: %w", table, err)
+	}
+	if !notify {
+		q := "ALTER TABLE " + table.Ident() + " DISABLE TRIGGER " + pgx.Identifier{table.Name + "_notify"}.Sanitize()
+		if _, err := pool.Exec(ctx, q); err != nil {
+			return table, fmt.Errorf("disable the notify trigger of %s: %w", table, err)
+		}
 	}
 	return table, nil
 }

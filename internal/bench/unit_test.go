@@ -130,6 +130,11 @@ func TestConfigValidation(t *testing.T) {
 	if args := strings.Join(relayArgs(valid.withDefaults(), []string{"b:9092"}, "r1"), " "); strings.Contains(args, "--retention") {
 		t.Errorf("burn-down relay args %q set the retention", args)
 	}
+	quiet := valid
+	quiet.NoNotify = true
+	if args := strings.Join(relayArgs(quiet.withDefaults(), []string{"b:9092"}, "r1"), " "); !strings.Contains(args, "--listen=false") {
+		t.Errorf("relay args %q without notifications do not turn listening off", args)
+	}
 	for _, c := range cases {
 		cfg := valid
 		c.modify(&cfg)
