@@ -53,7 +53,15 @@ func exampleTable(ctx context.Context, pool *pgxpool.Pool) (outbox.Table, func()
 
 func ExampleRelay_Run() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, cmp.Or(os.Getenv("OUTBOX_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"))
+	cfg, err := pgxpool.ParseConfig(cmp.Or(os.Getenv("OUTBOX_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The session settings the relay's statements are planned under. An
+	// application whose own queries want the server's defaults gives the
+	// relay a pool of its own instead of sharing this one.
+	relay.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
