@@ -44,7 +44,7 @@
 // JanitorInterval and JanitorBatch become the relays' --retention,
 // --janitor-interval and --janitor-batch). When the writers start, every
 // Config.SampleEvery after, and once they stopped, it reads on one
-// connection: pg_total_relation_size, pg_table_size and pg_indexes_size;
+// connection: pg_table_size and pg_indexes_size (their sum is the size);
 // n_live_tup, n_dead_tup and autovacuum_count of pg_stat_user_tables
 // after pg_stat_force_next_flush(); the pending, processing and sent rows,
 // each counted on its partial index under a 1s statement_timeout; the

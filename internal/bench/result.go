@@ -348,8 +348,9 @@ type SoakStats struct {
 type SoakSample struct {
 	// ElapsedS is the time since the writers started.
 	ElapsedS float64 `json:"elapsed_s"`
-	// SizeBytes is pg_total_relation_size of the outbox table: heap,
-	// TOAST and indexes. TableBytes is pg_table_size (heap, TOAST, free
+	// SizeBytes is the outbox table's total size, TableBytes +
+	// IndexesBytes, as pg_total_relation_size counts it: heap, TOAST and
+	// indexes. TableBytes is pg_table_size (heap, TOAST, free
 	// space and visibility maps; no indexes) and IndexesBytes
 	// pg_indexes_size.
 	SizeBytes    int64 `json:"size_bytes"`

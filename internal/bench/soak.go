@@ -19,9 +19,12 @@ import (
 // The statements of a soak sample. {{table}} and {{jobs}} are replaced by
 // quoted identifiers.
 const (
-	// soakTableSQL reads the sizes and the statistics of the table.
-	soakTableSQL = `SELECT pg_total_relation_size(c.oid),
-       pg_table_size(c.oid),
+	// soakTableSQL reads the sizes and the statistics of the table. The
+	// total is the sum of the two sizes, which is what
+	// pg_total_relation_size computes: calling it as well would read the
+	// files at another instant, and a concurrent insert could make the
+	// three disagree.
+	soakTableSQL = `SELECT pg_table_size(c.oid),
        pg_indexes_size(c.oid),
        coalesce(s.n_live_tup, 0),
        coalesce(s.n_dead_tup, 0),
@@ -275,9 +278,10 @@ func readSoakSample(ctx context.Context, pool *pgxpool.Pool, table outbox.Table)
 			return err
 		}
 		if err := c.QueryRow(ctx, soakTableSQL, table.Ident()).Scan(
-			&s.SizeBytes, &s.TableBytes, &s.IndexesBytes, &s.LiveTuples, &s.DeadTuples, &s.Autovacuums, &s.Vacuums); err != nil {
+			&s.TableBytes, &s.IndexesBytes, &s.LiveTuples, &s.DeadTuples, &s.Autovacuums, &s.Vacuums); err != nil {
 			return err
 		}
+		s.SizeBytes = s.TableBytes + s.IndexesBytes
 		var err error
 		if s.Pending, s.Processing, s.Sent, err = countByStatus(ctx, c, table); err != nil {
 			return err
