@@ -22,13 +22,7 @@ const activitySQL = `SELECT a.pid,
        extract(epoch FROM a.state_change - a.query_start) * 1000,
        left(a.query, 200),
        o.oldest
-FROM (
-    SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0) AS oldest
-    FROM pg_stat_activity
-    WHERE datname = current_database()
-      AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
-      AND pid <> pg_backend_pid()
-) AS o
+FROM (SELECT (` + oldestXactSQL + `) AS oldest) AS o
 LEFT JOIN pg_stat_activity AS a
     ON a.application_name = ANY($1)
    AND a.state = 'idle'

@@ -49,11 +49,16 @@ WHERE job = 'retention'`
 
 	// oldestXactSQL is the age of the oldest transaction holding a snapshot
 	// or a transaction id in the database, other than the reading one's
-	// (activitySQL's measure).
+	// (activitySQL uses it too). Idle sessions are left out: they hold no
+	// transaction, but one that LISTENs takes a snapshot for a moment each
+	// time it reads notifications, while pg_stat_activity still shows the
+	// xact_start of its last real transaction, as old as the session. That
+	// read as a transaction open for the whole run in every steady run.
 	oldestXactSQL = `SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0)::float8
 FROM pg_stat_activity
 WHERE datname = current_database()
   AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+  AND state <> 'idle'
   AND pid <> pg_backend_pid()`
 )
 
