@@ -131,7 +131,7 @@ func TestConfigurePoolPlansLeaseClaimsEachRun(t *testing.T) {
 	drainInBatches(t, b, r, runs)
 	counts := planCounts(t, pool, b.table.Ident())
 	assertPlannedEachRun(t, counts, runs, "WITH picked AS (", "UPDATE "+b.table.Ident())
-	for name, want := range map[string]string{"plan_cache_mode": "force_custom_plan", "enable_bitmapscan": "off", "jit": "on", "synchronous_commit": "off"} {
+	for name, want := range map[string]string{"plan_cache_mode": "force_custom_plan", "enable_bitmapscan": "off", "jit": "on"} {
 		var got string
 		if err := pool.QueryRow(b.ctx, "SHOW "+name).Scan(&got); err != nil || got != want {
 			t.Errorf("SHOW %s = %q, %v; want %q", name, got, err, want)

@@ -25,20 +25,10 @@ import (
 //     marks the dead entries it passes, so the next scan skips them.
 //   - jit=off: compiling a plan costs milliseconds; these statements run in
 //     less.
-//   - synchronous_commit=off: the relay's commits (claims, outcomes, the
-//     janitor's deletes) do not wait for their WAL flush. A crash of the
-//     server can lose the last of them (up to 3 x wal_writer_delay, 600 ms
-//     by default). WAL keeps commit order, so what survives is a prefix:
-//     rows go back to the state of an earlier claim or outcome and are
-//     published again. That is a duplicate, which at-least-once allows
-//     after a crash, never a lost or reordered event. The applications'
-//     own transactions, which write the events, keep their setting. It
-//     takes a WAL flush off every claim and every outcome.
 var sessionSettings = map[string]string{
-	"plan_cache_mode":    "force_custom_plan",
-	"enable_bitmapscan":  "off",
-	"jit":                "off",
-	"synchronous_commit": "off",
+	"plan_cache_mode":   "force_custom_plan",
+	"enable_bitmapscan": "off",
+	"jit":               "off",
 }
 
 // ConfigurePool sets the session settings the relay's statements are
