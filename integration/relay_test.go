@@ -341,63 +341,79 @@ func TestPermanentErrorFailsAtOnce(t *testing.T) {
 // While the sink is down as a whole (publishers.Unavailable), rows are
 // deferred without spending attempts and the relay probes with one row;
 // once the sink answers, everything is delivered on its first counted
-// attempt.
+// attempt, once. In both claim modes: a lease claim's probe row shows its
+// attempt while in flight; a lock claim writes nothing until the outcome.
 func TestSinkOutageBurnsNoAttempts(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	var down atomic.Bool
-	down.Store(true)
-	s := &sink{fn: func(context.Context, []outbox.Message) error {
-		if down.Load() {
-			return publishers.Unavailable(errors.New("dial tcp 127.0.0.1:9092: connection refused"))
-		}
-		return nil
-	}}
-	written := b.writeN(20, "orders", "outage")
-	// One worker: the calls below are counted one by one. With more, a
-	// worker that claimed just before another found the sink down
-	// publishes its batch once more (deferred again, no attempt spent).
-	b.startRelay(s, relay.Config{BatchSize: 100, MaxAttempts: 2, Workers: 1, OutageBackoffMin: 10 * time.Millisecond, OutageBackoffMax: 50 * time.Millisecond})
+	for _, c := range []struct {
+		mode         relay.ClaimMode
+		probeAttempt int // the most attempt a row shows during the outage
+	}{
+		{mode: relay.ClaimLease, probeAttempt: 1},
+		{mode: relay.ClaimLock, probeAttempt: 0},
+	} {
+		t.Run(string(c.mode), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var down atomic.Bool
+			down.Store(true)
+			s := &sink{fn: func(context.Context, []outbox.Message) error {
+				if down.Load() {
+					return publishers.Unavailable(errors.New("dial tcp 127.0.0.1:9092: connection refused"))
+				}
+				return nil
+			}}
+			written := b.writeN(20, "orders", "outage")
+			// One worker: the calls below are counted one by one. With more, a
+			// worker that claimed just before another found the sink down
+			// publishes its batch once more (deferred again, no attempt spent).
+			b.startRelay(s, relay.Config{Claim: c.mode, BatchSize: 100, MaxAttempts: 2, Workers: 1,
+				OutageBackoffMin: 10 * time.Millisecond, OutageBackoffMax: 50 * time.Millisecond})
 
-	await(t, 10*time.Second, func() bool { return s.callCount() >= 6 }, "relay did not probe the down sink")
-	// Sampled repeatedly during the outage: no attempt burned, nothing
-	// retried, failed or sent; at most the probe row is in flight.
-	for i := 0; i < 5; i++ {
-		var burned, maxAttempt, withError, done int
-		err := b.pool.QueryRow(b.ctx, b.sql(`SELECT
+			await(t, 10*time.Second, func() bool { return s.callCount() >= 6 }, "relay did not probe the down sink")
+			// Sampled repeatedly during the outage: no attempt burned, nothing
+			// retried, failed or sent; at most the probe row is in flight.
+			for i := 0; i < 5; i++ {
+				var burned, maxAttempt, withError, done int
+				err := b.pool.QueryRow(b.ctx, b.sql(`SELECT
     count(*) FILTER (WHERE status = 'pending' AND attempt <> 0),
     coalesce(max(attempt), 0),
     count(*) FILTER (WHERE last_error NOT LIKE '%sink unavailable%'),
     count(*) FILTER (WHERE status IN ('sent', 'failed'))
 FROM {{table}}`)).Scan(&burned, &maxAttempt, &withError, &done)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if burned != 0 || maxAttempt > 1 || withError != 0 || done != 0 {
-			t.Fatalf("during the outage: %d pending rows with attempts, max attempt %d, %d with a last_error other than the outage, %d sent/failed; want 0, <=1, 0, 0",
-				burned, maxAttempt, withError, done)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got := len(s.call(0)); got != 20 {
-		t.Errorf("first call published %d messages, want the whole batch of 20", got)
-	}
-	for i := 1; i < s.callCount()-1; i++ {
-		if got := len(s.call(i)); got != 1 {
-			t.Errorf("probe call %d carried %d messages, want 1", i, got)
-		}
-	}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if burned != 0 || maxAttempt > c.probeAttempt || withError != 0 || done != 0 {
+					t.Fatalf("during the outage: %d pending rows with attempts, max attempt %d, %d with a last_error other than the outage, %d sent/failed; want 0, <=%d, 0, 0",
+						burned, maxAttempt, withError, done, c.probeAttempt)
+				}
+				time.Sleep(20 * time.Millisecond) // spacing the samples over several probes
+			}
+			if got := len(s.call(0)); got != 20 {
+				t.Errorf("first call published %d messages, want the whole batch of 20", got)
+			}
+			for i := 1; i < s.callCount()-1; i++ {
+				if got := len(s.call(i)); got != 1 {
+					t.Errorf("probe call %d carried %d messages, want 1", i, got)
+				}
+			}
+			if k := b.count("last_error LIKE '%sink unavailable%' AND locked_by IS NOT NULL"); k == 0 {
+				t.Errorf("no row records the outage and the claim that deferred it: %v", b.rows("true"))
+			}
 
-	down.Store(false)
-	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 20 }, "delivery did not resume: %v", b.statuses())
-	if n := b.count("attempt = 1 AND last_error IS NULL AND sent_at IS NOT NULL"); n != 20 {
-		t.Errorf("%d of 20 rows sent on attempt 1 without error; outage attempts were counted", n)
-	}
-	acked := s.ackedByID()
-	for _, id := range written {
-		if acked[id] != 1 {
-			t.Errorf("row %s acknowledged %d times, want 1", id, acked[id])
-		}
+			down.Store(false)
+			await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 20 }, "delivery did not resume: %v", b.statuses())
+			if n := b.count("attempt = 1 AND last_error IS NULL AND sent_at IS NOT NULL AND locked_until IS NULL"); n != 20 {
+				t.Errorf("%d of 20 rows sent on attempt 1 without error; outage attempts were counted", n)
+			}
+			acked := s.ackedByID()
+			for _, id := range written {
+				if acked[id] != 1 {
+					t.Errorf("row %s acknowledged %d times, want 1", id, acked[id])
+				}
+			}
+		})
 	}
 }
 

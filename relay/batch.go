@@ -253,13 +253,13 @@ func (r *Relay) extender(owner string, ids []uuid.UUID) func(context.Context) (i
 	return func(ctx context.Context) (int, error) { return r.store.extend(ctx, owner, ids) }
 }
 
-// keepLeases calls extend every Lease/3 until stop is called, and also too
-// if it is set. extend renews a claim's hold on its rows and returns how
-// many rows it had lost. Callers stop it as soon as their publishes, each bounded by
-// PublishTimeout, are over: a stuck publish does not hold its rows longer
-// than that. stop waits for a renewal in flight instead of cancelling it: a
-// lock claim's renewal runs in the claim's transaction, which a cancelled
-// statement would abort.
+// keepLeases calls extend (and also, if set) every Lease/3 until stop is
+// called. extend renews a claim's hold on its rows and returns how many
+// rows it had lost. Callers stop it as soon as their publishes, each
+// bounded by PublishTimeout, are over: a stuck publish does not hold its
+// rows longer than that. stop waits for a renewal in flight instead of
+// cancelling it: a lock claim's renewal runs in the claim's transaction,
+// which a cancelled statement would abort.
 func (r *Relay) keepLeases(ctx context.Context, extend func(context.Context) (int, error), also func(context.Context)) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
