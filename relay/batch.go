@@ -36,6 +36,23 @@ import (
 // unreachable partition, say) is deferred by BackoffMin, also without
 // spending its attempt.
 func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
+	return r.processBatch(ctx, limit, inLoop{})
+}
+
+// inLoop is what Run's workers change in ProcessBatch.
+type inLoop struct {
+	// published, when not nil, is called once the batch's publish is over,
+	// before its outcome is recorded: Run lets another worker claim then.
+	// It is not called when the claim finds nothing or fails.
+	published func()
+	// ride marks the rows of a lease batch the sink took whole sent with
+	// a later claim (ride.go): its result then counts them claimed only.
+	// The claim also marks the rows of earlier such batches.
+	ride bool
+}
+
+// processBatch is ProcessBatch with Run's changes.
+func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (BatchResult, error) {
 	if limit <= 0 {
 		limit = r.cfg.BatchSize
 	}
@@ -44,24 +61,44 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	}
 	owner := r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
 	if r.cfg.Claim == ClaimLock {
-		return r.processLocked(ctx, owner, limit)
+		return r.processLocked(ctx, owner, limit, loop.published)
 	}
 	// The claim outlives ctx: a claim whose result is lost to a
 	// cancellation would strand rows until their lease ends.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer cancel()
+	var riders []rider
+	if loop.ride {
+		riders = r.rides.take()
+	}
 	start := time.Now()
-	rows, err := r.store.claim(cctx, owner, limit)
-	if err != nil || len(rows) == 0 {
+	rows, fenced, err := r.store.claimWith(cctx, owner, limit, riders)
+	if err != nil {
+		r.rides.add(riders...) // for the next claim, or on their own
 		return BatchResult{}, err
 	}
+	claimed := time.Since(start)
+	for i, rd := range riders {
+		rd.ph.record = claimed
+		r.rode(rd, fenced[i])
+	}
+	if len(rows) == 0 {
+		return BatchResult{}, nil
+	}
 	res := BatchResult{Claimed: len(rows)}
-	ph := phases{claim: time.Since(start)}
+	ph := phases{claim: claimed}
 	ids := make([]uuid.UUID, len(rows))
 	for i := range rows {
 		ids[i] = rows[i].id
 	}
 	out := r.publishClaimed(ctx, rows, r.extender(owner, ids), &res, &ph)
+	if loop.published != nil {
+		loop.published()
+	}
+	if loop.ride && len(out.sent) == len(rows) {
+		r.rides.add(rider{owner: owner, ids: out.sent, res: res, ph: ph})
+		return res, nil
+	}
 	start = time.Now()
 	if err := r.record(ctx, owner, &out, &res); err != nil {
 		return res, err

@@ -88,7 +88,7 @@ WHERE o.id = r.id`
 
 // processLocked is ProcessBatch for ClaimLock: the claim, the publish and
 // the outcome share one transaction on one connection.
-func (r *Relay) processLocked(ctx context.Context, owner string, limit int) (BatchResult, error) {
+func (r *Relay) processLocked(ctx context.Context, owner string, limit int, published func()) (BatchResult, error) {
 	// As with a lease claim, the claim outlives ctx.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer cancel()
@@ -114,6 +114,9 @@ func (r *Relay) processLocked(ctx context.Context, owner string, limit int) (Bat
 		return 0, err
 	}
 	out := r.publishClaimed(ctx, rows, renew, &res, &ph)
+	if published != nil {
+		published()
+	}
 	start = time.Now()
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer wcancel()

@@ -24,6 +24,7 @@ type Relay struct {
 	seq   atomic.Uint64 // numbers claims, for their owner tokens
 	bell  *bell         // rung when an insert into the table commits
 	turns *turns        // shares wake-ups among the unordered workers
+	rides *rides        // published rows waiting for a claim to mark them sent
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 
@@ -75,6 +76,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		bell:   newBell(),
 		turns:  newTurns(),
 	}
+	r.rides = newRides(rideWait, r.markRiders)
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.
 	r.seq.Store(rand.Uint64() >> 24)

@@ -80,6 +80,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			stop()
 		}
 	}
+	// Published rows still waiting for a claim are marked sent now.
+	r.markRiders()
+	r.rides.waitTimers()
 	return first
 }
 
@@ -101,8 +104,11 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			limit = 1 // probe the sink with a single row
 		}
 		woken := r.turns.begin() // before the claim: a commit during it wakes the wait below
-		res, err := r.ProcessBatch(ctx, limit)
-		r.turns.done()
+		// The turn ends when the publish does: another worker may claim
+		// what committed meanwhile while this one records.
+		done := sync.OnceFunc(r.turns.done)
+		res, err := r.processBatch(ctx, limit, inLoop{published: done, ride: true})
+		done()
 		switch {
 		case err != nil && fatal(err):
 			// Permission denied, a dropped table: retrying cannot help.

@@ -200,15 +200,60 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 
 // claim takes up to limit unordered rows and leases them to owner.
 func (s *store) claim(ctx context.Context, owner string, limit int) ([]row, error) {
-	args := []any{limit, owner, s.lease.Milliseconds()}
-	if all, topics := s.orderedTopics(); !all { // with all topics ordered the filter takes no parameters
-		args = append(args, all, topics)
-	}
-	rows, err := s.pool.Query(ctx, s.sql["claim"], args...)
+	rows, err := s.pool.Query(ctx, s.sql["claim"], s.claimArgs(owner, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return collectRows(rows, false)
+}
+
+// claimArgs are the claim statement's parameters.
+func (s *store) claimArgs(owner string, limit int) []any {
+	args := []any{limit, owner, s.lease.Milliseconds()}
+	if all, topics := s.orderedTopics(); !all { // with all topics ordered the filter takes no parameters
+		args = append(args, all, topics)
+	}
+	return args
+}
+
+// claimWith claims like claim and, in the same transaction and round trip,
+// marks the riders' rows sent. fenced[i] counts the rows of riders[i]
+// another claim held by then. On an error nothing is written.
+func (s *store) claimWith(ctx context.Context, owner string, limit int, riders []rider) (rows []row, fenced []int, err error) {
+	if len(riders) == 0 {
+		rows, err = s.claim(ctx, owner, limit)
+		return rows, nil, err
+	}
+	b := &pgx.Batch{}
+	for _, rd := range riders {
+		b.Queue(s.sql["sent"], pgIDs(rd.ids), rd.owner)
+	}
+	b.Queue(s.sql["claim"], s.claimArgs(owner, limit)...)
+	// A batch runs in one implicit transaction, committed after its last
+	// statement: Close reports a failure of any of them.
+	br := s.pool.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			rows, fenced, err = nil, nil, fmt.Errorf("claim: %w", cerr)
+		}
+	}()
+	fenced = make([]int, len(riders))
+	for i, rd := range riders {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, nil, fmt.Errorf("claim: mark sent: %w", err)
+		}
+		fenced[i] = len(rd.ids) - int(tag.RowsAffected())
+	}
+	q, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim: %w", err)
+	}
+	rows, err = collectRows(q, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rows, fenced, nil
 }
 
 // collectRows reads claimed rows; an ordered claim returns tx as well.

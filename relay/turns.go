@@ -13,8 +13,8 @@ import (
 //   - a notification is taken by one worker: the first whose claim starts
 //     after it. The others find it covered and wait on;
 //   - while a worker has a batch in flight, notifications wait for it: when
-//     it is done it claims what arrived meanwhile in one batch, as a single
-//     worker would. Splitting a trickle of events over several workers
+//     its publish is over, one worker claims what arrived meanwhile in one
+//     batch, as a single worker would, while the first records its outcome. Splitting a trickle of events over several workers
 //     would only mean more, smaller batches, that is more statements and
 //     commits for the same events. A batch that takes long (a slow sink)
 //     holds them back for about a poll interval at most: polls still run;
@@ -70,12 +70,17 @@ func (t *turns) begin() <-chan struct{} {
 	return t.ch
 }
 
-// done records that the batch begin started is finished (recorded, or
-// abandoned on an error).
+// done records that the batch begin started no longer holds the turn: it
+// is published (its outcome may still be being recorded), or abandoned.
+// Notifications that came meanwhile wake the waiting workers, so that one
+// claims them now.
 func (t *turns) done() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.busy--
+	if t.busy == 0 && t.covered < t.signals {
+		t.wake()
+	}
 }
 
 // take reports whether a woken worker should claim: an invitation waits,

@@ -42,15 +42,26 @@ func TestTurns(t *testing.T) {
 		t.Fatal("take after a claim began: the signal is covered, want false")
 	}
 	tr.signal() // arrives while that batch is in flight: it waits for it
-	if mine, _ := tr.take(); mine {
-		t.Fatal("take while a batch is in flight: want false, its worker claims when done")
+	mine, idle := tr.take()
+	if mine {
+		t.Fatal("take while a batch is in flight: want false, a worker claims when its publish is over")
 	}
-	tr.done()
+	tr.done() // published: the worker records its outcome, another may claim
+	if !closed(idle) {
+		t.Fatal("done with a notification waiting must wake the waiting workers")
+	}
 	if mine, _ := tr.take(); !mine {
 		t.Fatal("take once the batch is done: want true")
 	}
+	tr.begin()
+	_, idle = tr.take()
+	tr.done()
+	if closed(idle) {
+		t.Fatal("done with nothing new must not wake the waiting workers")
+	}
 
 	tr.begin() // in flight again: an invitation is taken all the same
+	_, next = tr.take()
 	tr.invite()
 	if !closed(next) {
 		t.Fatal("an invitation must wake the waiting workers")

@@ -1,0 +1,199 @@
+package relay
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// insertRows adds n due pending rows to table.
+func insertRows(t *testing.T, pool *pgxpool.Pool, table outbox.Table, n int) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), "INSERT INTO "+table.Ident()+
+		` (id, topic, payload) SELECT gen_random_uuid(), 'orders', '\x00' FROM generate_series(1, $1)`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statusOf returns each row's status, locked_by and writing transaction
+// (xmin), by id.
+func statusOf(t *testing.T, pool *pgxpool.Pool, table outbox.Table) map[string][3]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT id::text, status, coalesce(locked_by, ''), xmin::text FROM "+table.Ident())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][3]string{}
+	for rows.Next() {
+		var id string
+		var v [3]string
+		if err := rows.Scan(&id, &v[0], &v[1], &v[2]); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func quietRelay(t *testing.T, pool *pgxpool.Pool, cfg Config) *Relay {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := New(pool, nopPublisher{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A lease batch the sink took whole is marked sent by the next claim, in
+// the claim's own transaction; a row another claim holds by then is left
+// alone; what no claim took is marked on its own by markRiders.
+func TestSentRowsRideOnTheNextClaim(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	r := quietRelay(t, pool, Config{Table: table, ID: "ride"})
+	r.rides = newRides(time.Hour, r.markRiders) // no timer: only a claim or markRiders marks rows
+	ride := inLoop{ride: true}
+
+	insertRows(t, pool, table, 3)
+	res, err := r.processBatch(ctx, 0, ride)
+	if err != nil || res.Claimed != 3 || res.Sent != 0 {
+		t.Fatalf("first batch = %+v, %v; want 3 claimed, none marked sent yet", res, err)
+	}
+	first := statusOf(t, pool, table)
+	var stolen string
+	for id, v := range first {
+		if v[0] != "processing" {
+			t.Fatalf("row %s is %s after its publish; want processing until a claim marks it", id, v[0])
+		}
+		stolen = id
+	}
+	// Another claim took one row over (the lease ran out, say).
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET locked_by = 'other#1' WHERE id = $1", stolen); err != nil {
+		t.Fatal(err)
+	}
+
+	insertRows(t, pool, table, 2)
+	res, err = r.processBatch(ctx, 0, ride)
+	if err != nil || res.Claimed != 2 {
+		t.Fatalf("second batch = %+v, %v; want 2 claimed", res, err)
+	}
+	second := statusOf(t, pool, table)
+	var claimTx string
+	for id, v := range second {
+		if _, old := first[id]; !old && v[0] == "processing" {
+			claimTx = v[2]
+		}
+	}
+	for id, v := range second {
+		switch _, old := first[id]; {
+		case id == stolen:
+			if v[0] != "processing" || v[1] != "other#1" {
+				t.Errorf("the row another claim holds is %s by %q; want it left processing by other#1", v[0], v[1])
+			}
+		case old:
+			if v[0] != "sent" || v[2] != claimTx {
+				t.Errorf("row %s of the first batch is %s, written by transaction %s; want sent by the second claim's transaction %s", id, v[0], v[2], claimTx)
+			}
+		case v[0] != "processing":
+			t.Errorf("row %s of the second batch is %s; want processing", id, v[0])
+		}
+	}
+
+	r.markRiders()
+	third := statusOf(t, pool, table)
+	for id, v := range third {
+		if _, old := first[id]; !old && v[0] != "sent" {
+			t.Errorf("row %s of the second batch is %s after markRiders; want sent", id, v[0])
+		}
+	}
+	if left := r.rides.take(); len(left) != 0 {
+		t.Fatalf("%d riders still wait after markRiders", len(left))
+	}
+}
+
+// On a quiet table no claim comes: published rows are marked sent on
+// their own after rideWait.
+func TestRidersAreMarkedWithoutAClaim(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	r := quietRelay(t, pool, Config{Table: table, ID: "alone"})
+	insertRows(t, pool, table, 2)
+	if res, err := r.processBatch(context.Background(), 0, inLoop{ride: true}); err != nil || res.Claimed != 2 {
+		t.Fatalf("batch = %+v, %v; want 2 claimed", res, err)
+	}
+	awaitSent(t, pool, table, 2)
+}
+
+// awaitSent waits until n rows are sent.
+func awaitSent(t *testing.T, pool *pgxpool.Pool, table outbox.Table, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var sent int
+		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table.Ident()+" WHERE status = 'sent'").Scan(&sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows sent after 20s; want %d", sent, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// countingPublisher acknowledges every message and counts them.
+type countingPublisher struct{ n atomic.Int64 }
+
+func (p *countingPublisher) Publish(_ context.Context, msgs []outbox.Message) error {
+	p.n.Add(int64(len(msgs)))
+	return nil
+}
+func (p *countingPublisher) Close() error { return nil }
+
+// Run marks the rows still waiting for a claim sent before it returns.
+func TestRunMarksRidersOnShutdown(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	pub := &countingPublisher{}
+	r, err := New(pool, pub, Config{Table: table, ID: "shutdown", PollInterval: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.rides = newRides(time.Hour, r.markRiders)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	insertRows(t, pool, table, 5)
+	deadline := time.Now().Add(20 * time.Second)
+	for pub.n.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 rows published after 20s", pub.n.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	for id, v := range statusOf(t, pool, table) {
+		if v[0] != "sent" {
+			t.Errorf("row %s is %s after Run returned; want sent", id, v[0])
+		}
+	}
+}
