@@ -7,7 +7,8 @@
 //
 // It writes throughput-by-relays.png (burn-down events/s per relay count,
 // with the SQL ceiling of the same run as a line) and latency.png (steady
-// end-to-end latency percentiles per run). Either input may be omitted.
+// end-to-end latency percentiles per run; -latency-name names it). Either
+// input may be omitted.
 package main
 
 import (
@@ -58,6 +59,7 @@ func main() {
 	burndown := flag.String("burndown", "", "JSON of a burn-down run")
 	steady := flag.String("steady", "", "JSON of one or more steady runs (a report, or a JSON array of reports)")
 	out := flag.String("out", "docs/img", "directory for the PNG files")
+	latencyName := flag.String("latency-name", "latency.png", "file name of the latency chart in -out")
 	flag.Parse()
 	if *burndown == "" && *steady == "" {
 		log.Fatal("charts: give -burndown and/or -steady")
@@ -79,7 +81,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := write(filepath.Join(*out, "latency.png"), latencyChart(reps)); err != nil {
+		if err := write(filepath.Join(*out, *latencyName), latencyChart(reps)); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -149,7 +151,17 @@ func throughputChart(rep report) image.Image {
 }
 
 func latencyChart(reps []report) image.Image {
-	var bars []bar
+	type run struct {
+		wake    string
+		rate    int
+		p50     float64
+		p95     float64
+		p99     float64
+		max     float64
+		ordinal int
+	}
+	var runs []run
+	wakes := map[string]bool{}
 	for _, rep := range reps {
 		wake := "listen"
 		if slices.Contains(rep.Settings.RelayArgs, "--listen=false") {
@@ -160,12 +172,24 @@ func latencyChart(reps []report) image.Image {
 				continue
 			}
 			l := r.Steady.Latency
-			name := fmt.Sprintf("%s %d/s", wake, r.Steady.TargetRate)
-			bars = append(bars, bar{name + " p50", l.P50, green}, bar{"p95", l.P95, blue},
-				bar{"p99", l.P99, orange}, bar{"max", l.Max, red})
+			wakes[wake] = true
+			runs = append(runs, run{wake, r.Steady.TargetRate, l.P50, l.P95, l.P99, l.Max, len(runs) + 1})
 		}
 	}
-	return barChart("commit-to-consumer latency (ms), steady rate, 1 relay: woken by LISTEN/NOTIFY vs polling every 500ms", bars, nil, "%.1f")
+	title := "commit-to-consumer latency (ms), steady rate, 1 relay: woken by LISTEN/NOTIFY vs polling every 500ms"
+	if len(wakes) == 1 && len(runs) > 1 {
+		title = fmt.Sprintf("commit-to-consumer latency (ms), %d steady runs at %d/s, 1 relay, %s", len(runs), runs[0].rate, map[bool]string{true: "woken by LISTEN/NOTIFY", false: "polling"}[wakes["listen"]])
+	}
+	var bars []bar
+	for _, r := range runs {
+		name := fmt.Sprintf("%s %d/s", r.wake, r.rate)
+		if len(wakes) == 1 && len(runs) > 1 {
+			name = fmt.Sprintf("run %d", r.ordinal)
+		}
+		bars = append(bars, bar{name + " p50", r.p50, green}, bar{"p95", r.p95, blue},
+			bar{"p99", r.p99, orange}, bar{"max", r.max, red})
+	}
+	return barChart(title, bars, nil, "%.1f")
 }
 
 // hline is a horizontal reference line.
