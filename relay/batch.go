@@ -47,7 +47,8 @@ type inLoop struct {
 	published func()
 	// ride marks the rows of a lease batch the sink took whole sent with
 	// a later claim (ride.go): its result then counts them claimed only.
-	// The claim also marks the rows of earlier such batches.
+	// The claim also marks the rows of earlier such batches, and looks for
+	// lapsed leases only if no claim did within lapsedEvery.
 	ride bool
 }
 
@@ -72,7 +73,7 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 		riders = r.rides.take()
 	}
 	start := time.Now()
-	rows, fenced, err := r.store.claimWith(cctx, owner, limit, riders)
+	rows, fenced, err := r.store.claimWith(cctx, owner, limit, !loop.ride || r.lapsedDue(), riders)
 	if err != nil {
 		r.rides.add(riders...) // for the next claim, or on their own
 		return BatchResult{}, err
@@ -106,6 +107,22 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	ph.record = time.Since(start)
 	r.logBatch(res, ph, out.retries, out.failures)
 	return res, nil
+}
+
+// lapsedEvery is how often Run's lease claims look for lapsed leases. The
+// lapsed-lease branch reads processing_idx from its oldest entry, and until
+// a VACUUM that index keeps a dead entry for every row claimed and sent
+// since: a busy relay claiming every few milliseconds would read them all
+// again each time. Idle relays, which claim once a poll interval, look
+// every time.
+const lapsedEvery = 250 * time.Millisecond
+
+// lapsedDue reports whether this claim should look for lapsed leases, and
+// if so counts it as having looked.
+func (r *Relay) lapsedDue() bool {
+	now := time.Now().UnixNano()
+	last := r.lapsedAt.Load()
+	return now-last >= int64(lapsedEvery) && r.lapsedAt.CompareAndSwap(last, now)
 }
 
 // outcome is what is to be recorded for a claimed batch.

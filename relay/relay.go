@@ -25,6 +25,9 @@ type Relay struct {
 	bell  *bell         // rung when an insert into the table commits
 	turns *turns        // shares wake-ups among the unordered workers
 	rides *rides        // published rows waiting for a claim to mark them sent
+	// lapsedAt is when (Unix ns) one of Run's claims last looked for lapsed
+	// leases (lapsedDue).
+	lapsedAt atomic.Int64
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 

@@ -197,3 +197,34 @@ func TestRunMarksRidersOnShutdown(t *testing.T) {
 		}
 	}
 }
+
+// Run's claims look for lapsed leases only when none did within
+// lapsedEvery; ProcessBatch always does.
+func TestRunClaimsLookForLapsedLeasesEveryQuarterSecond(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	r := quietRelay(t, pool, Config{Table: table, ID: "lapsed"})
+	insertRows(t, pool, table, 1)
+	_, err := pool.Exec(ctx, "UPDATE "+table.Ident()+
+		" SET status = 'processing', locked_by = 'dead#1', locked_until = now() - interval '1 second', attempt = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.lapsedDue() || r.lapsedDue() {
+		t.Fatal("lapsedDue: want true once, then false within lapsedEvery")
+	}
+	if res, err := r.processBatch(ctx, 0, inLoop{ride: true}); err != nil || res.Claimed != 0 {
+		t.Fatalf("claim right after another looked = %+v, %v; want the lapsed row left for later", res, err)
+	}
+	r.lapsedAt.Add(-int64(lapsedEvery))
+	if res, err := r.processBatch(ctx, 0, inLoop{ride: true}); err != nil || res.Claimed != 1 {
+		t.Fatalf("claim lapsedEvery later = %+v, %v; want the lapsed row rescued", res, err)
+	}
+	r.markRiders()
+	for id, v := range statusOf(t, pool, table) {
+		if v[0] != "sent" || v[1] == "dead#1" {
+			t.Errorf("rescued row %s is %s by %q; want sent by this relay's claim", id, v[0], v[1])
+		}
+	}
+}

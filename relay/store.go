@@ -26,18 +26,7 @@ const (
 	// ($4: all topics, $5: these) that have a key are left to the ordered
 	// claim (ordered_store.go).
 	claimSQL = `WITH picked AS (
-    SELECT id FROM (
-        SELECT id
-        FROM {{table}}
-        WHERE status = 'processing'
-          AND locked_until < now()
-          ` + orderedFilter + `
-        ORDER BY locked_until
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
-    ) AS expired
-    UNION ALL
-    SELECT id FROM (
+    ` + lapsedBranch + `SELECT id FROM (
         SELECT id
         FROM {{table}}
         WHERE status = 'pending'
@@ -54,6 +43,23 @@ UPDATE {{table}} AS o
 FROM picked
 WHERE o.id = picked.id
 RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at`
+
+	// lapsedBranch is claimSQL's first branch: processing rows whose lease
+	// ran out. Its scan of processing_idx also reads the entries of every
+	// row sent since the last VACUUM, dead, so Run's claims include it only
+	// every lapsedEvery (claimDue is claimSQL without it).
+	lapsedBranch = `SELECT id FROM (
+        SELECT id
+        FROM {{table}}
+        WHERE status = 'processing'
+          AND locked_until < now()
+          ` + orderedFilter + `
+        ORDER BY locked_until
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) AS expired
+    UNION ALL
+    `
 
 	// The write-backs below are fenced: they touch only rows the claim that
 	// took them still holds. locked_by is kept as a record of who handled
@@ -161,7 +167,7 @@ type store struct {
 func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *store {
 	s := &store{pool: pool, lease: lease, ordering: ordering, sql: map[string]string{}}
 	for name, q := range map[string]string{
-		"claim": claimSQL, "sent": markSentSQL, "retry": markRetrySQL,
+		"claim": claimSQL, "claimDue": strings.Replace(claimSQL, lapsedBranch, "", 1), "sent": markSentSQL, "retry": markRetrySQL,
 		"failed": markFailedSQL, "release": releaseSQL, "extend": extendSQL,
 		"shardCount": shardCountSQL, "shardCreate": shardCreateSQL, "leaseShard": leaseShardSQL,
 		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
@@ -198,9 +204,10 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 	return s.ordering.allTopics(), topics
 }
 
-// claim takes up to limit unordered rows and leases them to owner.
-func (s *store) claim(ctx context.Context, owner string, limit int) ([]row, error) {
-	rows, err := s.pool.Query(ctx, s.sql["claim"], s.claimArgs(owner, limit)...)
+// claim takes up to limit unordered rows and leases them to owner, with
+// the statement name: claim, or claimDue (without lapsed leases).
+func (s *store) claim(ctx context.Context, name, owner string, limit int) ([]row, error) {
+	rows, err := s.pool.Query(ctx, s.sql[name], s.claimArgs(owner, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -216,19 +223,24 @@ func (s *store) claimArgs(owner string, limit int) []any {
 	return args
 }
 
-// claimWith claims like claim and, in the same transaction and round trip,
-// marks the riders' rows sent. fenced[i] counts the rows of riders[i]
+// claimWith claims, without the lapsed-lease branch unless
+// lapsed, and, in the same transaction and round trip, marks the riders'
+// rows sent. fenced[i] counts the rows of riders[i]
 // another claim held by then. On an error nothing is written.
-func (s *store) claimWith(ctx context.Context, owner string, limit int, riders []rider) (rows []row, fenced []int, err error) {
+func (s *store) claimWith(ctx context.Context, owner string, limit int, lapsed bool, riders []rider) (rows []row, fenced []int, err error) {
+	name := "claim"
+	if !lapsed {
+		name = "claimDue"
+	}
 	if len(riders) == 0 {
-		rows, err = s.claim(ctx, owner, limit)
+		rows, err = s.claim(ctx, name, owner, limit)
 		return rows, nil, err
 	}
 	b := &pgx.Batch{}
 	for _, rd := range riders {
 		b.Queue(s.sql["sent"], pgIDs(rd.ids), rd.owner)
 	}
-	b.Queue(s.sql["claim"], s.claimArgs(owner, limit)...)
+	b.Queue(s.sql[name], s.claimArgs(owner, limit)...)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
