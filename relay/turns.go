@@ -14,9 +14,10 @@ import (
 //     after it. The others find it covered and wait on;
 //   - while a worker has a batch in flight, notifications wait for it: when
 //     its publish is over, one worker claims what arrived meanwhile in one
-//     batch, as a single worker would, while the first records its outcome. Splitting a trickle of events over several workers
-//     would only mean more, smaller batches, that is more statements and
-//     commits for the same events. A batch that takes long (a slow sink)
+//     batch, as a single worker would, while the first records its
+//     outcome. Splitting a trickle of events over several workers would
+//     only mean more, smaller batches, that is more statements and commits
+//     for the same events. A batch that takes long (a slow sink)
 //     holds them back for about a poll interval at most: polls still run;
 //   - a poll is skipped when another worker's claim started within the last
 //     half PollInterval;
