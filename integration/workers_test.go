@@ -105,17 +105,32 @@ func TestWorkersShareWakeUps(t *testing.T) {
 	}
 }
 
-// claimCounter counts the unordered claim statements a pool runs.
+// claimCounter counts the unordered claim statements a pool runs, alone or
+// in a batch (a claim carries the mark-sent of earlier batches in one).
 type claimCounter struct{ n *atomic.Int32 }
 
-func (c claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.HasPrefix(d.SQL, "WITH picked AS") {
+func (c claimCounter) count(sql string) {
+	if strings.HasPrefix(sql, "WITH picked AS") {
 		c.n.Add(1)
 	}
+}
+
+func (c claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.count(d.SQL)
 	return ctx
 }
 
 func (claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (claimCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c claimCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.count(d.SQL)
+}
+
+func (claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // A batch held up by a slow sink holds notifications back for about a poll
 // interval at most: another worker's poll claims what arrived meanwhile.

@@ -73,7 +73,7 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 		riders = r.rides.take()
 	}
 	start := time.Now()
-	rows, fenced, err := r.store.claimWith(cctx, owner, limit, !loop.ride || r.lapsedDue(), riders)
+	rows, fenced, err := r.store.claim(cctx, owner, limit, !loop.ride || r.lapsedDue(), riders)
 	if err != nil {
 		r.rides.add(riders...) // for the next claim, or on their own
 		return BatchResult{}, err

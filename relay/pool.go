@@ -41,24 +41,26 @@ var sessionSettings = map[string]string{
 // Lock claims (ClaimLock) set them inside their own transactions whatever
 // the pool; lease claims rely on the pool.
 func ConfigurePool(cfg *pgxpool.Config) {
-	params := cfg.ConnConfig.RuntimeParams
+	maps.Copy(cfg.ConnConfig.RuntimeParams, unsetSettings(cfg.ConnConfig.RuntimeParams))
+}
+
+// unsetSettings returns the sessionSettings that params does not set.
+func unsetSettings(params map[string]string) map[string]string {
+	out := map[string]string{}
 	for name, value := range sessionSettings {
 		if _, set := params[name]; !set {
-			params[name] = value
+			out[name] = value
 		}
 	}
+	return out
 }
 
 // localSettings returns a statement that applies sessionSettings, but for
 // those params sets, and the extra settings to the current transaction
 // only.
 func localSettings(params map[string]string, extra map[string]string) string {
-	all := maps.Clone(extra)
-	for name, value := range sessionSettings {
-		if _, set := params[name]; !set {
-			all[name] = value
-		}
-	}
+	all := unsetSettings(params)
+	maps.Copy(all, extra)
 	var calls []string
 	for _, name := range slices.Sorted(maps.Keys(all)) {
 		calls = append(calls, fmt.Sprintf("set_config('%s', '%s', true)", name, all[name]))

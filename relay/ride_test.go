@@ -46,10 +46,11 @@ func statusOf(t *testing.T, pool *pgxpool.Pool, table outbox.Table) map[string][
 	return out
 }
 
-func quietRelay(t *testing.T, pool *pgxpool.Pool, cfg Config) *Relay {
+// quietRelay returns a relay of cfg that publishes to pub and logs nothing.
+func quietRelay(t *testing.T, pool *pgxpool.Pool, pub Publisher, cfg Config) *Relay {
 	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := New(pool, nopPublisher{}, cfg)
+	r, err := New(pool, pub, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	ctx := context.Background()
-	r := quietRelay(t, pool, Config{Table: table, ID: "ride"})
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ride"})
 	r.rides = newRides(time.Hour, r.markRiders) // no timer: only a claim or markRiders marks rows
 	ride := inLoop{ride: true}
 
@@ -129,7 +130,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 func TestRidersAreMarkedWithoutAClaim(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
-	r := quietRelay(t, pool, Config{Table: table, ID: "alone"})
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "alone"})
 	insertRows(t, pool, table, 2)
 	if res, err := r.processBatch(context.Background(), 0, inLoop{ride: true}); err != nil || res.Claimed != 2 {
 		t.Fatalf("batch = %+v, %v; want 2 claimed", res, err)
@@ -171,10 +172,7 @@ func TestRunMarksRidersOnShutdown(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	pub := &countingPublisher{}
-	r, err := New(pool, pub, Config{Table: table, ID: "shutdown", PollInterval: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := quietRelay(t, pool, pub, Config{Table: table, ID: "shutdown", PollInterval: time.Minute})
 	r.rides = newRides(time.Hour, r.markRiders)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -204,7 +202,7 @@ func TestRunClaimsLookForLapsedLeasesEveryQuarterSecond(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	ctx := context.Background()
-	r := quietRelay(t, pool, Config{Table: table, ID: "lapsed"})
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "lapsed"})
 	insertRows(t, pool, table, 1)
 	_, err := pool.Exec(ctx, "UPDATE "+table.Ident()+
 		" SET status = 'processing', locked_by = 'dead#1', locked_until = now() - interval '1 second', attempt = 1")

@@ -204,16 +204,6 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 	return s.ordering.allTopics(), topics
 }
 
-// claim takes up to limit unordered rows and leases them to owner, with
-// the statement name: claim, or claimDue (without lapsed leases).
-func (s *store) claim(ctx context.Context, name, owner string, limit int) ([]row, error) {
-	rows, err := s.pool.Query(ctx, s.sql[name], s.claimArgs(owner, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return collectRows(rows, false)
-}
-
 // claimArgs are the claim statement's parameters.
 func (s *store) claimArgs(owner string, limit int) []any {
 	args := []any{limit, owner, s.lease.Milliseconds()}
@@ -223,18 +213,15 @@ func (s *store) claimArgs(owner string, limit int) []any {
 	return args
 }
 
-// claimWith claims, without the lapsed-lease branch unless
-// lapsed, and, in the same transaction and round trip, marks the riders'
-// rows sent. fenced[i] counts the rows of riders[i]
-// another claim held by then. On an error nothing is written.
-func (s *store) claimWith(ctx context.Context, owner string, limit int, lapsed bool, riders []rider) (rows []row, fenced []int, err error) {
+// claim takes up to limit unordered rows and leases them to owner, reading
+// lapsed leases only when lapsed (claimDue otherwise). In the same
+// transaction and round trip it marks the riders' rows sent: fenced[i]
+// counts the rows of riders[i] that another claim held by then. On an
+// error nothing is written.
+func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool, riders []rider) (rows []row, fenced []int, err error) {
 	name := "claim"
 	if !lapsed {
 		name = "claimDue"
-	}
-	if len(riders) == 0 {
-		rows, err = s.claim(ctx, name, owner, limit)
-		return rows, nil, err
 	}
 	b := &pgx.Batch{}
 	for _, rd := range riders {
