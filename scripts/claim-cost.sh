@@ -4,8 +4,8 @@
 # next to ../shared/bench/ceiling.sh's reference lifecycle, in one run. It
 # shows what the schema's indexes cost per event (docs/benchmarks.md#index-entries).
 #
-#   usage: scripts/claim-cost.sh [DATABASE_URL] [ROWS] [ROUNDS]
-#   default: postgres://postgres@127.0.0.1:5432/postgres 200000 3
+#   usage: [VARIANTS="..."] scripts/claim-cost.sh [DATABASE_URL] [ROWS] [ROUNDS]
+#   default: postgres://postgres@127.0.0.1:5432/postgres 200000 3, VARIANTS="005 004 005-keyless lock"
 #
 # Variants, each on a fresh table in schema outbox_claimcost, with ROWS events
 # of 200 bytes and batches of 1000, drained by 3/4 with pgbench (1 client):
@@ -14,6 +14,9 @@
 #   005-keyless the schema as migrated, events without a key
 #   lock        a lock claim (--claim-mode lock): BEGIN, the SELECT ... FOR UPDATE
 #               SKIP LOCKED of the pending rows, one UPDATE to sent, COMMIT
+#   nolapsed    005 with a claim that has no lapsed-lease branch (Run's claimDue)
+#   noreturn    005 with a claim that returns nothing, as ceiling.sh's
+#   nosentidx   005 with sent_idx dropped
 # then the ceiling's mark_sent with 1 client (CEILING: the path of ceiling.sh). Prints "<variant> events_per_s=<n>".
 set -euo pipefail
 url=${1:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -54,6 +57,10 @@ RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at;
 UPDATE outbox_claimcost.outbox SET status = 'sent', sent_at = now(), locked_until = NULL, last_error = NULL
 WHERE locked_by = 'w' AND status = 'processing';
 SQL
+# The same lifecycle without the claim's lapsed-lease branch (lines 2-8),
+# and without its RETURNING.
+sed '2,8d' "$tmp/lifecycle.sql" >"$tmp/nolapsed.sql"
+sed 's/^RETURNING .*;$/;/' "$tmp/lifecycle.sql" >"$tmp/noreturn.sql"
 
 cat >"$tmp/lock.sql" <<'SQL'
 BEGIN;
@@ -76,6 +83,7 @@ run() { # variant
   case $1 in
     004) "$relay" migrate down --database-url "$url" --schema outbox_claimcost --table outbox >/dev/null ;;
     005-keyless) key=NULL ;;
+    nosentidx) psql -q "$url" -c "DROP INDEX outbox_claimcost.outbox_sent_idx" >/dev/null ;;
   esac
   psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null \
     -c "INSERT INTO outbox_claimcost.outbox (id, topic, key, payload)
@@ -84,11 +92,11 @@ run() { # variant
     -c "VACUUM ANALYZE outbox_claimcost.outbox"
   local tps
   local script=lifecycle.sql
-  [ "$1" = lock ] && script=lock.sql
+  case $1 in lock | nolapsed | noreturn) script=$1.sql ;; esac
   tps=$(pgbench -n -c 1 -j 1 -t $((rows / 1000 * 3 / 4)) -f "$tmp/$script" "$url" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
   awk -v n="$1" -v t="$tps" 'BEGIN { printf "%s events_per_s=%.0f\n", n, t * 1000 }'
 }
 for _ in $(seq "$rounds"); do
-  run 005; run 004; run 005-keyless; run lock
+  for v in ${VARIANTS:-005 004 005-keyless lock}; do run "$v"; done
   if [ -f "$ceiling" ]; then bash "$ceiling" "$url" "$rows" 1000 | sed -n '/mark_sent clients=1 /p'; fi
 done
