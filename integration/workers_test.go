@@ -132,6 +132,75 @@ func (c claimCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trac
 
 func (claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
+// A relay's lease claims run one at a time, however many workers drain a
+// backlog: claims side by side would each try to lock the rows the other
+// is taking. The workers still publish side by side.
+func TestWorkersClaimOneAtATime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var inFlight, most, claims atomic.Int32
+	cfg := b.pool.Config().Copy()
+	cfg.ConnConfig.Tracer = overlapCounter{inFlight: &inFlight, most: &most, claims: &claims}
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ids := b.writeN(2000, "orders", "w")
+	r, err := relay.New(pool, &sink{}, b.config(relay.Config{Workers: 4, BatchSize: 50}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	await(t, 30*time.Second, func() bool { return b.count("status = 'sent'") == len(ids) }, "not all sent: %v", b.statuses())
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := claims.Load(); n < int32(len(ids)/50) {
+		t.Fatalf("%d claims for %d events in batches of 50", n, len(ids))
+	}
+	if m := most.Load(); m != 1 {
+		t.Fatalf("up to %d claims ran at once; want 1", m)
+	}
+}
+
+// overlapCounter counts the unordered claims a pool runs and the most that
+// were in flight at once. A claim is always sent as a batch (with the
+// mark-sent of earlier batches, or alone).
+type overlapCounter struct{ inFlight, most, claims *atomic.Int32 }
+
+type claimKey struct{}
+
+func (c overlapCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		if strings.HasPrefix(q.SQL, "WITH picked AS") {
+			c.claims.Add(1)
+			n := c.inFlight.Add(1)
+			for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+			}
+			return context.WithValue(ctx, claimKey{}, true)
+		}
+	}
+	return ctx
+}
+
+func (c overlapCounter) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	if ctx.Value(claimKey{}) != nil {
+		c.inFlight.Add(-1)
+	}
+}
+
+func (overlapCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (overlapCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (overlapCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
 // A batch held up by a slow sink holds notifications back for about a poll
 // interval at most: another worker's poll claims what arrived meanwhile.
 func TestWorkersSlowBatchHoldsOthersBackOnlyUntilAPoll(t *testing.T) {

@@ -45,8 +45,9 @@ type inLoop struct {
 	// before its outcome is recorded: Run lets another worker claim then.
 	// It is not called when the claim finds nothing or fails.
 	published func()
-	// ride marks the rows of a lease batch the sink took whole sent with
-	// a later claim (ride.go): its result then counts them claimed only.
+	// ride marks the rows of a lease batch the sink took whole, and that
+	// was not full, sent with a later claim (ride.go): its result then
+	// counts them claimed only.
 	// The claim also marks the rows of earlier such batches, and looks for
 	// lapsed leases only if no claim did within lapsedEvery.
 	ride bool
@@ -68,12 +69,18 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	// cancellation would strand rows until their lease ends.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
 	defer cancel()
+	r.claiming.Lock()
+	if ctx.Err() != nil { // cancelled while another claim ran
+		r.claiming.Unlock()
+		return BatchResult{}, nil
+	}
 	var riders []rider
 	if loop.ride {
 		riders = r.rides.take()
 	}
 	start := time.Now()
 	rows, fenced, err := r.store.claim(cctx, owner, limit, !loop.ride || r.lapsedDue(), riders)
+	r.claiming.Unlock()
 	if err != nil {
 		r.rides.add(riders...) // for the next claim, or on their own
 		return BatchResult{}, err
@@ -96,7 +103,11 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	if loop.published != nil {
 		loop.published()
 	}
-	if loop.ride && len(out.sent) == len(rows) {
+	// A full batch is recorded at once, on a connection of its own, while
+	// another worker claims: a backlog waits and the database has a core
+	// to spare for it. A batch that was not full rides on the next claim:
+	// the relay is waiting for events, and a ride saves a commit.
+	if loop.ride && len(out.sent) == len(rows) && len(rows) < limit {
 		r.rides.add(rider{owner: owner, ids: out.sent, res: res, ph: ph})
 		return res, nil
 	}

@@ -125,6 +125,32 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	}
 }
 
+// A full batch means a backlog: it is recorded at once instead of riding,
+// so that its mark-sent runs beside the next claim.
+func TestFullBatchesDoNotRide(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "full"})
+	r.rides = newRides(time.Hour, r.markRiders) // no timer: a rider would stay processing
+	insertRows(t, pool, table, 3)
+	res, err := r.processBatch(context.Background(), 2, inLoop{ride: true})
+	if err != nil || res.Claimed != 2 || res.Sent != 2 {
+		t.Fatalf("full batch = %+v, %v; want 2 claimed and sent", res, err)
+	}
+	if left := r.rides.take(); len(left) != 0 {
+		t.Fatalf("%d riders wait after a full batch; want none", len(left))
+	}
+	sent := 0
+	for _, v := range statusOf(t, pool, table) {
+		if v[0] == "sent" {
+			sent++
+		}
+	}
+	if sent != 2 {
+		t.Fatalf("%d rows sent after the full batch returned; want 2", sent)
+	}
+}
+
 // On a quiet table no claim comes: published rows are marked sent on
 // their own after rideWait.
 func TestRidersAreMarkedWithoutAClaim(t *testing.T) {
