@@ -49,7 +49,8 @@ type inLoop struct {
 	// was not full, sent with a later claim (ride.go): its result then
 	// counts them claimed only.
 	// The claim also marks the rows of earlier such batches, and looks for
-	// lapsed leases only if no claim did within lapsedEvery.
+	// lapsed leases only if no claim did within lapsedEvery; other claims
+	// start at the floor (floor.go).
 	ride bool
 }
 
@@ -78,8 +79,16 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	if loop.ride {
 		riders = r.rides.take()
 	}
+	full := !loop.ride || r.lapsedDue()
+	floor := bottom
+	if !full {
+		floor = r.floor
+	}
 	start := time.Now()
-	rows, fenced, err := r.store.claim(cctx, owner, limit, !loop.ride || r.lapsedDue(), riders)
+	rows, fenced, err := r.store.claim(cctx, owner, limit, full, floor, riders)
+	if err == nil && loop.ride {
+		r.floor = nextFloor(rows, limit)
+	}
 	r.claiming.Unlock()
 	if err != nil {
 		r.rides.add(riders...) // for the next claim, or on their own

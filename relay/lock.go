@@ -21,7 +21,7 @@ import (
 
 // orderedFilterLocked is orderedFilter for claimLockedSQL, whose
 // parameters after the limit are the ordered topics.
-var orderedFilterLocked = strings.NewReplacer("$4", "$2", "$5", "$3").Replace(orderedFilter)
+var orderedFilterLocked = strings.NewReplacer("$6", "$2", "$7", "$3").Replace(orderedFilter)
 
 // claimLockedSQL picks the rows claimSQL would and locks them without
 // writing: lapsed leases of lease claims first, then due pending rows. It
@@ -162,7 +162,7 @@ func (s *store) claimLocked(ctx context.Context, conn *pgxpool.Conn, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	return collectRows(rows, false)
+	return collectRows(rows, noExtra)
 }
 
 // recordLocked writes a lock claim's outcome and commits, in one round trip,

@@ -203,7 +203,7 @@ func (s *store) claimOrdered(ctx context.Context, owner string, limit, shard int
 	if err != nil {
 		return nil, fmt.Errorf("claim ordered: %w", err)
 	}
-	return collectRows(rows, true)
+	return collectRows(rows, withTx)
 }
 
 // bucketsOf lists the buckets of shard: those with bucket % shards = shard.

@@ -35,6 +35,7 @@ type Relay struct {
 	// (docs/benchmarks.md#one-claim-at-a-time). A worker that waits for it
 	// still publishes and records while the other claims.
 	claiming sync.Mutex
+	floor    floor // where Run's next claim starts reading pending rows (floor.go); guarded by claiming
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 
@@ -85,6 +86,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		outage: newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
 		bell:   newBell(),
 		turns:  newTurns(),
+		floor:  bottom,
 	}
 	r.rides = newRides(rideWait, r.markRiders)
 	// Claim numbers start at a random point, so that replicas mistakenly

@@ -19,18 +19,20 @@ import (
 // that the database clock does all time arithmetic.
 const (
 	// claimSQL takes up to $1 rows: processing rows whose lease ran out
-	// first (their relay died or froze), then due pending rows, oldest first.
-	// Each branch uses its own partial index; SKIP LOCKED lets replicas claim
-	// side by side without waiting on each other (claimSet says what a
-	// claim writes). Rows of ordered topics
-	// ($4: all topics, $5: these) that have a key are left to the ordered
-	// claim (ordered_store.go).
+	// first (their relay died or froze), then due pending rows, oldest first,
+	// from the floor ($4, $5) up (floor.go). Each branch uses its own
+	// partial index; SKIP LOCKED lets replicas claim side by side without
+	// waiting on each other (claimSet says what a claim writes). Rows of
+	// ordered topics ($6: all topics, $7: these) that have a key are left to
+	// the ordered claim (ordered_store.go). It returns next_retry_at for the
+	// next floor.
 	claimSQL = `WITH picked AS (
     ` + lapsedBranch + `SELECT id FROM (
         SELECT id
         FROM {{table}}
         WHERE status = 'pending'
           AND next_retry_at <= now()
+          AND (next_retry_at, id) >= ($4, $5)
           ` + orderedFilter + `
         ORDER BY next_retry_at, id
         LIMIT $1
@@ -42,7 +44,7 @@ UPDATE {{table}} AS o
 ` + claimSet + `
 FROM picked
 WHERE o.id = picked.id
-RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at`
+RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at`
 
 	// lapsedBranch is claimSQL's first branch: processing rows whose lease
 	// ran out. Its scan of processing_idx also reads the entries of every
@@ -123,9 +125,9 @@ const claimSet = `SET status = 'processing',
     locked_until = now() + $3 * interval '1 millisecond',
     attempt = least(o.attempt, 2147483646) + 1`
 
-// orderedFilter keeps rows of ordered topics ($4: all, $5: these) that have
+// orderedFilter keeps rows of ordered topics ($6: all, $7: these) that have
 // a key out of the unordered claim.
-const orderedFilter = "AND NOT (bucket IS NOT NULL AND ($4::bool OR topic = ANY($5::text[])))"
+const orderedFilter = "AND NOT (bucket IS NOT NULL AND ($6::bool OR topic = ANY($7::text[])))"
 
 // row is a claimed outbox row before decoding. createdAt is scanned
 // loosely so that a hand-made 'infinity' fails its row, not the claim.
@@ -137,7 +139,8 @@ type row struct {
 	headers   []byte
 	attempt   int
 	createdAt pgtype.Timestamptz
-	tx        int64 // writing transaction; ordered claims only
+	tx        int64              // writing transaction; ordered claims only
+	due       pgtype.Timestamptz // next_retry_at; unordered lease claims only
 }
 
 // retry and failure are write-back requests. A refunded retry gives the
@@ -205,20 +208,20 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 }
 
 // claimArgs are the claim statement's parameters.
-func (s *store) claimArgs(owner string, limit int) []any {
-	args := []any{limit, owner, s.lease.Milliseconds()}
+func (s *store) claimArgs(owner string, limit int, floor floor) []any {
+	args := []any{limit, owner, s.lease.Milliseconds(), floor.due, floor.id}
 	if all, topics := s.orderedTopics(); !all { // with all topics ordered the filter takes no parameters
 		args = append(args, all, topics)
 	}
 	return args
 }
 
-// claim takes up to limit unordered rows and leases them to owner, reading
-// lapsed leases only when lapsed (claimDue otherwise). In the same
-// transaction and round trip it marks the riders' rows sent: fenced[i]
-// counts the rows of riders[i] that another claim held by then. On an
-// error nothing is written.
-func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool, riders []rider) (rows []row, fenced []int, err error) {
+// claim takes up to limit unordered rows and leases them to owner: pending
+// rows from floor up, and lapsed leases when lapsed (claimDue
+// otherwise). In the same transaction and round trip it marks the riders'
+// rows sent: fenced[i] counts the rows of riders[i] that another claim
+// held by then. On an error nothing is written.
+func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool, floor floor, riders []rider) (rows []row, fenced []int, err error) {
 	name := "claim"
 	if !lapsed {
 		name = "claimDue"
@@ -227,7 +230,7 @@ func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool,
 	for _, rd := range riders {
 		b.Queue(s.sql["sent"], pgIDs(rd.ids), rd.owner)
 	}
-	b.Queue(s.sql[name], s.claimArgs(owner, limit)...)
+	b.Queue(s.sql[name], s.claimArgs(owner, limit, floor)...)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
@@ -248,22 +251,33 @@ func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool,
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
-	rows, err = collectRows(q, false)
+	rows, err = collectRows(q, withDue)
 	if err != nil {
 		return nil, nil, err
 	}
 	return rows, fenced, nil
 }
 
-// collectRows reads claimed rows; an ordered claim returns tx as well.
-func collectRows(rows pgx.Rows, withTx bool) ([]row, error) {
+// What a claim returns after the columns every claim does.
+const (
+	noExtra = iota // lock claims
+	withTx         // ordered claims: the writing transaction
+	withDue        // unordered lease claims: next_retry_at, for the floor
+)
+
+// collectRows reads claimed rows and the extra column (withTx, withDue)
+// the claim returns.
+func collectRows(rows pgx.Rows, extra int) ([]row, error) {
 	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
 		// The id as [16]byte: pgx decodes that from binary, whereas
 		// uuid.UUID, a sql.Scanner, would go through text.
 		dest := []any{(*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt}
-		if withTx {
+		switch extra {
+		case withTx:
 			dest = append(dest, &x.tx)
+		case withDue:
+			dest = append(dest, &x.due)
 		}
 		err := r.Scan(dest...)
 		return x, err

@@ -17,6 +17,10 @@
 #   nolapsed    005 with a claim that has no lapsed-lease branch (Run's claimDue)
 #   noreturn    005 with a claim that returns nothing, as ceiling.sh's
 #   nosentidx   005 with sent_idx dropped
+#   ctid        nolapsed, the UPDATE finding the picked rows by ctid (a TID scan)
+#               instead of by id (a primary-key probe each)
+#   brinsent    nolapsed, with sent_idx a BRIN index instead of a B-tree
+#   ctidbrin    both
 # then the ceiling's mark_sent with 1 client (CEILING: the path of ceiling.sh). Prints "<variant> events_per_s=<n>".
 set -euo pipefail
 url=${1:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -61,6 +65,10 @@ SQL
 # and without its RETURNING.
 sed '2,8d' "$tmp/lifecycle.sql" >"$tmp/nolapsed.sql"
 sed 's/^RETURNING .*;$/;/' "$tmp/lifecycle.sql" >"$tmp/noreturn.sql"
+sed -e 's/^    SELECT id FROM (/    SELECT ctid AS tid FROM (/' -e 's/^        SELECT id FROM /        SELECT ctid FROM /' \
+  -e 's/o.id = picked.id/o.ctid = picked.tid/' "$tmp/nolapsed.sql" >"$tmp/ctid.sql"
+cp "$tmp/nolapsed.sql" "$tmp/brinsent.sql"
+cp "$tmp/ctid.sql" "$tmp/ctidbrin.sql"
 
 cat >"$tmp/lock.sql" <<'SQL'
 BEGIN;
@@ -84,6 +92,8 @@ run() { # variant
     004) "$relay" migrate down --database-url "$url" --schema outbox_claimcost --table outbox >/dev/null ;;
     005-keyless) key=NULL ;;
     nosentidx) psql -q "$url" -c "DROP INDEX outbox_claimcost.outbox_sent_idx" >/dev/null ;;
+    brinsent | ctidbrin) psql -q "$url" -c "DROP INDEX outbox_claimcost.outbox_sent_idx" \
+      -c "CREATE INDEX outbox_sent_idx ON outbox_claimcost.outbox USING brin (sent_at) WHERE status = 'sent'" >/dev/null ;;
   esac
   psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null \
     -c "INSERT INTO outbox_claimcost.outbox (id, topic, key, payload)
@@ -92,7 +102,7 @@ run() { # variant
     -c "VACUUM ANALYZE outbox_claimcost.outbox"
   local tps
   local script=lifecycle.sql
-  case $1 in lock | nolapsed | noreturn) script=$1.sql ;; esac
+  case $1 in lock | nolapsed | noreturn | ctid | brinsent | ctidbrin) script=$1.sql ;; esac
   tps=$(pgbench -n -c 1 -j 1 -t $((rows / 1000 * 3 / 4)) -f "$tmp/$script" "$url" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
   awk -v n="$1" -v t="$tps" 'BEGIN { printf "%s events_per_s=%.0f\n", n, t * 1000 }'
 }
