@@ -45,9 +45,9 @@ type inLoop struct {
 	// before its outcome is recorded: Run lets another worker claim then.
 	// It is not called when the claim finds nothing or fails.
 	published func()
-	// ride marks the rows of a lease batch the sink took whole, and that
-	// was not full, sent with a later claim (ride.go): its result then
-	// counts them claimed only.
+	// ride marks the rows of a lease batch the sink took whole, of fewer
+	// than rideMax rows, sent with a later claim (ride.go): its result
+	// then counts them claimed only.
 	// The claim also marks the rows of earlier such batches, and looks for
 	// lapsed leases only if no claim did within lapsedEvery; other claims
 	// start at the floor (floor.go).
@@ -112,11 +112,7 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	if loop.published != nil {
 		loop.published()
 	}
-	// A full batch is recorded at once, on a connection of its own, while
-	// another worker claims: a backlog waits and the database has a core
-	// to spare for it. A batch that was not full rides on the next claim:
-	// the relay is waiting for events, and a ride saves a commit.
-	if loop.ride && len(out.sent) == len(rows) && len(rows) < limit {
+	if loop.ride && len(out.sent) == len(rows) && len(rows) < rideMax {
 		r.rides.add(rider{owner: owner, ids: out.sent, res: res, ph: ph})
 		return res, nil
 	}

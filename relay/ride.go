@@ -21,6 +21,15 @@ import (
 // rideWait is how long published rows wait for a claim to mark them sent.
 const rideWait = 10 * time.Millisecond
 
+// rideMax is the smallest batch that does not ride: it is marked sent at
+// once, on a connection of its own, beside the next claim. A ride saves a
+// transaction and a round trip, about the same whatever the batch, but
+// adds the batch's mark-sent to the claim, which the relay's other workers
+// wait for (Relay.claiming). In burn-downs riding was 7% faster with
+// batches of 100 and 2-8% slower with batches of 1,000
+// (docs/benchmarks.md#one-claim-at-a-time).
+const rideMax = 500
+
 // rider is a published batch whose rows are to be marked sent.
 type rider struct {
 	owner string      // the claim's token, which fences the write

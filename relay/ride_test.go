@@ -125,20 +125,20 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	}
 }
 
-// A full batch means a backlog: it is recorded at once instead of riding,
-// so that its mark-sent runs beside the next claim.
-func TestFullBatchesDoNotRide(t *testing.T) {
+// A batch of rideMax rows or more is recorded at once instead of riding,
+// so that its mark-sent runs beside the next claim, not in it.
+func TestLargeBatchesDoNotRide(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "full"})
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "large", BatchSize: 1000})
 	r.rides = newRides(time.Hour, r.markRiders) // no timer: a rider would stay processing
-	insertRows(t, pool, table, 3)
-	res, err := r.processBatch(context.Background(), 2, inLoop{ride: true})
-	if err != nil || res.Claimed != 2 || res.Sent != 2 {
-		t.Fatalf("full batch = %+v, %v; want 2 claimed and sent", res, err)
+	insertRows(t, pool, table, rideMax+1)
+	res, err := r.processBatch(context.Background(), rideMax, inLoop{ride: true})
+	if err != nil || res.Claimed != rideMax || res.Sent != rideMax {
+		t.Fatalf("batch = %+v, %v; want %d claimed and sent", res, err, rideMax)
 	}
 	if left := r.rides.take(); len(left) != 0 {
-		t.Fatalf("%d riders wait after a full batch; want none", len(left))
+		t.Fatalf("%d riders wait after a batch of %d; want none", len(left), rideMax)
 	}
 	sent := 0
 	for _, v := range statusOf(t, pool, table) {
@@ -146,8 +146,8 @@ func TestFullBatchesDoNotRide(t *testing.T) {
 			sent++
 		}
 	}
-	if sent != 2 {
-		t.Fatalf("%d rows sent after the full batch returned; want 2", sent)
+	if sent != rideMax {
+		t.Fatalf("%d rows sent after the batch returned; want %d", sent, rideMax)
 	}
 }
 
