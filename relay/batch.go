@@ -79,13 +79,15 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	if loop.ride {
 		riders = r.rides.take()
 	}
-	full := !loop.ride || r.lapsedDue()
+	// A claim that looks for lapsed leases reads pending rows from the
+	// bottom too: it takes what turned up below the floor.
+	lapsed := !loop.ride || r.lapsedDue()
 	floor := bottom
-	if !full {
+	if !lapsed {
 		floor = r.floor
 	}
 	start := time.Now()
-	rows, fenced, err := r.store.claim(cctx, owner, limit, full, floor, riders)
+	rows, fenced, err := r.store.claim(cctx, owner, limit, lapsed, floor, riders)
 	if err == nil && loop.ride {
 		r.floor = nextFloor(rows, limit)
 	}
