@@ -136,11 +136,14 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 const lapsedEvery = 250 * time.Millisecond
 
 // lapsedDue reports whether this claim should look for lapsed leases, and
-// if so counts it as having looked.
+// if so counts it as having looked. Callers hold r.claiming.
 func (r *Relay) lapsedDue() bool {
-	now := time.Now().UnixNano()
-	last := r.lapsedAt.Load()
-	return now-last >= int64(lapsedEvery) && r.lapsedAt.CompareAndSwap(last, now)
+	now := time.Now()
+	if now.Sub(r.lapsedAt) < lapsedEvery {
+		return false
+	}
+	r.lapsedAt = now
+	return true
 }
 
 // outcome is what is to be recorded for a claimed batch.

@@ -67,7 +67,7 @@ func TestClaimsInABacklogStartAtTheFloor(t *testing.T) {
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
 		t.Fatalf("the late row was claimed from above the floor (%d left pending)", n)
 	}
-	r.lapsedAt.Add(-int64(lapsedEvery)) // the next claim looks for lapsed leases
+	r.lapsedAt = r.lapsedAt.Add(-lapsedEvery) // the next claim looks for lapsed leases
 	if res, err := r.processBatch(ctx, 2, ride); err != nil || res.Claimed != 2 {
 		t.Fatalf("claim from the bottom = %+v, %v; want 2 claimed", res, err)
 	}
@@ -82,7 +82,7 @@ func TestClaimsInABacklogStartAtTheFloor(t *testing.T) {
 		t.Fatalf("floor after a batch that was not full = %+v; want the bottom", r.floor)
 	}
 	r.markRiders()
-	awaitSent(t, pool, table, 7)
+	testdb.AwaitSent(t, pool, table, 7, 20*time.Second)
 }
 
 // pendingPayloads counts the pending rows whose payload is the bytea

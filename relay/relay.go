@@ -25,9 +25,6 @@ type Relay struct {
 	bell  *bell         // rung when an insert into the table commits
 	turns *turns        // shares wake-ups among the unordered workers
 	rides *rides        // published rows waiting for a claim to mark them sent
-	// lapsedAt is when (Unix ns) one of Run's claims last looked for lapsed
-	// leases (lapsedDue).
-	lapsedAt atomic.Int64
 	// claiming lets one lease claim of this relay run at a time. Claims
 	// side by side scan the same index entries, and each would try to lock
 	// every row the other is taking and skip it: the database did about a
@@ -35,7 +32,11 @@ type Relay struct {
 	// (docs/benchmarks.md#one-claim-at-a-time). A worker that waits for it
 	// still publishes and records while the other claims.
 	claiming sync.Mutex
-	floor    floor // where Run's next claim starts reading pending rows (floor.go); guarded by claiming
+	// Guarded by claiming: where Run's next claim starts reading pending
+	// rows (floor.go), and when one of its claims last looked for lapsed
+	// leases (lapsedDue).
+	floor    floor
+	lapsedAt time.Time
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 

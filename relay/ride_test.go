@@ -161,27 +161,7 @@ func TestRidersAreMarkedWithoutAClaim(t *testing.T) {
 	if res, err := r.processBatch(context.Background(), 0, inLoop{ride: true}); err != nil || res.Claimed != 2 {
 		t.Fatalf("batch = %+v, %v; want 2 claimed", res, err)
 	}
-	awaitSent(t, pool, table, 2)
-}
-
-// awaitSent waits until n rows are sent.
-func awaitSent(t *testing.T, pool *pgxpool.Pool, table outbox.Table, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var sent int
-		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table.Ident()+" WHERE status = 'sent'").Scan(&sent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sent == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows sent after 20s; want %d", sent, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testdb.AwaitSent(t, pool, table, 2, 20*time.Second)
 }
 
 // countingPublisher acknowledges every message and counts them.
@@ -241,7 +221,7 @@ func TestRunClaimsLookForLapsedLeasesEveryQuarterSecond(t *testing.T) {
 	if res, err := r.processBatch(ctx, 0, inLoop{ride: true}); err != nil || res.Claimed != 0 {
 		t.Fatalf("claim right after another looked = %+v, %v; want the lapsed row left for later", res, err)
 	}
-	r.lapsedAt.Add(-int64(lapsedEvery))
+	r.lapsedAt = r.lapsedAt.Add(-lapsedEvery)
 	if res, err := r.processBatch(ctx, 0, inLoop{ride: true}); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim lapsedEvery later = %+v, %v; want the lapsed row rescued", res, err)
 	}

@@ -72,20 +72,7 @@ func TestThreeRelayProcessesDeliverEveryEventOnce(t *testing.T) {
 		}
 	}()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var sent int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()+" WHERE status = 'sent'").Scan(&sent); err != nil {
-			t.Fatal(err)
-		}
-		if sent == total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d sent after 60s", sent, total)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testdb.AwaitSent(t, pool, table, total, 60*time.Second)
 	for i, p := range procs {
 		if err := p.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)

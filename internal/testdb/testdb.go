@@ -103,3 +103,24 @@ func NewEmpty(t testing.TB) (*pgxpool.Pool, outbox.Table) {
 	})
 	return pool, table
 }
+
+// AwaitSent waits up to within for n rows of table to be sent, and fails
+// the test with the count it last saw if they are not.
+func AwaitSent(t testing.TB, pool *pgxpool.Pool, table outbox.Table, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var sent int
+		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table.Ident()+" WHERE status = 'sent'").Scan(&sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d rows sent after %v", sent, n, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
