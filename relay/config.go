@@ -243,6 +243,11 @@ const (
 	maxJanitorBatch    = 100000
 )
 
+// Validate reports the first invalid field of c, with the defaults New
+// fills in applied, as a *ConfigError. New runs it; a command line can run
+// it before it has a pool and a publisher.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 // validate checks a defaulted config; the error is a *ConfigError.
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
