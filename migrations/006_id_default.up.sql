@@ -35,7 +35,7 @@ GRANT USAGE ON SEQUENCE {{related "id_seq"}} TO PUBLIC;
 --   48 bits  unix time in milliseconds: the database clock at the insert
 --            (clock_timestamp(), not the transaction start)
 --    4 bits  version, 7
---   12 bits  the fraction of the millisecond, in units of 256 ns (0..3906),
+--   12 bits  the fraction of the millisecond, in units of 256 ns,
 --            as google/uuid does
 --    2 bits  variant, 10
 --   62 bits  nextval of the sequence above
@@ -48,12 +48,12 @@ GRANT USAGE ON SEQUENCE {{related "id_seq"}} TO PUBLIC;
 CREATE FUNCTION {{related "new_id"}}() RETURNS uuid
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    us    bigint := (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
-    t     bigint := ((us / 1000) << 12) | (((us % 1000) * 1000) >> 8);
-    floor bigint := nullif(current_setting('outboxrelay.id_time', true), '')::bigint;
+    us     bigint := (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+    t      bigint := ((us / 1000) << 12) | (((us % 1000) * 1000) >> 8);
+    latest bigint := nullif(current_setting('outboxrelay.id_time', true), '')::bigint;
 BEGIN
-    IF t < floor THEN
-        t := floor;
+    IF t < latest THEN
+        t := latest;
     ELSE
         PERFORM set_config('outboxrelay.id_time', t::text, true);
     END IF;
