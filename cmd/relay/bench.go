@@ -215,7 +215,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	if !slices.Contains(bench.Modes, m) {
 		return usageError("unknown bench mode %q: use burn-down, steady, idle or soak", mode)
 	}
-	f := newFlags("relay bench "+mode, benchUsage, stderr, getenv)
+	f := newFlags("relay bench "+mode, benchUsage, stdout, getenv)
 	var bf benchFlags
 	bf.register(f, m)
 	if err := f.parse(rest); err != nil {
@@ -262,7 +262,7 @@ func printReport(w io.Writer, rep *bench.Report, asJSON bool) error {
 // that relay bench starts in its own process.
 func runBenchBroker(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay bench broker", "Usage: relay bench broker [flags]\n\n"+
-		"Serves an embedded kfake broker on a free loopback port until SIGTERM; prints its address.", stderr, getenv)
+		"Serves an embedded kfake broker on a free loopback port until SIGTERM; prints its address.", stdout, getenv)
 	var partitions int
 	f.Int(&partitions, "partitions", bench.DefaultPartitions, "partitions of created topics")
 	if err := f.parse(args); err != nil {

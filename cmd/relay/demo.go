@@ -16,7 +16,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		"Migrates an outbox table in its own schema (dropped and recreated), starts an embedded\n"+
 		"Kafka-protocol broker unless --kafka-brokers is given, writes orders and their events in real\n"+
 		"transactions (some rolled back), runs several relays, consumes the topic back and checks that\n"+
-		"every committed event arrived intact and no rolled-back one did. Exits 0 when it did.", stderr, getenv)
+		"every committed event arrived intact and no rolled-back one did. Exits 0 when it did.", stdout, getenv)
 	var (
 		url, schema, brokers, topic string
 		logLevel, logFormat         string

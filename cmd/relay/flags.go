@@ -5,36 +5,70 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// errUsage is a bad command line or configuration: the binary exits 2.
-type errUsage struct{ msg string }
+// errUsage is a bad command line or configuration: the binary exits 2 and
+// prints each message on a line of its own.
+type errUsage struct{ msgs []string }
 
-func (e *errUsage) Error() string { return e.msg }
+func (e *errUsage) Error() string { return strings.Join(e.msgs, "\n") }
 
 // usageError names the offending flag (and its environment variable).
 func usageError(format string, args ...any) error {
-	return &errUsage{fmt.Sprintf(format, args...)}
+	return &errUsage{[]string{fmt.Sprintf(format, args...)}}
+}
+
+// problems collects configuration errors, so that a command reports all of
+// them at once instead of one per attempt.
+type problems struct{ msgs []string }
+
+// add records err; the messages of a usage error are kept one by one.
+func (p *problems) add(err error) {
+	var u *errUsage
+	switch {
+	case err == nil:
+	case errors.As(err, &u):
+		p.msgs = append(p.msgs, u.msgs...)
+	default:
+		p.msgs = append(p.msgs, err.Error())
+	}
+}
+
+// err returns every recorded problem as one usage error, or nil.
+func (p *problems) err() error {
+	if len(p.msgs) == 0 {
+		return nil
+	}
+	return &errUsage{p.msgs}
 }
 
 // flags is a flag.FlagSet in which every flag can also come from an
 // environment variable: --batch-size from OUTBOX_BATCH_SIZE. A flag on the
-// command line wins over the environment.
+// command line wins over the environment. Help goes to the writer given to
+// newFlags (stdout), names flags --like-this and shows each one's variable.
 type flags struct {
-	fs     *flag.FlagSet
-	getenv func(string) string
+	fs       *flag.FlagSet
+	getenv   func(string) string
+	synopsis string
+	help     io.Writer
+	// bad holds the values the command line gave that did not parse, in
+	// order: parsing goes on so that all are reported at once.
+	bad problems
 }
 
-func newFlags(name, synopsis string, stderr io.Writer, getenv func(string) string) *flags {
+// newFlags returns an empty flag set; --help prints synopsis and the flags
+// to help.
+func newFlags(name, synopsis string, help io.Writer, getenv func(string) string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := &flags{fs: fs, getenv: getenv}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s\n\nEvery flag can also be set by the environment variable shown in brackets.\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
+	// The flag package's own messages name flags -like-this and go to
+	// stderr before the caller could word them: parse words them instead.
+	fs.SetOutput(io.Discard)
+	f := &flags{fs: fs, getenv: getenv, synopsis: synopsis, help: help}
+	fs.Usage = func() { f.printUsage(f.help) }
 	return f
 }
 
@@ -43,54 +77,186 @@ func envName(flagName string) string {
 	return "OUTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-func (f *flags) help(name, usage string) string {
-	return usage + " [" + envName(name) + "]"
+// value is a flag.Value that parses like the flag package's own values but
+// whose errors say what was expected. A command-line value that does not
+// parse is recorded in flags.bad and parsing goes on.
+type value struct {
+	f      *flags
+	name   string
+	kind   string // shown in the help: "int", "duration", "string"; "" for booleans
+	set    func(string) error
+	get    func() string
+	isBool bool
 }
 
+func (v *value) String() string {
+	if v == nil || v.get == nil {
+		return ""
+	}
+	return v.get()
+}
+
+func (v *value) Set(s string) error {
+	if err := v.set(s); err != nil {
+		v.f.bad.add(usageError("invalid value for --%s (%s): %v", v.name, envName(v.name), err))
+	}
+	return nil
+}
+
+// IsBoolFlag lets a boolean flag stand alone: --keep-sent is --keep-sent=true.
+func (v *value) IsBoolFlag() bool { return v.isBool }
+
+func (f *flags) add(name, kind, usage string, set func(string) error, get func() string, isBool bool) {
+	f.fs.Var(&value{f: f, name: name, kind: kind, set: set, get: get, isBool: isBool}, name, usage)
+}
+
+// Expected formats, quoted in the errors of bad values.
+const (
+	expectDuration = "a duration such as 30s, 500ms or 1m30s (units ns, us, ms, s, m, h)"
+	expectInt      = "a whole number such as 100"
+	expectBool     = "true or false"
+)
+
 func (f *flags) String(p *string, name, def, usage string) {
-	f.fs.StringVar(p, name, def, f.help(name, usage))
+	*p = def
+	f.add(name, "string", usage, func(s string) error { *p = s; return nil }, func() string { return *p }, false)
 }
 
 func (f *flags) Int(p *int, name string, def int, usage string) {
-	f.fs.IntVar(p, name, def, f.help(name, usage))
+	*p = def
+	f.add(name, "int", usage, func(s string) error {
+		n, err := strconv.ParseInt(s, 0, strconv.IntSize)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return fmt.Errorf("%q is out of range", s)
+		case err != nil:
+			return fmt.Errorf("%q is not %s", s, expectInt)
+		}
+		*p = int(n)
+		return nil
+	}, func() string { return strconv.Itoa(*p) }, false)
 }
 
 func (f *flags) Bool(p *bool, name string, def bool, usage string) {
-	f.fs.BoolVar(p, name, def, f.help(name, usage))
+	*p = def
+	f.add(name, "", usage, func(s string) error {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not %s", s, expectBool)
+		}
+		*p = b
+		return nil
+	}, func() string { return strconv.FormatBool(*p) }, true)
 }
 
 func (f *flags) Duration(p *time.Duration, name string, def time.Duration, usage string) {
-	f.fs.DurationVar(p, name, def, f.help(name, usage))
+	*p = def
+	f.add(name, "duration", usage, func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not %s", s, expectDuration)
+		}
+		*p = d
+		return nil
+	}, func() string { return p.String() }, false)
 }
 
 // parse reads args, then the environment for flags not on the command line.
-// It returns flag.ErrHelp for -h/--help and a usage error naming the flag
-// for bad values.
+// It returns flag.ErrHelp for -h/--help (after printing the help), and a
+// usage error listing every bad value, each naming its flag and variable.
+// An unknown flag or a missing value stops parsing: the rest of the
+// command line cannot be read.
 func (f *flags) parse(args []string) error {
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError("%v", err)
+		return usageError("%s; run \"%s --help\" for the flags", wordParseError(err), f.fs.Name())
 	}
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	var err error
 	f.fs.VisitAll(func(fl *flag.Flag) {
-		if set[fl.Name] || err != nil {
+		if set[fl.Name] {
 			return
 		}
-		if v := f.getenv(envName(fl.Name)); v != "" {
-			if e := fl.Value.Set(v); e != nil {
-				err = usageError("invalid value for --%s from %s: %v", fl.Name, envName(fl.Name), e)
+		if s := f.getenv(envName(fl.Name)); s != "" {
+			if err := fl.Value.(*value).set(s); err != nil {
+				f.bad.add(usageError("invalid value for --%s from %s: %v", fl.Name, envName(fl.Name), err))
 			}
 		}
 	})
-	return err
+	return f.bad.err()
+}
+
+// wordParseError rewords the flag package's errors, which name flags with
+// one dash.
+func wordParseError(err error) string {
+	msg := err.Error()
+	for prefix, say := range map[string]string{
+		"flag provided but not defined: -": "unknown flag --",
+		"flag needs an argument: -":        "missing value for --",
+	} {
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			return say + strings.TrimPrefix(rest, "-")
+		}
+	}
+	return msg
+}
+
+// fromEnv reports whether the flag's value came from its environment
+// variable, not from the command line or the default.
+func (f *flags) fromEnv(name string) bool {
+	onCLI := false
+	f.fs.Visit(func(fl *flag.Flag) { onCLI = onCLI || fl.Name == name })
+	return !onCLI && f.getenv(envName(name)) != ""
 }
 
 // args returns the positional arguments after parse.
 func (f *flags) args() []string { return f.fs.Args() }
+
+// printUsage writes the synopsis and every flag, --named, with its type,
+// its environment variable, its meaning and its default.
+func (f *flags) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "%s\n\nEvery flag can also be set by the environment variable shown in brackets;\na flag on the command line wins.\n\nFlags:\n", f.synopsis)
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		v := fl.Value.(*value)
+		line := "  --" + fl.Name
+		if v.kind != "" {
+			line += " " + v.kind
+		}
+		fmt.Fprintf(w, "%s [%s]\n%s", line, envName(fl.Name), wrap(fl.Usage+defaultNote(v.kind, fl.DefValue), "        ", 100))
+	})
+}
+
+// wrap breaks text into lines of at most width columns (longer words stay
+// whole), each starting with indent and ending with a newline.
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if line != indent && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+// defaultNote is " (default X)" unless the default is the zero value.
+func defaultNote(kind, def string) string {
+	switch {
+	case def == "" || def == "false" || def == "0" || def == "0s":
+		return ""
+	case kind == "string":
+		return fmt.Sprintf(" (default %q)", def)
+	}
+	return " (default " + def + ")"
+}
 
 // splitList splits a comma-separated flag value, dropping empty items.
 func splitList(s string) []string {

@@ -29,8 +29,8 @@ var (
 // runFlags returns the flags `relay run --help` lists.
 func runFlags(t *testing.T) []string {
 	runFlagsOnce.Do(func() {
-		_, _, stderr := invoke(context.Background(), nil, "run", "--help")
-		for _, m := range regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)`).FindAllStringSubmatch(stderr, -1) {
+		_, stdout, _ := invoke(context.Background(), nil, "run", "--help")
+		for _, m := range regexp.MustCompile(`(?m)^\s+--([a-z0-9-]+)`).FindAllStringSubmatch(stdout, -1) {
 			runFlagNames = append(runFlagNames, m[1])
 		}
 	})
@@ -138,35 +138,43 @@ func FuzzRunFlags(f *testing.F) {
 		default:
 			t.Fatalf("exit %d, want 0 or 2; args %q, env %q:\n%s", code, args, env, stderr.String())
 		}
-		// The binary's own message is the last "relay: " line; the flag
-		// package may have printed the usage before it.
-		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
-		msg := ""
-		for i := len(lines) - 1; i >= 0 && msg == ""; i-- {
-			if strings.HasPrefix(lines[i], "relay: ") {
-				msg = lines[i]
+		// Every problem is a "relay: " line of its own.
+		var msgs []string
+		for _, line := range strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n") {
+			if msg, ok := strings.CutPrefix(line, "relay: "); ok {
+				msgs = append(msgs, msg)
 			}
 		}
-		if msg == "" {
+		if len(msgs) == 0 {
 			t.Fatalf("exit 2 without a \"relay: \" message; args %q, env %q:\n%s", args, env, stderr.String())
 		}
-		if m := usageNamesFlag.FindStringSubmatch(msg); m != nil {
-			if !slices.Contains(flags, m[1]) || m[2] != envName(m[1]) {
-				t.Fatalf("usage error names --%s and %s, which is not a flag and its variable: %s", m[1], m[2], msg)
-			}
-			return
-		}
-		for _, generic := range []string{"flag provided but not defined: ", "bad flag syntax: ", "flag needs an argument: ", "unexpected arguments "} {
-			if strings.Contains(msg, generic) {
-				return // the flag package names the argument it did not take
-			}
-		}
-		if !slices.ContainsFunc(flags, func(name string) bool {
-			return strings.Contains(msg, "-"+name+" ") || strings.Contains(msg, "-"+name+":")
-		}) {
-			t.Fatalf("usage error names no flag; args %q, env %q: %s", args, env, msg)
+		for _, msg := range msgs {
+			checkNamesFlag(t, flags, msg, args, env)
 		}
 	})
+}
+
+// checkNamesFlag fails the test unless the usage error msg names a flag of
+// relay run (and its variable), or the argument the flag package could
+// not take.
+func checkNamesFlag(t *testing.T, flags []string, msg, args, env string) {
+	t.Helper()
+	if m := usageNamesFlag.FindStringSubmatch(msg); m != nil {
+		if !slices.Contains(flags, m[1]) || m[2] != envName(m[1]) {
+			t.Fatalf("usage error names --%s and %s, which is not a flag and its variable: %s", m[1], m[2], msg)
+		}
+		return
+	}
+	for _, generic := range []string{"unknown flag --", "bad flag syntax: ", "missing value for --", "unexpected arguments "} {
+		if strings.Contains(msg, generic) {
+			return // names the argument the flag package did not take
+		}
+	}
+	if !slices.ContainsFunc(flags, func(name string) bool {
+		return strings.Contains(msg, "--"+name+" ") || strings.Contains(msg, "--"+name+":")
+	}) {
+		t.Fatalf("usage error names no flag; args %q, env %q: %s", args, env, msg)
+	}
 }
 
 // FuzzFlagsEnv checks the flag/environment precedence of flags.parse for

@@ -9,13 +9,14 @@ import (
 )
 
 // newLogger builds the process logger; format is "text" or "json", level one
-// of debug, info, warn, error.
+// of debug, info, warn, error. Durations read the same in both formats:
+// "30s", "1m30s", "100µs" (JSON would print nanoseconds otherwise).
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageError("invalid value for --log-level (%s): %q; use debug, info, warn or error", envName("log-level"), level)
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationsAsText}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -23,6 +24,15 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageError("invalid value for --log-format (%s): %q; use text or json", envName("log-format"), format)
+}
+
+// durationsAsText writes a duration as time.Duration.String does, in
+// groups too.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // kvPassword matches password=value in a key=value connection string, where

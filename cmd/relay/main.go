@@ -21,12 +21,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"strings"
 	"syscall"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
 
 const usage = `relay: transactional outbox relay for PostgreSQL
 
@@ -66,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "bench":
 		err = runBench(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "relay", buildVersion())
+		fmt.Fprint(stdout, buildVersion())
 		return 0
 	case "help", "-h", "--help", "-help":
 		fmt.Fprintln(stdout, usage)
@@ -81,21 +78,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(*errUsage)):
-		fmt.Fprintln(stderr, "relay:", err)
+		// One line per problem: all of them at once.
+		for _, msg := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "relay:", msg)
+		}
 		return 2
 	default:
 		fmt.Fprintln(stderr, "relay:", err)
 		return 1
 	}
-}
-
-// buildVersion returns the ldflags version or the module version.
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
 }

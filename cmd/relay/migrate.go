@@ -41,9 +41,8 @@ func (d *dbFlags) outboxTable() (outbox.Table, error) {
 	return t, nil
 }
 
-// pool parses the URL (a usage error naming the flag when it is bad) and
-// returns a pool; it does not connect yet.
-func (d *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
+// poolConfig parses the URL; errors are usage errors naming the flag.
+func (d *dbFlags) poolConfig() (*pgxpool.Config, error) {
 	if d.url == "" {
 		return nil, usageError("--database-url (%s) is required", envName("database-url"))
 	}
@@ -54,6 +53,16 @@ func (d *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	relay.ConfigurePool(cfg)
 	if !strings.Contains(d.url, "pool_max_conns") && cfg.MaxConns < int32(d.minConns) {
 		cfg.MaxConns = int32(d.minConns)
+	}
+	return cfg, nil
+}
+
+// pool returns a pool for the URL (a usage error naming the flag when it
+// is bad); it does not connect yet.
+func (d *dbFlags) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	cfg, err := d.poolConfig()
+	if err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -66,18 +75,18 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	f := newFlags("relay migrate", "Usage: relay migrate up|down|status [flags]\n\n"+
 		"up applies every pending migration (several replicas may run it at once; a second run is a no-op),\n"+
 		"down reverts the latest one (001 down drops the outbox table and its events),\n"+
-		"status lists migrations and when they ran.", stderr, getenv)
+		"status lists migrations and when they ran.", stdout, getenv)
 	var db dbFlags
 	db.register(f, "")
 	var timeout time.Duration
 	f.Duration(&timeout, "timeout", time.Minute, "give up when the database does not answer within this time")
 	if len(args) == 0 {
-		f.fs.Usage()
+		f.printUsage(stderr)
 		return usageError("migrate needs a subcommand: up, down or status")
 	}
 	sub := args[0]
 	if sub == "-h" || sub == "-help" || sub == "--help" {
-		f.fs.Usage()
+		f.printUsage(stdout)
 		return flag.ErrHelp
 	}
 	if err := f.parse(args[1:]); err != nil {

@@ -4,232 +4,51 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"time"
+	"strings"
 
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	stdoutsink "github.com/outboxrelay/outboxrelay/publishers/stdout"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// kafkaFlags are the Kafka sink's flags, shared by run and demo.
-type kafkaFlags struct {
-	batchTimeout                              time.Duration
-	brokers, partitioner                      string
-	tls, tlsInsecure                          bool
-	tlsCA, tlsCert, tlsKey                    string
-	saslMechanism, saslUsername, saslPassword string
-}
-
-func (k *kafkaFlags) register(f *flags) {
-	f.String(&k.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port")
-	f.String(&k.partitioner, "kafka-partitioner", kafka.PartitionerMurmur2, "partition by key with murmur2 (Java client default), crc32 (librdkafka), fnv1a (sarama) or round-robin")
-	f.Duration(&k.batchTimeout, "kafka-batch-timeout", kafka.DefaultBatchTimeout, "how long the Kafka client waits for more messages before it sends a partition's partial batch (each publish waits this long once)")
-	f.Bool(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
-	f.String(&k.tlsCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots); implies --kafka-tls")
-	f.String(&k.tlsCert, "kafka-tls-cert", "", "PEM client certificate for mutual TLS; implies --kafka-tls")
-	f.String(&k.tlsKey, "kafka-tls-key", "", "PEM private key of --kafka-tls-cert")
-	f.Bool(&k.tlsInsecure, "kafka-tls-insecure-skip-verify", false, "do not verify the brokers' certificates (testing only)")
-	f.String(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL)")
-	f.String(&k.saslUsername, "kafka-sasl-username", "", "SASL user name")
-	f.String(&k.saslPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable; never logged)")
-}
-
-// config turns the flags into a kafka.Config; errors name the flag.
-func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
-	cfg := kafka.Config{
-		Brokers:      splitList(k.brokers),
-		Partitioner:  k.partitioner,
-		BatchTimeout: k.batchTimeout,
-		SASL:         kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: k.saslPassword},
-		Logger:       logger,
-	}
-	if len(cfg.Brokers) == 0 {
-		return cfg, usageError("--kafka-brokers (%s) is required with --sink kafka", envName("kafka-brokers"))
-	}
-	if k.tls || k.tlsCA != "" || k.tlsCert != "" || k.tlsKey != "" || k.tlsInsecure {
-		tlsCfg, err := kafka.LoadTLS(k.tlsCA, k.tlsCert, k.tlsKey, k.tlsInsecure)
-		if err != nil {
-			return cfg, usageError("invalid TLS files (--kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key): %v", err)
-		}
-		cfg.TLS = tlsCfg
-	}
-	return cfg, nil
-}
-
-// relayFlags hold the relay.Config knobs.
-type relayFlags struct {
-	id                              string
-	batchSize, maxAttempts, workers int
-	lease, pollInterval, pollMin    time.Duration
-	backoffMin, backoffMax          time.Duration
-	publishTimeout, shutdownTimeout time.Duration
-	outageMin, outageMax            time.Duration
-	orderedTopics, headOfLine       string
-	claimMode                       string
-	shards, shardBudget             int
-	listen                          bool
-	retention, janitorInterval      time.Duration
-	janitorBatch                    int
-	keepSent, janitorVacuum         bool
-}
-
-func (r *relayFlags) register(f *flags) {
-	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
-	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
-	f.Int(&r.workers, "workers", 2, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
-	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
-	f.String(&r.claimMode, "claim-mode", "lease", "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
-	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
-	f.Duration(&r.pollMin, "poll-min", 0, "with --listen=false: the wait after a claim that found rows; each claim that finds none doubles it, up to --poll-interval (default 5ms, or --poll-interval when shorter)")
-	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
-	f.Int(&r.maxAttempts, "max-attempts", 10, "attempts before a transiently failing row is marked failed")
-	f.Duration(&r.backoffMin, "backoff-min", time.Second, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
-	f.Duration(&r.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
-	f.Duration(&r.publishTimeout, "publish-timeout", time.Minute, "bound on one publish; the lease is extended while it runs")
-	f.Duration(&r.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
-	f.Duration(&r.outageMin, "outage-backoff-min", 100*time.Millisecond, "first wait before probing again while the sink or the database is unreachable")
-	f.Duration(&r.outageMax, "outage-backoff-max", 30*time.Second, "longest wait between probes while the sink or the database is unreachable")
-	f.String(&r.orderedTopics, "ordered-topics", "", "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
-	f.Int(&r.shards, "shards", 16, "ordered delivery: shards keys are spread over; every replica must use the same value")
-	f.Int(&r.shardBudget, "shard-budget", 0, "ordered delivery: rows claimed from one shard before handing it back (default 10 x --batch-size)")
-	f.String(&r.headOfLine, "head-of-line", "wait", "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
-	f.Duration(&r.retention, "retention", 7*24*time.Hour, "how long sent rows are kept before the janitor deletes them; failed rows are always kept")
-	f.Bool(&r.keepSent, "keep-sent", false, "never delete sent rows: turns the retention janitor off")
-	f.Duration(&r.janitorInterval, "janitor-interval", time.Minute, "how often the retention janitor may run, once across all replicas")
-	f.Int(&r.janitorBatch, "janitor-batch", 1000, "most sent rows one DELETE of the retention janitor removes")
-	f.Bool(&r.janitorVacuum, "janitor-vacuum", true, "after a retention run that deleted rows, VACUUM (ANALYZE) the table (the role must own it); false leaves it to autovacuum")
-}
-
-// configFlag maps relay.Config fields to the flags that set them.
-var configFlag = map[string]string{
-	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
-	"PollMin":     "poll-min",
-	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
-	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
-	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
-	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
-	"Ordering.HeadOfLine": "head-of-line", "Retention": "retention", "KeepSent": "keep-sent",
-	"JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "NoVacuum": "janitor-vacuum",
-}
-
-// config builds the relay.Config. Zero means "default" in relay.Config, so
-// zero and negative flag values are rejected here, naming the flag.
-func (r *relayFlags) config() (relay.Config, error) {
-	positive := map[string]int64{
-		"batch-size": int64(r.batchSize), "max-attempts": int64(r.maxAttempts), "workers": int64(r.workers),
-		"lease": int64(r.lease), "poll-interval": int64(r.pollInterval),
-		"backoff-min": int64(r.backoffMin), "backoff-max": int64(r.backoffMax),
-		"publish-timeout": int64(r.publishTimeout), "shutdown-timeout": int64(r.shutdownTimeout),
-		"outage-backoff-min": int64(r.outageMin), "outage-backoff-max": int64(r.outageMax),
-		"shards": int64(r.shards), "retention": int64(r.retention),
-		"janitor-interval": int64(r.janitorInterval), "janitor-batch": int64(r.janitorBatch),
-	}
-	if r.retention <= 0 {
-		return relay.Config{}, usageError("invalid value for --retention (%s): must be positive; --keep-sent keeps sent rows for ever", envName("retention"))
-	}
-	for name, v := range positive {
-		if v <= 0 {
-			return relay.Config{}, usageError("invalid value for --%s (%s): must be positive", name, envName(name))
-		}
-	}
-	return relay.Config{
-		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
-		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
-		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
-		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
-		Retention: r.retention, KeepSent: r.keepSent, JanitorInterval: r.janitorInterval, JanitorBatch: r.janitorBatch,
-		NoVacuum: !r.janitorVacuum,
-		Ordering: relay.Ordering{
-			Topics: splitList(r.orderedTopics), Shards: r.shards, ShardBudget: r.shardBudget,
-			HeadOfLine: relay.HeadOfLine(r.headOfLine),
-		},
-	}, nil
-}
-
-// asUsage turns a *relay.ConfigError into a usage error naming the flag.
-func asUsage(err error) error {
-	var ce *relay.ConfigError
-	if errors.As(err, &ce) {
-		name := configFlag[ce.Field]
-		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
-	}
-	return err
-}
-
-// kafkaConfigFlag maps kafka.Config fields to the flags that set them.
-var kafkaConfigFlag = map[string]string{
-	"Brokers": "kafka-brokers", "Partitioner": "kafka-partitioner",
-	"SASL.Mechanism": "kafka-sasl-mechanism", "SASL.Username": "kafka-sasl-username", "BatchTimeout": "kafka-batch-timeout",
-}
-
-// kafkaUsage turns an error of kafka.New into a usage error naming the flag.
-func kafkaUsage(err error) error {
-	var ce *kafka.ConfigError
-	switch {
-	case !errors.As(err, &ce):
-	case kafkaConfigFlag[ce.Field] != "":
-		name := kafkaConfigFlag[ce.Field]
-		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
-	case ce.Field == "SASL":
-		return usageError("invalid value for --kafka-sasl-username (%s) or --kafka-sasl-password (%s): %s",
-			envName("kafka-sasl-username"), envName("kafka-sasl-password"), ce.Reason)
-	}
-	return usageError("invalid Kafka configuration: %v", err)
-}
-
 func runRelay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay run", "Usage: relay run [flags]\n\n"+
 		"Claims committed outbox rows and publishes them until SIGTERM or SIGINT, then stops claiming,\n"+
-		"lets the batch in flight finish (or releases it) and exits 0. Run as many replicas as you like.", stderr, getenv)
-	var (
-		db                  dbFlags
-		kf                  kafkaFlags
-		rf                  relayFlags
-		sink                string
-		logFormat, logLevel string
-		pprofAddr           string
-	)
-	db.register(f, "")
-	kf.register(f)
-	rf.register(f)
-	f.String(&pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
-	f.String(&sink, "sink", "kafka", "where events go: kafka, or stdout (JSON lines, for debugging)")
-	f.String(&logFormat, "log-format", "text", "log format: text or json")
-	f.String(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+		"lets the batch in flight finish (or releases it) and exits 0. Run as many replicas as you like.", stdout, getenv)
+	var o runOptions
+	o.register(f)
+	// Every configuration problem is reported at once, before anything is
+	// logged or connected.
+	var errs problems
 	if err := f.parse(args); err != nil {
-		return err
+		var u *errUsage
+		if !errors.As(err, &u) || len(f.bad.msgs) == 0 {
+			return err // --help, or a command line that could not be read
+		}
+		errs.add(err)
 	}
 	if len(f.args()) > 0 {
-		return usageError("unexpected arguments %q", f.args())
+		errs.add(usageError("unexpected arguments %q", f.args()))
 	}
-	logger, err := newLogger(stderr, logFormat, logLevel)
+	cfg, err := o.config()
+	errs.add(err)
+	if err := errs.err(); err != nil {
+		return err
+	}
+
+	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
 	if err != nil {
 		return err
 	}
-	table, err := db.outboxTable()
-	if err != nil {
-		return err
-	}
-	cfg, err := rf.config()
-	if err != nil {
-		return err
-	}
-	cfg.Table, cfg.Logger = table, logger
+	cfg.relay.Logger = logger
 
 	var pub relay.Publisher
-	switch sink {
+	switch o.sink {
 	case "kafka":
-		kcfg, err := kf.config(logger)
-		if err != nil {
-			return err
-		}
-		// One produce request per partition can carry a whole claimed batch.
-		kcfg.BatchSize = cfg.BatchSize
-		if len(cfg.Ordering.Topics) > 0 && kcfg.Partitioner == kafka.PartitionerRoundRobin {
-			return usageError("--kafka-partitioner %s spreads a key over partitions, which breaks --ordered-topics; use murmur2, crc32 or fnv1a", kafka.PartitionerRoundRobin)
-		}
-		p, err := kafka.New(kcfg)
+		cfg.kafka.Logger = logger
+		p, err := kafka.New(cfg.kafka)
 		if err != nil {
 			return kafkaUsage(err)
 		}
@@ -237,31 +56,76 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		logger.Info("kafka sink", "config", p.Config())
 	case "stdout":
 		pub = stdoutsink.New(stdout)
-	default:
-		return usageError("invalid value for --sink (%s): %q; use kafka or stdout", envName("sink"), sink)
 	}
 	defer pub.Close()
 
 	// Each worker's batch, the listener, the ordered loop and the janitor
 	// may each hold a connection at once.
-	db.minConns = cfg.Workers + 3
-	pool, err := db.pool(ctx)
+	o.db.minConns = cfg.relay.Workers + 3
+	pool, err := o.db.pool(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	r, err := relay.New(pool, pub, cfg)
+	r, err := relay.New(pool, pub, cfg.relay)
 	if err != nil {
 		return asUsage(err)
 	}
-	if pprofAddr != "" {
-		bound, stop, err := servePprof(pprofAddr)
+	if o.pprofAddr != "" {
+		bound, stop, err := servePprof(o.pprofAddr)
 		if err != nil {
 			return usageError("invalid value for --pprof-addr (%s): %v", envName("pprof-addr"), err)
 		}
 		defer stop()
 		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
 	}
-	logger.Info("connecting", "database", redactDSN(db.url), "table", table.String(), "sink", sink)
-	return r.Run(ctx)
+	logger.Info("connecting", "database", redactDSN(o.db.url), "table", cfg.table.String(), "sink", o.sink)
+	err = r.Run(ctx)
+	if errors.Is(err, migrations.ErrNotMigrated) {
+		return &notMigratedError{err: err, command: migrateUpCommand(f, o.db)}
+	}
+	return err
+}
+
+// notMigratedError is migrations.ErrNotMigrated with the exact command that
+// migrates the table relay run was given.
+type notMigratedError struct {
+	err     error
+	command string
+}
+
+func (e *notMigratedError) Error() string {
+	msg := e.err.Error()
+	if strings.Contains(msg, "`relay migrate up`") {
+		return strings.Replace(msg, "`relay migrate up`", "`"+e.command+"`", 1)
+	}
+	return msg + "; run `" + e.command + "`"
+}
+
+func (e *notMigratedError) Unwrap() error { return e.err }
+
+// migrateUpCommand is the relay migrate up command line for the database
+// and table of f: --schema and --table when they are not the defaults, and
+// the database URL as the variable it came from, or as given with its
+// password masked.
+func migrateUpCommand(f *flags, db dbFlags) string {
+	cmd := "relay migrate up --database-url "
+	if f.fromEnv("database-url") {
+		cmd += `"$` + envName("database-url") + `"`
+	} else {
+		cmd += shellQuote(redactDSN(db.url))
+	}
+	// Names are validated identifiers: nothing to quote.
+	if db.schema != outbox.DefaultSchema {
+		cmd += " --schema " + db.schema
+	}
+	if db.table != outbox.DefaultTable {
+		cmd += " --table " + db.table
+	}
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"net"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers/kafka"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// runOptions are the settings of relay run.
+type runOptions struct {
+	db                  dbFlags
+	kf                  kafkaFlags
+	rf                  relayFlags
+	sink                string
+	logFormat, logLevel string
+	pprofAddr           string
+}
+
+func (o *runOptions) register(f *flags) {
+	o.db.register(f, "")
+	o.kf.register(f)
+	o.rf.register(f)
+	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
+	f.String(&o.sink, "sink", "kafka", "where events go: kafka, or stdout (JSON lines, for debugging)")
+	f.String(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.String(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// runConfig is what relay run needs once its flags are known to be good.
+type runConfig struct {
+	table outbox.Table
+	relay relay.Config
+	kafka kafka.Config // with --sink kafka
+}
+
+// config checks every setting of relay run and returns them, or a usage
+// error listing every problem, each naming its flag and variable. It
+// neither logs nor connects.
+func (o *runOptions) config() (runConfig, error) {
+	var (
+		c    runConfig
+		errs problems
+		err  error
+	)
+	_, err = o.db.poolConfig()
+	errs.add(err)
+	c.table, err = o.db.outboxTable()
+	errs.add(err)
+	c.relay, err = o.rf.config()
+	errs.add(err)
+	if c.table.Validate() == nil {
+		c.relay.Table = c.table
+	}
+	for _, ce := range relayProblems(c.relay) {
+		errs.add(asUsage(ce))
+	}
+	switch o.sink {
+	case "kafka":
+		c.kafka, err = o.kf.config()
+		errs.add(err)
+		c.kafka.BatchSize = c.relay.BatchSize // one produce request per partition can carry a whole claimed batch
+		if len(c.relay.Ordering.Topics) > 0 && c.kafka.Partitioner == kafka.PartitionerRoundRobin {
+			errs.add(usageError("--kafka-partitioner %s spreads a key over partitions, which breaks --ordered-topics; use murmur2, crc32 or fnv1a", kafka.PartitionerRoundRobin))
+		}
+		if len(c.kafka.Brokers) > 0 {
+			for _, err := range kafkaProblems(c.kafka) {
+				errs.add(kafkaUsage(err))
+			}
+		}
+	case "stdout":
+	default:
+		errs.add(usageError("invalid value for --sink (%s): %q; use kafka or stdout", envName("sink"), o.sink))
+	}
+	_, err = newLogger(io.Discard, o.logFormat, o.logLevel)
+	errs.add(err)
+	if o.pprofAddr != "" {
+		if _, _, err := net.SplitHostPort(o.pprofAddr); err != nil {
+			errs.add(usageError("invalid value for --pprof-addr (%s): %q is not host:port, e.g. 127.0.0.1:6060", envName("pprof-addr"), o.pprofAddr))
+		}
+	}
+	return c, errs.err()
+}
+
+// kafkaFlags are the Kafka sink's flags, shared by run and demo.
+type kafkaFlags struct {
+	batchTimeout                              time.Duration
+	brokers, partitioner                      string
+	tls, tlsInsecure                          bool
+	tlsCA, tlsCert, tlsKey                    string
+	saslMechanism, saslUsername, saslPassword string
+}
+
+func (k *kafkaFlags) register(f *flags) {
+	f.String(&k.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port")
+	f.String(&k.partitioner, "kafka-partitioner", kafka.PartitionerMurmur2, "partition by key with murmur2 (Java client default), crc32 (librdkafka), fnv1a (sarama) or round-robin")
+	f.Duration(&k.batchTimeout, "kafka-batch-timeout", kafka.DefaultBatchTimeout, "how long the Kafka client waits for more messages before it sends a partition's partial batch (each publish waits this long once)")
+	f.Bool(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
+	f.String(&k.tlsCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots); implies --kafka-tls")
+	f.String(&k.tlsCert, "kafka-tls-cert", "", "PEM client certificate for mutual TLS; implies --kafka-tls")
+	f.String(&k.tlsKey, "kafka-tls-key", "", "PEM private key of --kafka-tls-cert")
+	f.Bool(&k.tlsInsecure, "kafka-tls-insecure-skip-verify", false, "do not verify the brokers' certificates (testing only)")
+	f.String(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL)")
+	f.String(&k.saslUsername, "kafka-sasl-username", "", "SASL user name")
+	f.String(&k.saslPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable; never logged)")
+}
+
+// config turns the flags into a kafka.Config (without a logger); errors
+// name the flag. kafkaProblems checks the rest.
+func (k *kafkaFlags) config() (kafka.Config, error) {
+	cfg := kafka.Config{
+		Brokers:      splitList(k.brokers),
+		Partitioner:  k.partitioner,
+		BatchTimeout: k.batchTimeout,
+		SASL:         kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: k.saslPassword},
+	}
+	var errs problems
+	if len(cfg.Brokers) == 0 {
+		errs.add(usageError("--kafka-brokers (%s) is required with --sink kafka", envName("kafka-brokers")))
+	}
+	if k.tls || k.tlsCA != "" || k.tlsCert != "" || k.tlsKey != "" || k.tlsInsecure {
+		tlsCfg, err := kafka.LoadTLS(k.tlsCA, k.tlsCert, k.tlsKey, k.tlsInsecure)
+		if err != nil {
+			errs.add(usageError("invalid TLS files (--kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key): %v", err))
+		}
+		cfg.TLS = tlsCfg
+	}
+	return cfg, errs.err()
+}
+
+// kafkaProblems returns every error kafka.New finds in cfg, not only the
+// first: each refused field is set back to its default and cfg is checked
+// again. The publishers it builds on the way are closed; none connects.
+func kafkaProblems(cfg kafka.Config) []error {
+	var out []error
+	seen := map[string]bool{}
+	for {
+		p, err := kafka.New(cfg)
+		if err == nil {
+			_ = p.Close()
+			return out
+		}
+		var ce *kafka.ConfigError
+		if !errors.As(err, &ce) || seen[ce.Field] {
+			return append(out, err)
+		}
+		out, seen[ce.Field] = append(out, err), true
+		switch {
+		case ce.Field == "Brokers":
+			cfg.Brokers = []string{"localhost:9092"}
+		case strings.HasPrefix(ce.Field, "SASL"):
+			cfg.SASL = kafka.SASLConfig{}
+		case !zeroField(&cfg, ce.Field):
+			return out
+		}
+	}
+}
+
+// relayFlags hold the relay.Config knobs.
+type relayFlags struct {
+	id                              string
+	batchSize, maxAttempts, workers int
+	lease, pollInterval, pollMin    time.Duration
+	backoffMin, backoffMax          time.Duration
+	publishTimeout, shutdownTimeout time.Duration
+	outageMin, outageMax            time.Duration
+	orderedTopics, headOfLine       string
+	claimMode                       string
+	shards, shardBudget             int
+	listen                          bool
+	retention, janitorInterval      time.Duration
+	janitorBatch                    int
+	keepSent, janitorVacuum         bool
+}
+
+func (r *relayFlags) register(f *flags) {
+	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
+	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
+	f.Int(&r.workers, "workers", 2, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
+	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
+	f.String(&r.claimMode, "claim-mode", "lease", "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
+	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
+	f.Duration(&r.pollMin, "poll-min", 0, "with --listen=false: the wait after a claim that found rows; each claim that finds none doubles it, up to --poll-interval (default 5ms, or --poll-interval when shorter)")
+	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
+	f.Int(&r.maxAttempts, "max-attempts", 10, "attempts before a transiently failing row is marked failed")
+	f.Duration(&r.backoffMin, "backoff-min", time.Second, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
+	f.Duration(&r.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
+	f.Duration(&r.publishTimeout, "publish-timeout", time.Minute, "bound on one publish; the lease is extended while it runs")
+	f.Duration(&r.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
+	f.Duration(&r.outageMin, "outage-backoff-min", 100*time.Millisecond, "first wait before probing again while the sink or the database is unreachable")
+	f.Duration(&r.outageMax, "outage-backoff-max", 30*time.Second, "longest wait between probes while the sink or the database is unreachable")
+	f.String(&r.orderedTopics, "ordered-topics", "", "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
+	f.Int(&r.shards, "shards", 16, "ordered delivery: shards keys are spread over; every replica must use the same value")
+	f.Int(&r.shardBudget, "shard-budget", 0, "ordered delivery: rows claimed from one shard before handing it back (default 10 x --batch-size)")
+	f.String(&r.headOfLine, "head-of-line", "wait", "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
+	f.Duration(&r.retention, "retention", 7*24*time.Hour, "how long sent rows are kept before the janitor deletes them; failed rows are always kept")
+	f.Bool(&r.keepSent, "keep-sent", false, "never delete sent rows: turns the retention janitor off")
+	f.Duration(&r.janitorInterval, "janitor-interval", time.Minute, "how often the retention janitor may run, once across all replicas")
+	f.Int(&r.janitorBatch, "janitor-batch", 1000, "most sent rows one DELETE of the retention janitor removes")
+	f.Bool(&r.janitorVacuum, "janitor-vacuum", true, "after a retention run that deleted rows, VACUUM (ANALYZE) the table (the role must own it); false leaves it to autovacuum")
+}
+
+// configFlag maps relay.Config fields to the flags that set them.
+var configFlag = map[string]string{
+	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
+	"PollMin":     "poll-min",
+	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
+	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
+	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
+	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
+	"Ordering.HeadOfLine": "head-of-line", "Retention": "retention", "KeepSent": "keep-sent",
+	"JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "NoVacuum": "janitor-vacuum",
+}
+
+// config builds the relay.Config. Zero means "default" in relay.Config, so
+// zero and negative flag values are refused here, naming the flag; the
+// error lists each of them, and the config returned has them at their
+// defaults so that relayProblems can check the rest.
+func (r *relayFlags) config() (relay.Config, error) {
+	cfg := relay.Config{
+		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
+		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
+		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
+		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
+		Retention: r.retention, KeepSent: r.keepSent, JanitorInterval: r.janitorInterval, JanitorBatch: r.janitorBatch,
+		NoVacuum: !r.janitorVacuum,
+		Ordering: relay.Ordering{
+			Topics: splitList(r.orderedTopics), Shards: r.shards, ShardBudget: r.shardBudget,
+			HeadOfLine: relay.HeadOfLine(r.headOfLine),
+		},
+	}
+	// In the order of --help.
+	positive := []struct {
+		name string
+		v    int64
+		p    any // the field, zeroed when refused
+	}{
+		{"batch-size", int64(r.batchSize), &cfg.BatchSize}, {"workers", int64(r.workers), &cfg.Workers},
+		{"lease", int64(r.lease), &cfg.Lease}, {"poll-interval", int64(r.pollInterval), &cfg.PollInterval},
+		{"max-attempts", int64(r.maxAttempts), &cfg.MaxAttempts},
+		{"backoff-min", int64(r.backoffMin), &cfg.BackoffMin}, {"backoff-max", int64(r.backoffMax), &cfg.BackoffMax},
+		{"publish-timeout", int64(r.publishTimeout), &cfg.PublishTimeout}, {"shutdown-timeout", int64(r.shutdownTimeout), &cfg.ShutdownTimeout},
+		{"outage-backoff-min", int64(r.outageMin), &cfg.OutageBackoffMin}, {"outage-backoff-max", int64(r.outageMax), &cfg.OutageBackoffMax},
+		{"shards", int64(r.shards), &cfg.Ordering.Shards}, {"retention", int64(r.retention), &cfg.Retention},
+		{"janitor-interval", int64(r.janitorInterval), &cfg.JanitorInterval}, {"janitor-batch", int64(r.janitorBatch), &cfg.JanitorBatch},
+	}
+	var errs problems
+	for _, p := range positive {
+		if p.v > 0 {
+			continue
+		}
+		reason := "must be positive"
+		if p.name == "retention" {
+			reason += "; --keep-sent keeps sent rows for ever"
+		}
+		errs.add(usageError("invalid value for --%s (%s): %s", p.name, envName(p.name), reason))
+		reflect.ValueOf(p.p).Elem().SetZero()
+	}
+	return cfg, errs.err()
+}
+
+// relayProblems returns every invalid field of cfg, not only the first
+// that relay.Config.Validate reports: each reported field is set back to
+// its default and cfg is checked again.
+func relayProblems(cfg relay.Config) []error {
+	var out []error
+	seen := map[string]bool{}
+	for {
+		err := cfg.Validate()
+		if err == nil {
+			return out
+		}
+		var ce *relay.ConfigError
+		if !errors.As(err, &ce) || seen[ce.Field] {
+			return append(out, err)
+		}
+		out, seen[ce.Field] = append(out, err), true
+		if !zeroField(&cfg, ce.Field) {
+			return out
+		}
+	}
+}
+
+// zeroField sets the field at path ("BatchSize", "Ordering.Shards") of the
+// struct p points to to its zero value, and reports whether there was one.
+func zeroField(p any, path string) bool {
+	v := reflect.ValueOf(p).Elem()
+	for name := range strings.SplitSeq(path, ".") {
+		if v.Kind() != reflect.Struct {
+			return false
+		}
+		if v = v.FieldByName(name); !v.IsValid() {
+			return false
+		}
+	}
+	if !v.CanSet() {
+		return false
+	}
+	v.SetZero()
+	return true
+}
+
+// asUsage turns a *relay.ConfigError into a usage error naming the flag.
+func asUsage(err error) error {
+	var ce *relay.ConfigError
+	if errors.As(err, &ce) {
+		if name := configFlag[ce.Field]; name != "" {
+			return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+		}
+	}
+	return err
+}
+
+// kafkaConfigFlag maps kafka.Config fields to the flags that set them.
+var kafkaConfigFlag = map[string]string{
+	"Brokers": "kafka-brokers", "Partitioner": "kafka-partitioner",
+	"SASL.Mechanism": "kafka-sasl-mechanism", "SASL.Username": "kafka-sasl-username", "BatchTimeout": "kafka-batch-timeout",
+}
+
+// kafkaUsage turns an error of kafka.New into a usage error naming the flag.
+func kafkaUsage(err error) error {
+	var ce *kafka.ConfigError
+	switch {
+	case !errors.As(err, &ce):
+	case kafkaConfigFlag[ce.Field] != "":
+		name := kafkaConfigFlag[ce.Field]
+		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+	case ce.Field == "SASL":
+		return usageError("invalid value for --kafka-sasl-username (%s) or --kafka-sasl-password (%s): %s",
+			envName("kafka-sasl-username"), envName("kafka-sasl-password"), ce.Reason)
+	}
+	return usageError("invalid Kafka configuration: %v", err)
+}
