@@ -101,17 +101,12 @@ func startCluster(ctx context.Context, t *testing.T, bin string, p profile, seed
 	c.broker, err = kfakebroker.Start(kfakebroker.Options{
 		Topics: []string{orderedTopic, plainTopic},
 		Listen: func(network, address string) (net.Listener, error) {
-			ln, err := net.Listen(network, address)
+			ln, err := faultproxy.Listen(network, address)
 			if err != nil {
 				return nil, err
 			}
-			proxy, err := faultproxy.Start(ln.Addr().String())
-			if err != nil {
-				ln.Close()
-				return nil, err
-			}
-			c.brokerProxy = proxy
-			return advertised{ln, proxy}, nil
+			c.brokerProxy = ln.Proxy
+			return ln, nil
 		},
 	})
 	if err != nil {
@@ -139,20 +134,6 @@ func startCluster(ctx context.Context, t *testing.T, bin string, p profile, seed
 		c.startRelay(s)
 	}
 	return c
-}
-
-// advertised is a broker listener that reports its fault proxy's address.
-type advertised struct {
-	net.Listener
-	proxy *faultproxy.Proxy
-}
-
-func (a advertised) Addr() net.Addr {
-	addr, err := net.ResolveTCPAddr("tcp", a.proxy.Addr())
-	if err != nil {
-		return a.Listener.Addr()
-	}
-	return addr
 }
 
 // produceControl refuses a share of produce requests during broker-errors.
