@@ -88,7 +88,8 @@ var (
 )
 
 // buildBinary builds the relay binary once per test run and returns its
-// path.
+// path. The build records the VCS revision (-buildvcs=auto overrides a
+// GOFLAGS=-buildvcs=false), as make build does.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -98,7 +99,7 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "relay")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", binPath, ".").CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
