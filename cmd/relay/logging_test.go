@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRedactDSN(t *testing.T) {
@@ -102,4 +105,55 @@ func TestSplitList(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Durations are logged in one readable form, time.Duration's, in JSON as
+// in text, at the top level, in groups and in values that log themselves
+// (like the Kafka sink's configuration): JSON would write nanoseconds.
+func TestLogsWriteDurationsAsText(t *testing.T) {
+	t.Parallel()
+	log := func(format string) string {
+		var b strings.Builder
+		logger, err := newLogger(&b, format, "info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.Info("relay started", "lease", 30*time.Second, "retention", 168*time.Hour,
+			slog.Group("outage", slog.Duration("backoff_max", 90*time.Second)),
+			"config", durationLogger{100 * time.Microsecond})
+		return b.String()
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(log("json")), &line); err != nil {
+		t.Fatal(err)
+	}
+	config, _ := line["config"].(map[string]any)
+	outage, _ := line["outage"].(map[string]any)
+	for _, c := range []struct {
+		name string
+		got  any
+		want string
+	}{
+		{"lease", line["lease"], "30s"},
+		{"retention", line["retention"], "168h0m0s"},
+		{"outage.backoff_max", outage["backoff_max"], "1m30s"},
+		{"config.batch_timeout", config["batch_timeout"], "100µs"},
+	} {
+		if c.got != c.want {
+			t.Errorf("JSON %s = %#v, want %q", c.name, c.got, c.want)
+		}
+	}
+	text := log("text")
+	for _, want := range []string{"lease=30s", "retention=168h0m0s", "outage.backoff_max=1m30s", "config.batch_timeout=100µs"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text log lacks %s:\n%s", want, text)
+		}
+	}
+}
+
+// durationLogger logs itself as a group holding a duration.
+type durationLogger struct{ batchTimeout time.Duration }
+
+func (d durationLogger) LogValue() slog.Value {
+	return slog.GroupValue(slog.Duration("batch_timeout", d.batchTimeout))
 }
