@@ -38,7 +38,10 @@ const (
 
 // Defaults applied by New to zero Config fields.
 const (
-	// DefaultBatchTimeout is the default Config.BatchTimeout.
+	// DefaultBatchTimeout is the default Config.BatchTimeout, which is
+	// ignored.
+	//
+	// Deprecated: see Config.BatchTimeout.
 	DefaultBatchTimeout = 100 * time.Microsecond
 	// DefaultBatchSize is the default Config.BatchSize, kafka-go's own.
 	DefaultBatchSize = 100
@@ -71,19 +74,16 @@ type Config struct {
 	// quotas). Defaults to "outboxrelay".
 	ClientID string
 
-	// BatchTimeout is how long kafka-go waits for more messages before it
-	// sends a partition's incomplete batch. Publish is synchronous: every
-	// call waits this long for the last batch of each partition it writes
-	// to, so it must stay small. Defaults to DefaultBatchTimeout (100 µs);
-	// kafka-go's own default of 1 s would add a second to every Publish.
+	// BatchTimeout is ignored.
+	//
+	// Deprecated: Publish sends each produce request as soon as it is
+	// built; nothing waits for a batch to fill. The field stays so that
+	// existing configurations compile.
 	BatchTimeout time.Duration
 
 	// BatchSize is the most messages sent to one partition in one produce
 	// request; a Publish with more messages for a partition sends several
-	// requests, one after the other. A full batch is sent at once, without
-	// waiting for BatchTimeout. kafka-go allocates room for BatchSize
-	// messages in every batch it starts, so a large value costs memory on
-	// topics with many partitions. Defaults to DefaultBatchSize (100).
+	// requests, one after the other. Defaults to DefaultBatchSize (100).
 	BatchSize int
 
 	// MaxMessageBytes is the largest message (key, value and headers, as
@@ -94,8 +94,8 @@ type Config struct {
 	// DefaultMaxMessageBytes (1 MiB).
 	MaxMessageBytes int
 
-	// MaxAttempts is how many times kafka-go tries a produce request that
-	// failed with a retriable error before Publish reports the failure. The
+	// MaxAttempts is how many times Publish tries a produce request that
+	// failed with a retriable error before it reports the failure. The
 	// relay retries on its own, with backoff, so this stays small. Defaults
 	// to DefaultMaxAttempts (3).
 	MaxAttempts int
@@ -171,8 +171,8 @@ func (s SASLConfig) LogValue() slog.Value {
 
 // String describes c without secrets.
 func (c Config) String() string {
-	return fmt.Sprintf("kafka.Config{Brokers:%v Partitioner:%s ClientID:%s BatchTimeout:%s BatchSize:%d MaxMessageBytes:%d MaxAttempts:%d WriteTimeout:%s DialTimeout:%s AllowAutoTopicCreation:%t TLS:%t SASL:%s}",
-		c.Brokers, c.Partitioner, c.ClientID, c.BatchTimeout, c.BatchSize, c.MaxMessageBytes, c.MaxAttempts,
+	return fmt.Sprintf("kafka.Config{Brokers:%v Partitioner:%s ClientID:%s BatchSize:%d MaxMessageBytes:%d MaxAttempts:%d WriteTimeout:%s DialTimeout:%s AllowAutoTopicCreation:%t TLS:%t SASL:%s}",
+		c.Brokers, c.Partitioner, c.ClientID, c.BatchSize, c.MaxMessageBytes, c.MaxAttempts,
 		c.WriteTimeout, c.DialTimeout, c.AllowAutoTopicCreation, c.TLS != nil, c.SASL)
 }
 
@@ -186,7 +186,6 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("brokers", c.Brokers),
 		slog.String("partitioner", c.Partitioner),
 		slog.String("client_id", c.ClientID),
-		slog.Duration("batch_timeout", c.BatchTimeout),
 		slog.Int("batch_size", c.BatchSize),
 		slog.Int("max_message_bytes", c.MaxMessageBytes),
 		slog.Int("max_attempts", c.MaxAttempts),

@@ -1,5 +1,5 @@
 // Package kafka is the Kafka sink of the relay: a Publisher that writes
-// outbox messages to Kafka with github.com/segmentio/kafka-go's Writer.
+// outbox messages to Kafka with github.com/segmentio/kafka-go's Client.
 //
 // # Records
 //
@@ -16,10 +16,17 @@
 // Publish is synchronous: it returns once the brokers acknowledged every
 // record with acks=all, or failed. Messages are grouped by topic and each
 // topic is written separately, so that a missing topic fails only its own
-// messages. kafka-go sends a partition's batch when it holds BatchSize
-// messages or after BatchTimeout; as Publish waits for the last, partial
-// batch of each partition, BatchTimeout defaults to 100 µs rather than
-// kafka-go's 1 s.
+// messages. Each partition's messages go in produce requests of at most
+// BatchSize messages and MaxMessageBytes bytes, sent at once and one after
+// the other; the partitions are written side by side.
+//
+// Everything a Publish call sends is sent before it returns: requests are
+// made under the call's context, retried within it (MaxAttempts), and
+// nothing is retried or sent in the background. When the context ends,
+// Publish returns at once and sends nothing more for its messages, so the
+// relay can give them back to another replica without this one publishing
+// them later. A request already written to a broker when the context ended
+// may still be appended: its outcome is unknown, as after any timeout.
 //
 // # Errors
 //
@@ -40,7 +47,7 @@
 //     deadline.
 //   - transient (anything else): retriable broker errors such as
 //     NotEnoughReplicas, LeaderNotAvailable, NotLeaderForPartition or
-//     RequestTimedOut, after kafka-go's own MaxAttempts tries.
+//     RequestTimedOut, after MaxAttempts tries of the request.
 //
 // # Security
 //

@@ -9,13 +9,17 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
+	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
@@ -158,40 +162,162 @@ func TestMessageSize(t *testing.T) {
 	}
 }
 
-// write's safety net: when kafka-go itself refuses one message as larger
-// than BatchBytes (failing the whole call), only that message fails.
-func TestWriteMessageTooLargeSafetyNet(t *testing.T) {
+// A partition's messages go in requests of at most BatchSize messages and
+// MaxMessageBytes bytes, in order.
+func TestProduceSplitsRequestsByCountAndBytes(t *testing.T) {
 	t.Parallel()
-	b, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{"t"}})
+	for _, tc := range []struct {
+		name                   string
+		batchSize, maxBytes    int
+		messages, payloadBytes int
+		wantRequests           int
+	}{
+		{"by count", 10, 0, 35, 10, 4},
+		{"by bytes", 100, 2000, 20, 300, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{"t"}, Partitions: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(b.Close)
+			var requests atomic.Int64
+			b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				b.Cluster().KeepControl()
+				requests.Add(1)
+				return nil, nil, false
+			})
+			p, err := New(Config{Brokers: b.Addrs(), BatchSize: tc.batchSize, MaxMessageBytes: tc.maxBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			msgs := make([]outbox.Message, tc.messages)
+			for i := range msgs {
+				msgs[i] = outbox.Message{ID: uuid.New(), Topic: "t", Key: []byte("k"), Payload: make([]byte, tc.payloadBytes)}
+				msgs[i].Payload[0] = byte(i)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if err := p.Publish(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			if got := requests.Load(); got < int64(tc.wantRequests) {
+				t.Errorf("%d produce requests for %d messages, want at least %d", got, tc.messages, tc.wantRequests)
+			}
+			recs := kafkatest.ReadTopic(t, b.Addrs(), "t", nil)
+			if len(recs) != len(msgs) {
+				t.Fatalf("read %d records, want %d", len(recs), len(msgs))
+			}
+			for i, r := range recs {
+				if r.EventID() != msgs[i].ID.String() {
+					t.Fatalf("record %d is event %s, want %s (in order)", i, r.EventID(), msgs[i].ID)
+				}
+			}
+		})
+	}
+}
+
+// A Publish cut short by its context sends nothing more for its messages
+// once it has returned. (kafka-go's Writer kept trying its produce requests
+// in the background, so a relay that had given the rows back to another
+// replica published them again later.)
+func TestPublishSendsNothingAfterItReturns(t *testing.T) {
+	t.Parallel()
+	var proxy *faultproxy.Proxy
+	b, err := kfakebroker.Start(kfakebroker.Options{
+		Topics: []string{"t"},
+		Listen: func(network, address string) (net.Listener, error) {
+			ln, err := faultproxy.Listen(network, address)
+			if err != nil {
+				return nil, err
+			}
+			proxy = ln.Proxy
+			return ln, nil
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	p, err := New(Config{Brokers: b.Addrs()})
+	const writeTimeout = 300 * time.Millisecond
+	p, err := New(Config{Brokers: b.Addrs(), WriteTimeout: writeTimeout, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	w := p.newWriter()
-	w.BatchBytes = 300 // below the middle message, above the others
-	t.Cleanup(func() { _ = w.Close() })
-
-	var batch []kafkago.Message
-	for i, size := range []int{10, 500, 20, 600} {
-		m := outbox.Message{ID: uuid.New(), Topic: "t", Key: []byte(fmt.Sprint(i)), Payload: make([]byte, size)}
-		batch = append(batch, toKafka(&m))
+	var produces atomic.Int64 // produce requests written by the client
+	p.transport.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &produceCounter{Conn: c, n: &produces}, nil
+	}
+	msgs := func(n int) []outbox.Message {
+		out := make([]outbox.Message, n)
+		for i := range out {
+			out[i] = outbox.Message{ID: uuid.New(), Topic: "t", Key: []byte(fmt.Sprint(i)), Payload: []byte("x")}
+		}
+		return out
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	errs, whole := p.write(ctx, w, batch)
-	if whole != nil {
-		t.Fatalf("write failed as a whole: %v", whole)
+	if err := p.Publish(ctx, msgs(3)); err != nil { // connections and metadata in place
+		t.Fatal(err)
 	}
-	for i, wantErr := range []bool{false, true, false, true} {
-		if (errs[i] != nil) != wantErr || (wantErr && !errors.Is(errs[i], kafkago.MessageSizeTooLarge)) {
-			t.Errorf("message %d: %v, want error %t", i, errs[i], wantErr)
-		}
+
+	warm := produces.Load()
+	var received atomic.Int64 // produce requests the broker got from here on
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster().KeepControl()
+		received.Add(1)
+		return nil, nil, false
+	})
+
+	proxy.Stall()
+	pctx, pcancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer pcancel()
+	start := time.Now()
+	err = p.Publish(pctx, msgs(6))
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("Publish succeeded through a stalled broker")
 	}
+	if took > time.Second {
+		t.Errorf("Publish took %v to return after its 200ms context ended", took)
+	}
+	sent := produces.Load() - warm
+	if sent == 0 {
+		t.Fatal("no produce request was written before the context ended: the test proves nothing")
+	}
+	// The broker stays stalled past the requests' timeout, then answers
+	// again: what was written before Publish returned arrives, and nothing
+	// else may. What is to be shown is that nothing happens, so watch for
+	// longer than background retries would take (MaxAttempts requests of
+	// up to WriteTimeout each, with backoff in between).
+	time.Sleep(2 * writeTimeout)
+	proxy.Heal()
+	time.Sleep(3*writeTimeout + 2*produceBackoffMax)
+	t.Logf("%d produce requests written before Publish returned, %d received", sent, received.Load())
+	if got := received.Load(); got > sent {
+		t.Errorf("the broker got %d produce requests, %d more than were written before Publish returned; want none written after", got, got-sent)
+	}
+}
+
+// produceCounter counts the writes that start a Kafka produce request
+// (API key 0 after the 4-byte size).
+type produceCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *produceCounter) Write(b []byte) (int, error) {
+	if len(b) >= 6 && b[4] == 0 && b[5] == 0 {
+		c.n.Add(1)
+	}
+	return c.Conn.Write(b)
 }
 
 func TestSASLMechanismErrorHidesPassword(t *testing.T) {

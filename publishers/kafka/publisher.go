@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -20,23 +18,18 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// Publisher publishes outbox messages to Kafka with kafka-go's Writer,
-// synchronously and with acks=all. Its methods are safe for concurrent use.
+// Publisher publishes outbox messages to Kafka with kafka-go's Client,
+// synchronously and with acks=all: every produce request of a Publish call
+// is made, and answered or abandoned, before the call returns. Its methods
+// are safe for concurrent use.
 type Publisher struct {
 	cfg       Config
 	sasl      sasl.Mechanism
 	transport *kafkago.Transport
-	writer    *kafkago.Writer
-
-	// isolated re-sends the messages of a rejected batch in smaller
-	// batches, one caller at a time, so that no other caller's message
-	// shares their batch (see isolate).
-	isolated  *kafkago.Writer
-	isolateMu sync.Mutex
+	balancer  kafkago.Balancer
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	closeErr  error
 }
 
 // New returns a Publisher for cfg. It does not connect: the first Publish
@@ -61,8 +54,7 @@ func New(cfg Config) (*Publisher, error) {
 			SASL:        mechanism,
 		},
 	}
-	p.writer = p.newWriter()
-	p.isolated = p.newWriter()
+	p.balancer = newBalancer(cfg.Partitioner)
 	return p, nil
 }
 
@@ -87,31 +79,6 @@ func saslMechanism(s SASLConfig) (sasl.Mechanism, error) {
 	return m, nil
 }
 
-func (p *Publisher) newWriter() *kafkago.Writer {
-	w := &kafkago.Writer{
-		Addr:                   kafkago.TCP(p.cfg.Brokers...),
-		Balancer:               newBalancer(p.cfg.Partitioner),
-		MaxAttempts:            p.cfg.MaxAttempts,
-		BatchSize:              p.cfg.BatchSize,
-		BatchBytes:             int64(p.cfg.MaxMessageBytes),
-		BatchTimeout:           p.cfg.BatchTimeout,
-		ReadTimeout:            p.cfg.WriteTimeout,
-		WriteTimeout:           p.cfg.WriteTimeout,
-		RequiredAcks:           kafkago.RequireAll,
-		Transport:              p.transport,
-		AllowAutoTopicCreation: p.cfg.AllowAutoTopicCreation,
-	}
-	if l := p.cfg.Logger; l != nil {
-		w.Logger = kafkago.LoggerFunc(func(format string, args ...any) {
-			l.Debug(fmt.Sprintf(format, args...), slog.String("component", "kafka-go"))
-		})
-		w.ErrorLogger = kafkago.LoggerFunc(func(format string, args ...any) {
-			l.Warn(fmt.Sprintf(format, args...), slog.String("component", "kafka-go"))
-		})
-	}
-	return w
-}
-
 // Publish sends msgs and waits for the brokers to acknowledge them (acks=all).
 //
 // It returns nil when every message was acknowledged, a publishers.Errors
@@ -124,9 +91,11 @@ func (p *Publisher) newWriter() *kafkago.Writer {
 // missing or forbidden topic fails only its own messages. Within a topic,
 // messages of the same partition are sent in their order in msgs.
 //
-// When ctx ends first, Publish returns, but kafka-go may still be sending
-// and may still read the messages' Key, Payload and Headers; the caller
-// must not modify them.
+// When ctx ends first, Publish returns at once with ctx's error for the
+// messages not acknowledged, and sends nothing more for them: no request
+// is retried or started in the background. A request already written to a
+// broker may still be appended (its outcome is unknown). Publish does not
+// keep msgs after it returns.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	if p.closed.Load() {
 		return publishers.Unavailable(ErrClosed) // not the messages' fault: spend no attempt
@@ -207,7 +176,7 @@ func (p *Publisher) publishTopic(ctx context.Context, topic string, records []ka
 	for j, i := range idxs {
 		batch[j] = records[i]
 	}
-	errs, whole := p.write(ctx, p.writer, batch)
+	errs, whole := p.produce(ctx, topic, batch)
 	if whole != nil {
 		whole = p.confirmUnknownTopicWhole(ctx, topic, whole)
 	} else {
@@ -245,80 +214,11 @@ func sameError(errs []error) error {
 	return first
 }
 
-// write sends batch with w and returns one raw error per message, or, when
-// the call failed as a whole, that error as whole (and errs nil).
-func (p *Publisher) write(ctx context.Context, w *kafkago.Writer, batch []kafkago.Message) (errs []error, whole error) {
-	errs = make([]error, len(batch))
-	pending := make([]int, len(batch)) // indexes into batch still to send
-	for j := range pending {
-		pending[j] = j
-	}
-	sendMsgs := batch
-	for {
-		err := w.WriteMessages(ctx, sendMsgs...)
-		if err == nil {
-			return errs, nil
-		}
-		var (
-			perMessage kafkago.WriteErrors
-			tooLarge   kafkago.MessageTooLargeError
-		)
-		switch {
-		case errors.As(err, &perMessage) && len(perMessage) == len(pending):
-			for k, j := range pending {
-				errs[j] = perMessage[k]
-			}
-			return errs, nil
-		case errors.As(err, &tooLarge):
-			// kafka-go refuses the whole call for one message larger
-			// than BatchBytes. Publish checks sizes first, so this is a
-			// safety net: fail that message, send the others again.
-			k := indexOfEvent(sendMsgs, eventID(&tooLarge.Message))
-			if k < 0 {
-				break
-			}
-			errs[pending[k]] = err
-			pending = append(pending[:k:k], pending[k+1:]...)
-			if len(pending) == 0 {
-				return errs, nil
-			}
-			sendMsgs = make([]kafkago.Message, len(pending))
-			for k, j := range pending {
-				sendMsgs[k] = batch[j]
-			}
-			continue
-		case errors.Is(err, io.ErrClosedPipe):
-			err = ErrClosed
-		}
-		if len(pending) == len(batch) {
-			return nil, err
-		}
-		for _, j := range pending {
-			errs[j] = err
-		}
-		return errs, nil
-	}
-}
-
-// indexOfEvent returns the index of the message with event id id in msgs,
-// or -1.
-func indexOfEvent(msgs []kafkago.Message, id string) int {
-	if id == "" {
-		return -1
-	}
-	for k := range msgs {
-		if eventID(&msgs[k]) == id {
-			return k
-		}
-	}
-	return -1
-}
-
 // isolate re-sends the messages whose batch the broker rejected for its
 // content (isRecordLevel): the broker rejects a batch whole, so the
 // messages sharing it with the culprit got the same error. They are sent
-// again with the isolated writer, in halves, until each failure is known to
-// belong to a message sent alone. It updates errs in place.
+// again, in halves, until each failure is known to belong to a message sent
+// alone. It updates errs in place.
 func (p *Publisher) isolate(ctx context.Context, batch []kafkago.Message, errs []error) {
 	var suspects []int
 	for j, err := range errs {
@@ -329,8 +229,6 @@ func (p *Publisher) isolate(ctx context.Context, batch []kafkago.Message, errs [
 	if len(suspects) == 0 {
 		return
 	}
-	p.isolateMu.Lock()
-	defer p.isolateMu.Unlock()
 	p.bisect(ctx, batch, suspects, errs)
 }
 
@@ -346,7 +244,7 @@ func (p *Publisher) bisect(ctx context.Context, batch []kafkago.Message, set []i
 	for k, j := range set {
 		msgs[k] = batch[j]
 	}
-	res, whole := p.write(ctx, p.isolated, msgs)
+	res, whole := p.produce(ctx, msgs[0].Topic, msgs)
 	var again []int
 	for k, j := range set {
 		if whole != nil {
@@ -448,18 +346,15 @@ func (p *Publisher) topicExists(ctx context.Context, topic string) (bool, error)
 // String and LogValue hide the SASL password.
 func (p *Publisher) Config() Config { return p.cfg }
 
-// Close waits for in-flight produce requests to end, then closes the
-// connections. Publish fails with ErrClosed afterwards. Close is idempotent.
+// Close closes the publisher's idle broker connections; Publish fails with
+// ErrClosed afterwards. It does not wait for Publish calls in flight: they
+// end with their context. Close is idempotent and returns nil.
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		err := errors.Join(p.writer.Close(), p.isolated.Close())
 		p.transport.CloseIdleConnections()
-		if err != nil {
-			p.closeErr = fmt.Errorf("kafka: close: %w", err)
-		}
 	})
-	return p.closeErr
+	return nil
 }
 
 // String describes the publisher without secrets.
