@@ -3,18 +3,23 @@
 OUTBOX_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 export OUTBOX_TEST_DATABASE_URL
 
-.PHONY: test unit chaos-short chaos fuzz demo demo-ordered build vet fmt
+.PHONY: test prereqs unit chaos-short chaos fuzz demo demo-ordered build vet fmt
 
 # The fault-injection harness (integration/chaos) runs on its own, after the
 # other tests, with -v so that its schedule and summary line are printed.
 CHAOS_PKG := ./integration/chaos
 
-test: vet unit chaos-short
+test: prereqs vet unit chaos-short
 
-unit:
+# What the tests need besides Go (the database, kcat, PostgreSQL's server
+# programs): each missing piece is named with the command that installs it.
+prereqs:
+	@scripts/check-prereqs.sh
+
+unit: prereqs
 	go test -race -count=1 $$(go list ./... | grep -v /integration/chaos)
 
-chaos-short:
+chaos-short: prereqs
 	OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
 
 # The long profile: random faults for CHAOS_DURATION (default 10m); relay
@@ -48,5 +53,7 @@ demo:
 demo-ordered:
 	go run ./cmd/relay demo --ordered
 
+# -buildvcs=auto records the commit for relay version, even where GOFLAGS
+# turns it off.
 build:
-	go build -o bin/relay ./cmd/relay
+	go build -buildvcs=auto -o bin/relay ./cmd/relay

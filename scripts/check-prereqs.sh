@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# What `make test` needs besides Go, checked before it spends minutes
+# compiling: the test database, kcat, and PostgreSQL's server programs.
+# Prints every missing piece with the command that installs or starts it,
+# and exits 1 when something is missing; prints one line and exits 0 when
+# all is there.
+#
+#   OUTBOX_TEST_DATABASE_URL  the database the tests use (make sets the
+#                             local server's, postgres://postgres@127.0.0.1:5432/postgres)
+#   PG_SERVER_DIRS            colon-separated directories to look in for
+#                             initdb and postgres instead of where
+#                             internal/pgserver looks (pg_config --bindir,
+#                             /usr/lib/postgresql/*/bin, PATH)
+set -u
+
+missing=()
+say() { missing+=("$1"); }
+
+url="${OUTBOX_TEST_DATABASE_URL:-}"
+
+# Go itself (the Makefile runs go vet and go test).
+command -v go >/dev/null 2>&1 ||
+  say "go: not on PATH; install Go 1.26 or newer from https://go.dev/dl/"
+
+# kcat: the independent Kafka client that one integration test reads the
+# topic back with.
+command -v kcat >/dev/null 2>&1 ||
+  say "kcat: not on PATH (the end-to-end Kafka test reads the topic back with it);
+    install it: sudo apt-get install -y kcat   (macOS: brew install kcat)"
+
+# initdb and postgres: the fault-injection harness (make chaos-short, run
+# by make test) starts a private PostgreSQL server it can crash and restart.
+server_dirs() {
+  if [ -n "${PG_SERVER_DIRS:-}" ]; then
+    tr ':' '\n' <<<"$PG_SERVER_DIRS"
+    return
+  fi
+  command -v pg_config >/dev/null 2>&1 && pg_config --bindir 2>/dev/null
+  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -V -r
+  tr ':' '\n' <<<"$PATH"
+}
+server=""
+while IFS= read -r dir; do
+  if [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/postgres" ]; then
+    server="$dir"
+    break
+  fi
+done < <(server_dirs)
+if [ -z "$server" ]; then
+  say "initdb, postgres: PostgreSQL's server programs are not installed (the fault-injection
+    tests start a private server with them; looked in ${PG_SERVER_DIRS:-pg_config --bindir, /usr/lib/postgresql/*/bin and PATH});
+    install them: sudo apt-get install -y postgresql   (macOS: brew install postgresql@15)"
+elif [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+  say "user postgres: running as root, the private PostgreSQL server runs as the OS user postgres
+    (initdb and postgres refuse root), and there is none; apt-get install postgresql creates it,
+    or: useradd --system postgres"
+fi
+
+# The test database: each test creates and drops a schema of its own.
+start_hint="start the local server: sudo pg_ctlcluster \$(ls /etc/postgresql | sort -V | tail -n1) main start
+    (or sudo service postgresql start; macOS: brew services start postgresql@15), let the
+    postgres user in over TCP without a password (trust in pg_hba.conf), or point the tests
+    at another database: make test OUTBOX_TEST_DATABASE_URL=postgres://user:pass@host:5432/db"
+if [ -z "$url" ]; then
+  say "OUTBOX_TEST_DATABASE_URL is empty; set it to a PostgreSQL URL the tests may create schemas in"
+elif command -v psql >/dev/null 2>&1; then
+  if ! err=$(PGCONNECT_TIMEOUT=5 psql "$url" -qAtX -c 'SELECT 1' 2>&1 >/dev/null); then
+    err="${err%%$'\n'*}"
+    say "the test database does not answer: $(sed -E -e 's#(://[^:/@]*:)[^@]*@#\1xxxxx@#' -e 's#(password=)[^ ]*#\1xxxxx#' <<<"$url"): ${err#psql: error: }
+    $start_hint"
+  fi
+elif [ -n "$server" ]; then
+  say "psql: not on PATH, so the test database cannot be checked; it comes with the server:
+    sudo apt-get install -y postgresql-client"
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "make test needs what is missing below (see README.md, \"Quick start\"):" >&2
+  for m in "${missing[@]}"; do
+    echo "  - $m" >&2
+  done
+  exit 1
+fi
+echo "prerequisites: go, kcat, PostgreSQL server programs in $server, test database answers"
