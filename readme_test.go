@@ -237,7 +237,9 @@ func TestREADMESaysHowToGetTheBinary(t *testing.T) {
 		}
 	}
 
-	out, err := exec.Command("make", "-n", "build").Output()
+	mk := exec.Command("make", "-n", "--no-print-directory", "build")
+	mk.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=", "MFLAGS=") // not the settings of a make test around this
+	out, err := mk.Output()
 	if err != nil {
 		t.Fatalf("make -n build: %v", err)
 	}

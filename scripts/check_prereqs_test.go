@@ -121,8 +121,10 @@ func TestCheckPrereqsPassesWhenAllIsThere(t *testing.T) {
 func TestMakeTestChecksPrerequisitesFirst(t *testing.T) {
 	t.Parallel()
 	for _, target := range []string{"test", "unit", "chaos-short"} {
-		cmd := exec.Command("make", "-n", target)
+		cmd := exec.Command("make", "-n", "--no-print-directory", target)
 		cmd.Dir = ".."
+		// Under make test, the outer make's settings would reach this one.
+		cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=", "MFLAGS=")
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("make -n %s: %v", target, err)

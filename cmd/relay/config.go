@@ -69,10 +69,12 @@ func (o *runOptions) config() (runConfig, error) {
 		if len(c.relay.Ordering.Topics) > 0 && c.kafka.Partitioner == kafka.PartitionerRoundRobin {
 			errs.add(usageError("--kafka-partitioner %s spreads a key over partitions, which breaks --ordered-topics; use murmur2, crc32 or fnv1a", kafka.PartitionerRoundRobin))
 		}
-		if len(c.kafka.Brokers) > 0 {
-			for _, err := range kafkaProblems(c.kafka) {
-				errs.add(kafkaUsage(err))
-			}
+		check := c.kafka
+		if len(check.Brokers) == 0 { // already reported: check the rest
+			check.Brokers = []string{"localhost:9092"}
+		}
+		for _, err := range kafkaProblems(check) {
+			errs.add(kafkaUsage(err))
 		}
 	case "stdout":
 	default:

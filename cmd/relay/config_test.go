@@ -49,6 +49,20 @@ func TestRunReportsEveryConfigurationErrorAtOnce(t *testing.T) {
 		{"valid sink, no database", nil,
 			[]string{"run", "--kafka-brokers", "127.0.0.1:9092"},
 			[]string{"relay: --database-url (OUTBOX_DATABASE_URL) is required"}},
+		{"kafka sink without brokers", nil,
+			[]string{"run", "--database-url", "postgres://127.0.0.1:1/db", "--kafka-partitioner", "sticky"},
+			[]string{
+				"relay: --kafka-brokers (OUTBOX_KAFKA_BROKERS) is required with --sink kafka",
+				`relay: invalid value for --kafka-partitioner (OUTBOX_KAFKA_PARTITIONER): "sticky" is not one of`,
+			}},
+		// What follows an unknown flag is not read: its settings are not
+		// judged (the database URL is not "missing").
+		{"unknown flag stops reading", nil,
+			[]string{"run", "--lease", "abc", "--frobnicate", "--database-url", "postgres://127.0.0.1:1/db", "--sink", "stdout"},
+			[]string{
+				`relay: invalid value for --lease (OUTBOX_LEASE): "abc" is not ` + expectDuration,
+				`relay: unknown flag --frobnicate; run "relay run --help" for the flags`,
+			}},
 		{"bad values on the command line", nil,
 			[]string{"run", "--sink", "stdout", "--lease", "soon", "--max-attempts", "ten", "--keep-sent=maybe", "--database-url", "postgres://127.0.0.1:1/db"},
 			[]string{

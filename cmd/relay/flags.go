@@ -58,6 +58,9 @@ type flags struct {
 	// bad holds the values the command line gave that did not parse, in
 	// order: parsing goes on so that all are reported at once.
 	bad problems
+	// stopped is set when parse could not read the whole command line (an
+	// unknown flag, a missing value): the settings are incomplete.
+	stopped bool
 }
 
 // newFlags returns an empty flag set; --help prints synopsis and the flags
@@ -68,7 +71,9 @@ func newFlags(name, synopsis string, help io.Writer, getenv func(string) string)
 	// stderr before the caller could word them: parse words them instead.
 	fs.SetOutput(io.Discard)
 	f := &flags{fs: fs, getenv: getenv, synopsis: synopsis, help: help}
-	fs.Usage = func() { f.printUsage(f.help) }
+	// The flag package calls Usage on errors too; parse prints the help
+	// only when it was asked for.
+	fs.Usage = func() {}
 	return f
 }
 
@@ -164,14 +169,17 @@ func (f *flags) Duration(p *time.Duration, name string, def time.Duration, usage
 // parse reads args, then the environment for flags not on the command line.
 // It returns flag.ErrHelp for -h/--help (after printing the help), and a
 // usage error listing every bad value, each naming its flag and variable.
-// An unknown flag or a missing value stops parsing: the rest of the
-// command line cannot be read.
+// An unknown flag or a missing value stops parsing (stopped is set): the
+// rest of the command line cannot be read.
 func (f *flags) parse(args []string) error {
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			f.printUsage(f.help)
 			return err
 		}
-		return usageError("%s; run \"%s --help\" for the flags", wordParseError(err), f.fs.Name())
+		f.stopped = true
+		f.bad.add(usageError("%s; run \"%s --help\" for the flags", wordParseError(err), f.fs.Name()))
+		return f.bad.err()
 	}
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"strings"
 
@@ -23,8 +24,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	// logged or connected.
 	var errs problems
 	if err := f.parse(args); err != nil {
-		var u *errUsage
-		if !errors.As(err, &u) || len(f.bad.msgs) == 0 {
+		if errors.Is(err, flag.ErrHelp) || f.stopped {
 			return err // --help, or a command line that could not be read
 		}
 		errs.add(err)
