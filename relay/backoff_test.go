@@ -85,6 +85,7 @@ func TestConfigDefaults(t *testing.T) {
 		ShutdownTimeout:  10 * time.Second,
 		OutageBackoffMin: 100 * time.Millisecond,
 		OutageBackoffMax: 30 * time.Second,
+		ProbeInterval:    250 * time.Millisecond,
 		Retention:        7 * 24 * time.Hour,
 		JanitorInterval:  time.Minute,
 		JanitorBatch:     1000,
@@ -113,7 +114,7 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Workers: 2, Claim: ClaimLock, Lease: 2 * time.Second,
 		PollInterval: time.Millisecond, PollMin: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
-		OutageBackoffMax: 8 * time.Second, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,
+		OutageBackoffMax: 8 * time.Second, ProbeInterval: 7 * time.Millisecond, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,
 		Logger: log,
 	}
 	if got := in.withDefaults(); !reflect.DeepEqual(got, in) {
@@ -145,6 +146,8 @@ func TestConfigValidate(t *testing.T) {
 		{"OutageBackoffMin", func(c *Config) { c.OutageBackoffMin = -1 }},
 		{"OutageBackoffMax", func(c *Config) { c.OutageBackoffMin, c.OutageBackoffMax = time.Second, time.Second-1 }},
 		{"OutageBackoffMax", func(c *Config) { c.OutageBackoffMax = -1 }},
+		{"ProbeInterval", func(c *Config) { c.ProbeInterval = -1 }},
+		{"ProbeInterval", func(c *Config) { c.ProbeInterval = 2 * time.Minute }},
 		{"ID", func(c *Config) { c.ID = strings.Repeat("r", 201) }},
 		{"Claim", func(c *Config) { c.Claim = "optimistic" }},
 		{"Claim", func(c *Config) { c.Claim = "LOCK" }},

@@ -30,11 +30,13 @@ import (
 // until MaxAttempts, then fail. When nothing of the batch was acknowledged
 // and the failures say the sink is down (it reported itself unavailable, or
 // two or more messages failed transiently, or a probe did during an
-// outage), those rows are deferred by the outage backoff with their attempt
-// given back, and stay so until the sink acknowledges something again. A
-// message the sink reports unavailable while others got through (one
-// unreachable partition, say) is deferred by BackoffMin, also without
-// spending its attempt.
+// outage), those rows go back to pending, due at once, with their attempt
+// given back, and the relay is in an outage until the sink answers again
+// (outage.go): Run claims nothing meanwhile. A message the sink reports
+// unavailable while others got through (one unreachable partition, say) is
+// deferred by BackoffMin, also without spending its attempt. A publish
+// that does not return within half a second of its deadline is abandoned:
+// its rows get no outcome and return when their lease ends.
 func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
 	return r.processBatch(ctx, limit, inLoop{})
 }
@@ -62,13 +64,16 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	if err := ctx.Err(); err != nil {
 		return BatchResult{}, nil
 	}
+	// Statements outlive ctx, within the shutdown bound: a claim whose
+	// result is lost to a cancellation would strand rows until their lease
+	// ends, and an outcome must be recorded.
+	hard, stopHard := r.shutdownBound(ctx)
+	defer stopHard()
 	owner := r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
 	if r.cfg.Claim == ClaimLock {
-		return r.processLocked(ctx, owner, limit, loop.published)
+		return r.processLocked(ctx, hard, owner, limit, loop.published)
 	}
-	// The claim outlives ctx: a claim whose result is lost to a
-	// cancellation would strand rows until their lease ends.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	r.claiming.Lock()
 	if ctx.Err() != nil { // cancelled while another claim ran
@@ -110,7 +115,7 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	for i := range rows {
 		ids[i] = rows[i].id
 	}
-	out := r.publishClaimed(ctx, rows, r.extender(owner, ids), &res, &ph)
+	out := r.publishClaimed(ctx, hard, rows, r.extender(owner, ids), &res, &ph)
 	if loop.published != nil {
 		loop.published()
 	}
@@ -119,7 +124,7 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 		return res, nil
 	}
 	start = time.Now()
-	if err := r.record(ctx, owner, &out, &res); err != nil {
+	if err := r.record(hard, owner, &out, &res); err != nil {
 		return res, err
 	}
 	ph.record = time.Since(start)
@@ -151,6 +156,9 @@ type outcome struct {
 	sent, released []uuid.UUID
 	retries        []retry
 	failures       []failure
+	// abandoned rows get no outcome: the sink did not return from their
+	// publish, and may still be sending them. They keep their lease.
+	abandoned []uuid.UUID
 }
 
 // decodeAll turns claimed rows into messages, oldest first; malformed rows
@@ -170,38 +178,21 @@ func (r *Relay) decodeAll(rows []row, out *outcome) []outbox.Message {
 	return msgs
 }
 
-// sinkIsDown reports whether the sink was found down and has not
-// acknowledged anything since.
-func (r *Relay) sinkIsDown() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.down
-}
-
-// sinkAnswered ends the outage: the sink acknowledged a message, or a
-// probe got an answer other than "unavailable" (an error of its message's
-// own).
-func (r *Relay) sinkAnswered() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.down = false
-	r.outage.Reset()
-}
-
 // classify decides each published message's outcome from its result (see
 // ProcessBatch), keeps the relay's outage state, and reports whether the
 // sink is down and which messages are finished (sent, or failed for good).
 // With park (HeadOfLinePark), a transient failure fails its message at once.
-func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted, park bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
-	r.mu.Lock()
-	down = !interrupted && sinkDown(results, r.down)
-	if down {
-		r.down = true
-		res.SinkUnavailable = true
-		res.Backoff = min(r.outage.NextBackOff(), r.cfg.OutageBackoffMax)
+func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut, park bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
+	if cut == publishAbandoned {
+		for _, msg := range msgs {
+			out.abandoned = append(out.abandoned, msg.ID)
+		}
+		res.Abandoned += len(msgs)
+		return false, make([]bool, len(msgs))
 	}
-	r.mu.Unlock()
-	sent := false
+	interrupted := cut == publishInterrupted
+	down = !interrupted && sinkDown(results, r.sinkIsDown())
+	sent, deferred, cause := false, 0, ""
 	finished = make([]bool, len(msgs))
 	for i, msg := range msgs {
 		failed := len(out.failures)
@@ -214,7 +205,12 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted, pa
 		case publishers.IsPermanent(err):
 			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
 		case down:
-			out.retries = append(out.retries, retry{msg.ID, res.Backoff, publishers.Describe(err), true})
+			// Due at once: no loop claims it before the sink answers.
+			out.retries = append(out.retries, retry{msg.ID, 0, publishers.Describe(err), true})
+			deferred++
+			if cause == "" {
+				cause = publishers.Describe(err)
+			}
 		case errors.Is(err, publishers.ErrUnavailable):
 			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
 		case park:
@@ -228,6 +224,10 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted, pa
 			finished[i] = true // failed for good
 		}
 	}
+	if down {
+		res.SinkUnavailable = true
+		res.Backoff = r.sinkWentDown(cause, deferred)
+	}
 	if sent {
 		r.sinkAnswered()
 	}
@@ -235,10 +235,12 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, interrupted, pa
 }
 
 // record writes the outcome back, fenced by owner, and counts it in res.
-// The write-back gets its own deadline, a lease from now: the publish may
-// have run longer than a lease while the heartbeat kept the rows.
-func (r *Relay) record(ctx context.Context, owner string, out *outcome, res *BatchResult) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+// hard is the batch's shutdown bound (shutdownBound), not a context that a
+// shutdown cancels. The write-back gets its own deadline, a lease from
+// now: the publish may have run longer than a lease while the heartbeat
+// kept the rows.
+func (r *Relay) record(hard context.Context, owner string, out *outcome, res *BatchResult) error {
+	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	steps := []struct {
 		what  string
@@ -285,41 +287,65 @@ func sinkDown(results []error, alreadyDown bool) bool {
 
 // publishClaimed decodes claimed rows and publishes the messages while
 // extend keeps the claim's hold on them; it returns the outcome to record
-// and counts the outage in res.
-func (r *Relay) publishClaimed(ctx context.Context, rows []row, extend func(context.Context) (int, error), res *BatchResult, ph *phases) outcome {
+// and counts the outage in res. hard is the batch's shutdown bound.
+func (r *Relay) publishClaimed(ctx, hard context.Context, rows []row, extend func(context.Context) (int, error), res *BatchResult, ph *phases) outcome {
 	var out outcome
 	msgs := r.decodeAll(rows, &out)
 	if len(msgs) > 0 {
 		start := time.Now()
-		stop := r.keepLeases(ctx, extend, nil)
-		results, interrupted := r.publishOnce(ctx, msgs)
+		stop := r.keepLeases(hard, extend, nil)
+		results, cut := r.publishOnce(ctx, msgs)
 		stop()
 		ph.publish = time.Since(start)
-		r.classify(msgs, results, interrupted, false, &out, res)
+		r.classify(msgs, results, cut, false, &out, res)
 	}
 	return out
 }
 
+// publishCut says whether, and how, a publish was cut short.
+type publishCut int
+
+const (
+	// publishWhole: Publish returned its results.
+	publishWhole publishCut = iota
+	// publishInterrupted: shutdown ended Publish's context and Publish
+	// returned: nothing more is sent, the rows can be given back.
+	publishInterrupted
+	// publishAbandoned: Publish did not return within abandonAfter of its
+	// context's end. The sink may still send the messages, so their rows
+	// are left to their lease.
+	publishAbandoned
+)
+
 // publishOnce makes one Publish call bounded by PublishTimeout; when ctx is
-// cancelled (shutdown) the call gets ShutdownTimeout more. interrupted is
-// true when shutdown cut it short.
-func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results []error, interrupted bool) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+// cancelled (shutdown) the call gets ShutdownTimeout more. A Publish that
+// does not return within abandonAfter of its context's end is left
+// running, and its results are nil.
+func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results []error, cut publishCut) {
+	sctx, stop := outlive(ctx, r.cfg.ShutdownTimeout)
+	defer stop()
+	pctx, cancel := context.WithTimeout(sctx, r.cfg.PublishTimeout)
 	defer cancel()
-	go func() {
+	done := make(chan error, 1)
+	go func() { done <- r.pub.Publish(pctx, msgs) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-pctx.Done():
+		t := time.NewTimer(abandonAfter)
 		select {
-		case <-ctx.Done():
-			select {
-			case <-time.After(r.cfg.ShutdownTimeout):
-				cancel()
-			case <-pctx.Done():
-			}
-		case <-pctx.Done():
+		case err = <-done:
+			t.Stop()
+		case <-t.C:
+			r.log.Warn("the sink did not return from a publish after its deadline; its rows keep their lease and return when it ends",
+				"rows", len(msgs), "lease", r.cfg.Lease)
+			return nil, publishAbandoned
 		}
-	}()
-	err := r.pub.Publish(pctx, msgs)
-	interrupted = err != nil && ctx.Err() != nil && pctx.Err() != nil
-	return publishers.PerMessage(err, len(msgs)), interrupted
+	}
+	if err != nil && ctx.Err() != nil && pctx.Err() != nil {
+		cut = publishInterrupted
+	}
+	return publishers.PerMessage(err, len(msgs)), cut
 }
 
 // extender returns the renewal of a lease claim for keepLeases: it extends
@@ -329,13 +355,13 @@ func (r *Relay) extender(owner string, ids []uuid.UUID) func(context.Context) (i
 }
 
 // keepLeases calls extend (and also, if set) every Lease/3 until stop is
-// called. extend renews a claim's hold on its rows and returns how many
+// called, under hard, the batch's shutdown bound. extend renews a claim's hold on its rows and returns how many
 // rows it had lost. Callers stop it as soon as their publishes, each
 // bounded by PublishTimeout, are over: a stuck publish does not hold its
 // rows longer than that. stop waits for a renewal in flight instead of
 // cancelling it: a lock claim's renewal runs in the claim's transaction,
 // which a cancelled statement would abort.
-func (r *Relay) keepLeases(ctx context.Context, extend func(context.Context) (int, error), also func(context.Context)) (stop func()) {
+func (r *Relay) keepLeases(hard context.Context, extend func(context.Context) (int, error), also func(context.Context)) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -350,7 +376,7 @@ func (r *Relay) keepLeases(ctx context.Context, extend func(context.Context) (in
 				// A renewal may take up to a lease: a lock claim's runs on
 				// the claim's connection, which pgx closes when a statement
 				// outlives its deadline, ending the transaction.
-				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+				hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 				if also != nil {
 					also(hctx)
 				}

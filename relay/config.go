@@ -70,11 +70,19 @@ type Config struct {
 	// ShutdownTimeout is how long a publish in flight may finish after Run's
 	// context is cancelled before its rows are released. Defaults to 10s.
 	ShutdownTimeout time.Duration
-	// OutageBackoffMin and OutageBackoffMax bound the wait between probes
-	// while the sink (or the database) is unreachable; OutageBackoffMax is
-	// at most 24h. Default 100ms and 30s.
+	// OutageBackoffMin and OutageBackoffMax bound the wait between attempts
+	// while the database is unreachable, and between the one-row batches
+	// that probe a sink that cannot be probed otherwise (one that is not a
+	// Prober); the wait doubles from the first to the second.
+	// OutageBackoffMax is at most 24h. Default 100ms and 30s.
 	OutageBackoffMin time.Duration
 	OutageBackoffMax time.Duration
+	// ProbeInterval is the wait between probes of a sink that is down and
+	// implements Prober (the Kafka sink does: a metadata request that
+	// publishes nothing). It bounds how long after the sink answers again
+	// the relay resumes, however long the outage. Between 1ms and 1m.
+	// Defaults to 250ms.
+	ProbeInterval time.Duration
 	// Ordering turns on per-key ordered delivery for some topics; see
 	// Ordering and docs/ordering.md. The zero value delivers every event
 	// unordered.
@@ -194,6 +202,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ShutdownTimeout, 10*time.Second)
 	setDefault(&c.OutageBackoffMin, 100*time.Millisecond)
 	setDefault(&c.OutageBackoffMax, 30*time.Second)
+	setDefault(&c.ProbeInterval, 250*time.Millisecond)
 	setDefault(&c.Retention, 7*24*time.Hour)
 	setDefault(&c.JanitorInterval, time.Minute)
 	setDefault(&c.JanitorBatch, 1000)
@@ -287,6 +296,8 @@ func (c Config) validate() error {
 		return bad("OutageBackoffMax", "%v is less than OutageBackoffMin %v", c.OutageBackoffMax, c.OutageBackoffMin)
 	case c.OutageBackoffMax > maxBackoff:
 		return bad("OutageBackoffMax", "%v is longer than %v", c.OutageBackoffMax, maxBackoff)
+	case c.ProbeInterval < time.Millisecond || c.ProbeInterval > time.Minute:
+		return bad("ProbeInterval", "%v is not between 1ms and 1m", c.ProbeInterval)
 	case c.Retention <= 0:
 		return bad("Retention", "%v is not positive", c.Retention)
 	case c.Retention > maxRetention:

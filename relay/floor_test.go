@@ -81,7 +81,7 @@ func TestClaimsInABacklogStartAtTheFloor(t *testing.T) {
 	if r.floor != bottom {
 		t.Fatalf("floor after a batch that was not full = %+v; want the bottom", r.floor)
 	}
-	r.markRiders()
+	r.markRiders(context.Background())
 	testdb.AwaitSent(t, pool, table, 7, 20*time.Second)
 }
 

@@ -76,9 +76,12 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 		return res, nil
 	}
 	owner := r.token()
-	// Detached like the row claim: a claim whose answer was lost to a
-	// cancellation would hold the job until its lease ends.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	// Detached like the row claim, within the shutdown bound: a claim
+	// whose answer was lost to a cancellation would hold the job until its
+	// lease ends.
+	hard, stopHard := r.shutdownBound(ctx)
+	defer stopHard()
+	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	ok, err := r.store.claimJob(cctx, jobRetention, owner)
 	cancel()
 	if err != nil || !ok {
@@ -87,11 +90,11 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 	res.Ran = true
 	start := time.Now()
 	for ctx.Err() == nil {
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+		bctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 		n, held, err := r.store.deleteSent(bctx, owner, r.cfg.Retention, r.cfg.JanitorBatch)
 		cancel()
 		if err != nil {
-			r.finishRetention(ctx, owner, &res)
+			r.finishRetention(hard, owner, &res)
 			return res, err
 		}
 		if !held {
@@ -106,7 +109,7 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 		}
 	}
 	if !res.LeaseLost {
-		r.finishRetention(ctx, owner, &res)
+		r.finishRetention(hard, owner, &res)
 	}
 	took := time.Since(start)
 	var vacuumTook time.Duration
@@ -126,10 +129,10 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 }
 
 // finishRetention releases the job held by owner; a complete run schedules
-// the next one. It runs detached from ctx, bounded by one lease. A failure
-// is only logged: the lease ends on its own.
-func (r *Relay) finishRetention(ctx context.Context, owner string, res *RetentionResult) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+// the next one. It runs under hard (the run's shutdown bound), for at most
+// one lease. A failure is only logged: the lease ends on its own.
+func (r *Relay) finishRetention(hard context.Context, owner string, res *RetentionResult) {
+	fctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	held, err := r.store.finishJob(fctx, jobRetention, owner, res.Complete, r.cfg.JanitorInterval)
 	switch {

@@ -87,10 +87,10 @@ WHERE o.id = r.id`
 )
 
 // processLocked is ProcessBatch for ClaimLock: the claim, the publish and
-// the outcome share one transaction on one connection.
-func (r *Relay) processLocked(ctx context.Context, owner string, limit int, published func()) (BatchResult, error) {
-	// As with a lease claim, the claim outlives ctx.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+// the outcome share one transaction on one connection. hard is the batch's
+// shutdown bound: as with a lease claim, the statements outlive ctx.
+func (r *Relay) processLocked(ctx, hard context.Context, owner string, limit int, published func()) (BatchResult, error) {
+	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	start := time.Now()
 	conn, err := r.pool.Acquire(cctx)
@@ -102,7 +102,7 @@ func (r *Relay) processLocked(ctx context.Context, owner string, limit int, publ
 	defer conn.Release()
 	rows, err := r.store.claimLocked(cctx, conn, limit)
 	if err != nil || len(rows) == 0 {
-		rollback(conn)
+		rollback(hard, conn)
 		return BatchResult{}, err
 	}
 	res := BatchResult{Claimed: len(rows)}
@@ -113,15 +113,15 @@ func (r *Relay) processLocked(ctx context.Context, owner string, limit int, publ
 		_, err := conn.Exec(ctx, "SELECT 1")
 		return 0, err
 	}
-	out := r.publishClaimed(ctx, rows, renew, &res, &ph)
+	out := r.publishClaimed(ctx, hard, rows, renew, &res, &ph)
 	if published != nil {
 		published()
 	}
 	start = time.Now()
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	wctx, wcancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer wcancel()
 	if err := r.store.recordLocked(wctx, conn, owner, &out, &res); err != nil {
-		rollback(conn)
+		rollback(hard, conn)
 		return res, fmt.Errorf("record outcome of %d claimed rows: %w; the claim's transaction is over, so they are claimable again (those published will be published again)", res.Claimed, err)
 	}
 	ph.record = time.Since(start)
@@ -129,10 +129,11 @@ func (r *Relay) processLocked(ctx context.Context, owner string, limit int, publ
 	return res, nil
 }
 
-// rollback ends the transaction on conn, if it can; otherwise the pool
-// closes the connection when it is released, which ends it too.
-func rollback(conn *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// rollback ends the transaction on conn, if it can within 5s and hard;
+// otherwise the pool closes the connection when it is released, which ends
+// it too.
+func rollback(hard context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(hard, 5*time.Second)
 	defer cancel()
 	_, _ = conn.Exec(ctx, "ROLLBACK")
 }

@@ -16,12 +16,20 @@ import (
 // order until it is drained or ShardBudget rows were claimed, hands the
 // shard back and leases the next. See docs/ordering.md.
 func (r *Relay) runOrdered(ctx context.Context) {
+	// Leasing and handing back shards outlive ctx, within the shutdown
+	// bound.
+	hard, stopHard := r.shutdownBound(ctx)
+	defer stopHard()
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	var settle time.Duration // > 0: re-checking after a wake-up
 	for ctx.Err() == nil {
+		if r.prober != nil && r.sinkIsDown() {
+			r.awaitSink(ctx, false) // watchSink probes
+			continue
+		}
 		woken := r.bell.next()
 		lessee := r.token()
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+		lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 		shard, ok, err := r.store.leaseShard(lctx, lessee)
 		cancel()
 		switch {
@@ -50,12 +58,15 @@ func (r *Relay) runOrdered(ctx context.Context) {
 		}
 		dbDown.Reset()
 		claimed, wait := r.serveShard(ctx, shard, lessee)
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+		hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 		if err := r.store.handBack(hctx, shard, lessee); err != nil {
 			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
 		}
 		cancel()
 		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
+		if r.prober != nil && r.sinkIsDown() {
+			continue // no backoff: the loop's top waits for the sink
+		}
 		if wait > 0 {
 			sleep(ctx, wait)
 		}
@@ -74,7 +85,6 @@ func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claim
 			r.log.Warn("database error; retrying", "shard", shard, "error", err)
 			return claimed, r.cfg.OutageBackoffMin
 		case res.SinkUnavailable:
-			r.log.Warn("sink unavailable; pausing ordered claims", "shard", shard, "retry_in", res.Backoff)
 			return claimed, res.Backoff
 		case claimed == 0:
 			// Work that is not ready yet: a head waiting for its retry, or a
@@ -101,7 +111,9 @@ func (r *Relay) token() string {
 // which case the key goes on.
 func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string) (BatchResult, error) {
 	owner := r.token()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	hard, stopHard := r.shutdownBound(ctx)
+	defer stopHard()
+	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	start := time.Now()
 	rows, err := r.store.claimOrdered(cctx, owner, r.cfg.BatchSize, shard, lessee)
@@ -131,7 +143,7 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 		queues[k] = append(queues[k], msg)
 	}
 
-	stop := r.keepLeases(ctx, r.extender(owner, ids), func(hctx context.Context) {
+	stop := r.keepLeases(hard, r.extender(owner, ids), func(hctx context.Context) {
 		if err := r.store.extendShard(hctx, shard, lessee); err != nil {
 			r.log.Warn("extending shard lease failed", "shard", shard, "error", err)
 		}
@@ -149,16 +161,16 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 			break
 		}
 		start = time.Now()
-		results, interrupted := r.publishOnce(ctx, batch)
+		results, cut := r.publishOnce(ctx, batch)
 		ph.publish += time.Since(start)
-		down, finished := r.classify(batch, results, interrupted, r.cfg.Ordering.HeadOfLine == HeadOfLinePark, &out, &res)
+		down, finished := r.classify(batch, results, cut, r.cfg.Ordering.HeadOfLine == HeadOfLinePark, &out, &res)
 		for i := range batch {
 			if !finished[i] { // the key waits behind this event
 				out.released = append(out.released, idsOf(queues[batchKeys[i]])...)
 				queues[batchKeys[i]] = nil
 			}
 		}
-		if interrupted || down {
+		if cut != publishWhole || down {
 			break
 		}
 	}
@@ -167,7 +179,7 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 		out.released = append(out.released, idsOf(queues[k])...)
 	}
 	start = time.Now()
-	if err := r.record(ctx, owner, &out, &res); err != nil {
+	if err := r.record(hard, owner, &out, &res); err != nil {
 		return res, err
 	}
 	ph.record = time.Since(start)

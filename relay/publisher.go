@@ -15,3 +15,12 @@ type Publisher interface {
 	Publish(ctx context.Context, msgs []outbox.Message) error
 	Close() error
 }
+
+// Prober is implemented by sinks that can tell cheaply, without publishing
+// anything, whether they answer (a metadata request, a ping). Probe returns
+// nil when the sink answers. While such a sink is down, Run claims no rows
+// and probes it every ProbeInterval; the first answer ends the outage.
+// Sinks without it are probed with one-row batches. Probe must honour ctx.
+type Prober interface {
+	Probe(ctx context.Context) error
+}

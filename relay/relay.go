@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -8,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -16,10 +16,11 @@ import (
 // start it with Run; several Relays (in one process or many) may serve the
 // same table.
 type Relay struct {
-	cfg   Config
-	pool  *pgxpool.Pool
-	pub   Publisher
-	store *store
+	cfg    Config
+	pool   *pgxpool.Pool
+	pub    Publisher
+	prober Prober // pub, when it can be probed
+	store  *store
 	log   *slog.Logger
 	seq   atomic.Uint64 // numbers claims, for their owner tokens
 	bell  *bell         // rung when an insert into the table commits
@@ -40,9 +41,7 @@ type Relay struct {
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 
-	mu     sync.Mutex
-	down   bool                        // the sink was down and has not acknowledged anything since
-	outage *backoff.ExponentialBackOff // waits while the sink is down
+	sink sinkState // up, or down since when (outage.go)
 }
 
 // BatchResult counts what happened to one claimed batch.
@@ -55,15 +54,22 @@ type BatchResult struct {
 	// Released rows, which are claimable again at once.
 	Sent, Retried, Failed, Released int
 	// Fenced counts rows whose outcome was not recorded because another
-	// claim held them by then. Claimed = Sent + Retried + Failed +
-	// Released + Fenced.
+	// claim held them by then.
 	Fenced int
+	// Abandoned counts rows whose publish did not return within half a
+	// second of its deadline (PublishTimeout, or ShutdownTimeout after
+	// cancellation): the sink may still be sending them, so they keep
+	// their lease and return when it ends. Claimed = Sent + Retried +
+	// Failed + Released + Fenced + Abandoned.
+	Abandoned int
 	// SinkUnavailable is true when the sink took none of the batch and not
-	// because of the messages: it is down. The batch's rows were deferred
-	// by Backoff without spending an attempt.
+	// because of the messages: it is down. The batch's rows went back to
+	// pending, due at once, without spending an attempt; Run claims none
+	// until the sink answers again.
 	SinkUnavailable bool
-	// Backoff is, when SinkUnavailable, how long to wait before probing the
-	// sink again; it grows with each consecutive outage batch.
+	// Backoff is, when SinkUnavailable, how long to wait before trying the
+	// sink again with a batch; it grows with each consecutive outage batch,
+	// from OutageBackoffMin up to OutageBackoffMax.
 	Backoff time.Duration
 }
 
@@ -82,14 +88,18 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		cfg:    cfg,
 		pool:   pool,
 		pub:    pub,
-		store:  newStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
-		log:    cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
-		outage: newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
-		bell:   newBell(),
-		turns:  newTurns(),
-		floor:  bottom,
+		store: newStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
+		log:   cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
+		bell:  newBell(),
+		turns: newTurns(),
+		floor: bottom,
+		sink: sinkState{
+			changed: make(chan struct{}),
+			probes:  newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
+		},
 	}
-	r.rides = newRides(rideWait, r.markRiders)
+	r.prober, _ = pub.(Prober)
+	r.rides = newRides(rideWait, func() { r.markRiders(context.Background()) })
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.
 	r.seq.Store(rand.Uint64() >> 24)

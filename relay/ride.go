@@ -83,11 +83,11 @@ func (q *rides) take() []rider {
 func (q *rides) waitTimers() { q.timers.Wait() }
 
 // markRiders marks the waiting riders' rows sent on their own statements,
-// each retried until it succeeds or a lease has passed, and logs their
-// batches.
-func (r *Relay) markRiders() {
+// each retried until it succeeds, a lease has passed or ctx ends, and logs
+// their batches.
+func (r *Relay) markRiders(ctx context.Context) {
 	for _, rd := range r.rides.take() {
-		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Lease)
+		ctx, cancel := context.WithTimeout(ctx, r.cfg.Lease)
 		start := time.Now()
 		fenced, err := r.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.markSent(ctx, rd.owner, rd.ids) })
 		cancel()

@@ -65,7 +65,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ride"})
-	r.rides = newRides(time.Hour, r.markRiders) // no timer: only a claim or markRiders marks rows
+	r.rides = newRides(time.Hour, func() { r.markRiders(context.Background()) }) // no timer: only a claim or markRiders marks rows
 	ride := inLoop{ride: true}
 
 	insertRows(t, pool, table, 3)
@@ -113,7 +113,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 		}
 	}
 
-	r.markRiders()
+	r.markRiders(context.Background())
 	third := statusOf(t, pool, table)
 	for id, v := range third {
 		if _, old := first[id]; !old && v[0] != "sent" {
@@ -131,7 +131,7 @@ func TestLargeBatchesDoNotRide(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "large", BatchSize: 1000})
-	r.rides = newRides(time.Hour, r.markRiders) // no timer: a rider would stay processing
+	r.rides = newRides(time.Hour, func() { r.markRiders(context.Background()) }) // no timer: a rider would stay processing
 	insertRows(t, pool, table, rideMax+1)
 	res, err := r.processBatch(context.Background(), rideMax, inLoop{ride: true})
 	if err != nil || res.Claimed != rideMax || res.Sent != rideMax {
@@ -179,7 +179,7 @@ func TestRunMarksRidersOnShutdown(t *testing.T) {
 	pool, table := testdb.New(t)
 	pub := &countingPublisher{}
 	r := quietRelay(t, pool, pub, Config{Table: table, ID: "shutdown", PollInterval: time.Minute})
-	r.rides = newRides(time.Hour, r.markRiders)
+	r.rides = newRides(time.Hour, func() { r.markRiders(context.Background()) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -225,7 +225,7 @@ func TestRunClaimsLookForLapsedLeasesEveryQuarterSecond(t *testing.T) {
 	if res, err := r.processBatch(ctx, 0, inLoop{ride: true}); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim lapsedEvery later = %+v, %v; want the lapsed row rescued", res, err)
 	}
-	r.markRiders()
+	r.markRiders(context.Background())
 	for id, v := range statusOf(t, pool, table) {
 		if v[0] != "sent" || v[1] == "dead#1" {
 			t.Errorf("rescued row %s is %s by %q; want sent by this relay's claim", id, v[0], v[1])

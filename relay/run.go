@@ -12,10 +12,13 @@ import (
 )
 
 // Run waits for the database (retrying with backoff while it is
-// unreachable), checks that the schema is migrated, then claims and
-// publishes batches until ctx is cancelled. On cancellation it stops
-// claiming, lets the publish in flight finish within ShutdownTimeout,
-// records or releases its rows, and returns nil. It returns an error only
+// unreachable), checks that the schema is migrated, logs whether the sink
+// answers, then claims and publishes batches until ctx is cancelled. On
+// cancellation it stops claiming, lets the publish in flight finish within
+// ShutdownTimeout, records or releases its rows, and returns nil: within
+// ShutdownTimeout + 1s of the cancellation, whatever the sink or the
+// database does (rows whose outcome could not be written in that time
+// return to the other replicas when their lease ends). It returns an error only
 // when it cannot serve at all: the table is missing
 // (migrations.ErrNotMigrated), or the database refuses the relay's
 // statements in a way retrying cannot fix (permission denied, say), at
@@ -25,8 +28,13 @@ import (
 // inserts send at commit and claims at once when one arrives, rather than
 // after PollInterval.
 //
-// While the sink is down Run probes it with one-row batches, waiting
-// OutageBackoffMin doubling up to OutageBackoffMax in between.
+// While the sink is down Run claims nothing. A sink that implements Prober
+// is probed every ProbeInterval; others are probed with one-row batches,
+// OutageBackoffMin doubling up to OutageBackoffMax apart. When the sink
+// answers, every loop claims again at once, starting with the rows the
+// outage deferred, which are due at once. An outage is logged once when it
+// starts (WARN, with the sink's error), every 30s while it lasts, and once
+// when it ends (INFO, with its length and the rows it deferred).
 //
 // Unless Config.KeepSent is set, Run also runs the retention janitor
 // (RunRetention) every JanitorInterval; on cancellation it lets a DELETE
@@ -40,9 +48,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.prober != nil {
+		r.checkSink(ctx, r.prober)
+	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "workers", r.cfg.Workers, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
 		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention())
 	defer r.log.Info("relay stopped")
+	hard, stopHard := r.shutdownBound(ctx)
+	defer stopHard()
 	// A fatal database error ends Run early: stop the other loops too.
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -66,6 +79,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	if !r.cfg.KeepSent {
 		spawn(r.runJanitor)
 	}
+	if r.prober != nil {
+		spawn(func(ctx context.Context) { r.watchSink(ctx, r.prober) })
+	}
 
 	// Workers unordered batches in flight: each worker claims, publishes
 	// and records its own.
@@ -81,22 +97,23 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	// Published rows still waiting for a claim are marked sent now.
-	r.markRiders()
+	r.markRiders(hard)
 	r.rides.waitTimers()
 	return first
 }
 
 // runUnordered claims and publishes unordered batches until ctx ends, or
 // returns an error retrying cannot fix. While the sink is down (the
-// relay's outage state, which every loop shares), worker 0 probes it with
-// one-row batches and the other workers wait.
+// relay's outage state, which every loop shares) the workers wait for it
+// to answer; when it cannot be probed otherwise, worker 0 probes it with
+// one-row batches.
 func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	wait := r.cfg.PollMin // a relay that does not listen starts polling often
 	for ctx.Err() == nil {
 		probe := r.sinkIsDown()
-		if probe && worker > 0 {
-			sleep(ctx, r.cfg.PollInterval)
+		if probe && (r.prober != nil || worker > 0) {
+			r.awaitSink(ctx, false)
 			continue
 		}
 		limit := r.cfg.BatchSize
@@ -118,11 +135,11 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
 			sleep(ctx, d)
 			continue
+		case res.SinkUnavailable && r.prober != nil:
+			continue // watchSink probes; the loop's top waits for it
 		case res.SinkUnavailable:
-			if !probe {
-				r.log.Warn("sink unavailable; pausing claims", "deferred", res.Retried)
-			}
 			r.log.Debug("sink still unavailable", "retry_in", res.Backoff)
+			r.warnOutage(ctx)
 			sleep(ctx, res.Backoff)
 			continue
 		}
@@ -131,8 +148,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		case probe && res.Claimed == 0:
 			sleep(ctx, r.cfg.PollInterval) // nothing to probe with yet
 		case probe:
-			r.sinkAnswered()
-			r.log.Info("sink answers again; resuming")
+			r.sinkAnswered() // an answer of the message's own
 		case res.Claimed < limit:
 			wait = r.pollWait(wait, res.Claimed > 0)
 			r.awaitTurn(ctx, woken, wait)

@@ -157,6 +157,16 @@ type failure struct {
 	error string
 }
 
+// countDueSQL counts due pending rows, at most $1 of them: it reads no
+// more than that many entries of pending_idx.
+const countDueSQL = `SELECT count(*) FROM (
+    SELECT 1
+    FROM {{table}}
+    WHERE status = 'pending'
+      AND next_retry_at <= now()
+    LIMIT $1
+) AS due`
+
 // store runs the lifecycle statements for one table. Every statement takes
 // the owner token of one claim: it is written to locked_by by the claim and
 // fences every later write-back of that claim.
@@ -175,7 +185,7 @@ func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, order
 		"shardCount": shardCountSQL, "shardCreate": shardCreateSQL, "leaseShard": leaseShardSQL,
 		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
 		"claimJob": claimJobSQL, "deleteSent": deleteSentSQL, "recordBatch": recordBatchSQL, "finishJob": finishJobSQL,
-		"mayVacuum": mayVacuumSQL, "vacuum": vacuumSQL,
+		"mayVacuum": mayVacuumSQL, "vacuum": vacuumSQL, "countDue": countDueSQL,
 		"claimLocked": claimLockedSQL, "lockedSent": lockedSentSQL, "lockedRetry": lockedRetrySQL, "lockedFailed": lockedFailedSQL,
 	} {
 		q = strings.ReplaceAll(q, "{{shards}}", table.Related("shards"))
@@ -345,6 +355,14 @@ func (s *store) release(ctx context.Context, owner string, ids []uuid.UUID) (fen
 
 func (s *store) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	return s.exec(ctx, "extend", len(ids), pgIDs(ids), owner, s.lease.Milliseconds())
+}
+
+// countDue returns the number of due pending rows, or limit when there are
+// at least that many.
+func (s *store) countDue(ctx context.Context, limit int) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, s.sql["countDue"], limit).Scan(&n)
+	return n, err
 }
 
 // exec runs a fenced statement over n rows; it does nothing when n is 0.

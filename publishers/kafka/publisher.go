@@ -25,8 +25,10 @@ import (
 type Publisher struct {
 	cfg       Config
 	sasl      sasl.Mechanism
-	transport *kafkago.Transport
 	balancer  kafkago.Balancer
+	// transport pools the broker connections and caches metadata. Probe
+	// replaces it when the brokers answer after an outage.
+	transport atomic.Pointer[kafkago.Transport]
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -44,16 +46,8 @@ func New(cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{
-		cfg:  cfg,
-		sasl: mechanism,
-		transport: &kafkago.Transport{
-			DialTimeout: cfg.DialTimeout,
-			ClientID:    cfg.ClientID,
-			TLS:         cfg.TLS,
-			SASL:        mechanism,
-		},
-	}
+	p := &Publisher{cfg: cfg, sasl: mechanism}
+	p.transport.Store(p.newTransport())
 	p.balancer = newBalancer(cfg.Partitioner)
 	return p, nil
 }
@@ -310,16 +304,21 @@ func (p *Publisher) confirmUnknownTopicWhole(ctx context.Context, topic string, 
 	}
 }
 
-// topicExists asks the brokers for topic's metadata over a new connection,
-// bypassing the metadata cached by the Writer's transport.
-func (p *Publisher) topicExists(ctx context.Context, topic string) (bool, error) {
-	transport := &kafkago.Transport{
-		DialTimeout:    p.cfg.DialTimeout,
-		ClientID:       p.cfg.ClientID,
-		TLS:            p.cfg.TLS,
-		SASL:           p.sasl,
-		MetadataTopics: []string{topic},
+// newTransport returns a transport with no connections and no metadata.
+func (p *Publisher) newTransport() *kafkago.Transport {
+	return &kafkago.Transport{
+		DialTimeout: p.cfg.DialTimeout,
+		ClientID:    p.cfg.ClientID,
+		TLS:         p.cfg.TLS,
+		SASL:        p.sasl,
 	}
+}
+
+// topicExists asks the brokers for topic's metadata over a new connection,
+// bypassing the metadata cached by the publisher's transport.
+func (p *Publisher) topicExists(ctx context.Context, topic string) (bool, error) {
+	transport := p.newTransport()
+	transport.MetadataTopics = []string{topic}
 	defer transport.CloseIdleConnections()
 	client := &kafkago.Client{Addr: kafkago.TCP(p.cfg.Brokers...), Transport: transport, Timeout: p.cfg.WriteTimeout}
 	res, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
@@ -352,7 +351,7 @@ func (p *Publisher) Config() Config { return p.cfg }
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		p.transport.CloseIdleConnections()
+		p.transport.Load().CloseIdleConnections()
 	})
 	return nil
 }
