@@ -21,11 +21,11 @@ type Relay struct {
 	pub    Publisher
 	prober Prober // pub, when it can be probed
 	store  *store
-	log   *slog.Logger
-	seq   atomic.Uint64 // numbers claims, for their owner tokens
-	bell  *bell         // rung when an insert into the table commits
-	turns *turns        // shares wake-ups among the unordered workers
-	rides *rides        // published rows waiting for a claim to mark them sent
+	log    *slog.Logger
+	seq    atomic.Uint64 // numbers claims, for their owner tokens
+	bell   *bell         // rung when an insert into the table commits
+	turns  *turns        // shares wake-ups among the unordered workers
+	rides  *rides        // published rows waiting for a claim to mark them sent
 	// claiming lets one lease claim of this relay run at a time. Claims
 	// side by side scan the same index entries, and each would try to lock
 	// every row the other is taking and skip it: the database did about a
@@ -85,9 +85,9 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{
-		cfg:    cfg,
-		pool:   pool,
-		pub:    pub,
+		cfg:   cfg,
+		pool:  pool,
+		pub:   pub,
 		store: newStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
 		log:   cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
 		bell:  newBell(),

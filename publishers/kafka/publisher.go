@@ -23,9 +23,9 @@ import (
 // is made, and answered or abandoned, before the call returns. Its methods
 // are safe for concurrent use.
 type Publisher struct {
-	cfg       Config
-	sasl      sasl.Mechanism
-	balancer  kafkago.Balancer
+	cfg      Config
+	sasl     sasl.Mechanism
+	balancer kafkago.Balancer
 	// transport pools the broker connections and caches metadata. Probe
 	// replaces it when the brokers answer after an outage.
 	transport atomic.Pointer[kafkago.Transport]
