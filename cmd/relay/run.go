@@ -57,7 +57,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	case "stdout":
 		pub = stdoutsink.New(stdout)
 	}
-	defer pub.Close()
+	defer closeWithin(logger, "sink", func() { _ = pub.Close() })
 
 	// Each worker's batch, the listener, the ordered loop and the janitor
 	// may each hold a connection at once.
@@ -66,7 +66,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closeWithin(logger, "database pool", pool.Close)
 	r, err := relay.New(pool, pub, cfg.relay)
 	if err != nil {
 		return asUsage(err)
@@ -80,7 +80,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
 	}
 	logger.Info("connecting", "database", redactDSN(o.db.url), "table", cfg.table.String(), "sink", o.sink)
-	err = r.Run(ctx)
+	err = runBounded(ctx, r.Run, cfg.relay.ShutdownTimeout+runGrace)
 	if errors.Is(err, migrations.ErrNotMigrated) {
 		return &notMigratedError{err: err, command: migrateUpCommand(f, o.db)}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
@@ -216,6 +217,54 @@ func TestProduceSplitsRequestsByCountAndBytes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A produce request refused with a retriable error is sent again whole:
+// same keys, values and headers.
+func TestProduceRetrySendsTheSameRecords(t *testing.T) {
+	t.Parallel()
+	b, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{"t"}, Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	var refused atomic.Int64
+	b.Cluster().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Add(1) > 2 {
+			return nil, nil, false // the control is dropped: the third try goes through
+		}
+		b.Cluster().KeepControl()
+		return kfakebroker.ProduceErrorResponse(req.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
+	})
+	p, err := New(Config{Brokers: b.Addrs(), MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	msgs := []outbox.Message{
+		{ID: uuid.New(), Topic: "t", Key: []byte("k1"), Payload: []byte("first"), Headers: map[string]string{"h": "1"}},
+		{ID: uuid.New(), Topic: "t", Key: []byte("k2"), Payload: []byte("second")},
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if n := refused.Load(); n < 3 {
+		t.Fatalf("%d produce requests, want 2 refused and 1 accepted", n)
+	}
+	recs := kafkatest.ReadTopic(t, b.Addrs(), "t", nil)
+	if len(recs) != len(msgs) {
+		t.Fatalf("read %d records, want %d", len(recs), len(msgs))
+	}
+	for i, r := range recs {
+		if string(r.Key) != string(msgs[i].Key) || string(r.Value) != string(msgs[i].Payload) || r.EventID() != msgs[i].ID.String() {
+			t.Errorf("record %d: key %q value %q id %s, want %q %q %s", i, r.Key, r.Value, r.EventID(), msgs[i].Key, msgs[i].Payload, msgs[i].ID)
+		}
+	}
+	if h, _ := recs[0].Header("h"); h != "1" {
+		t.Errorf("record 0 header h = %q, want 1", h)
 	}
 }
 

@@ -97,17 +97,6 @@ func (p *Publisher) producePartition(ctx context.Context, client *kafkago.Client
 // again after failures that are not the records' own, and sets errs[i]. It
 // returns the request's error when it failed for good.
 func (p *Publisher) produceRequest(ctx context.Context, client *kafkago.Client, topic string, part int, batch []kafkago.Message, idxs []int, errs []error) error {
-	records := make([]kafkago.Record, len(idxs))
-	for k, i := range idxs {
-		m := &batch[i]
-		records[k] = kafkago.Record{Time: m.Time, Headers: m.Headers}
-		if m.Key != nil {
-			records[k].Key = kafkago.NewBytes(m.Key)
-		}
-		if m.Value != nil {
-			records[k].Value = kafkago.NewBytes(m.Value)
-		}
-	}
 	var err error
 	for attempt := range p.cfg.MaxAttempts {
 		if attempt > 0 && !sleepCtx(ctx, produceBackoff(attempt)) {
@@ -118,7 +107,7 @@ func (p *Publisher) produceRequest(ctx context.Context, client *kafkago.Client, 
 			Topic:        topic,
 			Partition:    part,
 			RequiredAcks: kafkago.RequireAll,
-			Records:      kafkago.NewRecordReader(records...),
+			Records:      recordReader(batch, idxs),
 		})
 		if err == nil && res != nil && res.Error != nil {
 			err = res.Error
@@ -151,6 +140,24 @@ func (p *Publisher) produceRequest(ctx context.Context, client *kafkago.Client, 
 		errs[i] = err
 	}
 	return err
+}
+
+// recordReader returns the records of batch[i], i in idxs. A request
+// consumes its keys and values as it encodes them: every attempt needs a
+// reader of its own.
+func recordReader(batch []kafkago.Message, idxs []int) kafkago.RecordReader {
+	records := make([]kafkago.Record, len(idxs))
+	for k, i := range idxs {
+		m := &batch[i]
+		records[k] = kafkago.Record{Time: m.Time, Headers: m.Headers}
+		if m.Key != nil {
+			records[k].Key = kafkago.NewBytes(m.Key)
+		}
+		if m.Value != nil {
+			records[k].Value = kafkago.NewBytes(m.Value)
+		}
+	}
+	return kafkago.NewRecordReader(records...)
 }
 
 // retriable reports whether a failed produce request may succeed when sent
