@@ -55,7 +55,7 @@ func byEventID(recs []record) map[string][]record {
 }
 
 // freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
