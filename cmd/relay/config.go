@@ -102,7 +102,7 @@ type kafkaFlags struct {
 func (k *kafkaFlags) register(f *flags) {
 	f.String(&k.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port")
 	f.String(&k.partitioner, "kafka-partitioner", kafka.PartitionerMurmur2, "partition by key with murmur2 (Java client default), crc32 (librdkafka), fnv1a (sarama) or round-robin")
-	f.Duration(&k.batchTimeout, "kafka-batch-timeout", kafka.DefaultBatchTimeout, "how long the Kafka client waits for more messages before it sends a partition's partial batch (each publish waits this long once)")
+	f.Duration(&k.batchTimeout, "kafka-batch-timeout", kafka.DefaultBatchTimeout, "deprecated and ignored: each publish sends its produce requests at once")
 	f.Bool(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
 	f.String(&k.tlsCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots); implies --kafka-tls")
 	f.String(&k.tlsCert, "kafka-tls-cert", "", "PEM client certificate for mutual TLS; implies --kafka-tls")
@@ -172,6 +172,7 @@ type relayFlags struct {
 	backoffMin, backoffMax          time.Duration
 	publishTimeout, shutdownTimeout time.Duration
 	outageMin, outageMax            time.Duration
+	probeInterval                   time.Duration
 	orderedTopics, headOfLine       string
 	claimMode                       string
 	shards, shardBudget             int
@@ -195,8 +196,9 @@ func (r *relayFlags) register(f *flags) {
 	f.Duration(&r.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
 	f.Duration(&r.publishTimeout, "publish-timeout", time.Minute, "bound on one publish; the lease is extended while it runs")
 	f.Duration(&r.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
-	f.Duration(&r.outageMin, "outage-backoff-min", 100*time.Millisecond, "first wait before probing again while the sink or the database is unreachable")
-	f.Duration(&r.outageMax, "outage-backoff-max", 30*time.Second, "longest wait between probes while the sink or the database is unreachable")
+	f.Duration(&r.outageMin, "outage-backoff-min", 100*time.Millisecond, "first wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
+	f.Duration(&r.outageMax, "outage-backoff-max", 30*time.Second, "longest wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
+	f.Duration(&r.probeInterval, "probe-interval", 250*time.Millisecond, "while the sink is down, the wait between probes that publish nothing (Kafka: an ApiVersions request); the relay resumes within about this long of the sink's return")
 	f.String(&r.orderedTopics, "ordered-topics", "", "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
 	f.Int(&r.shards, "shards", 16, "ordered delivery: shards keys are spread over; every replica must use the same value")
 	f.Int(&r.shardBudget, "shard-budget", 0, "ordered delivery: rows claimed from one shard before handing it back (default 10 x --batch-size)")
@@ -214,7 +216,7 @@ var configFlag = map[string]string{
 	"PollMin":     "poll-min",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
-	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max",
+	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max", "ProbeInterval": "probe-interval",
 	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
 	"Ordering.HeadOfLine": "head-of-line", "Retention": "retention", "KeepSent": "keep-sent",
 	"JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "NoVacuum": "janitor-vacuum",
@@ -229,7 +231,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
-		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax,
+		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax, ProbeInterval: r.probeInterval,
 		Retention: r.retention, KeepSent: r.keepSent, JanitorInterval: r.janitorInterval, JanitorBatch: r.janitorBatch,
 		NoVacuum: !r.janitorVacuum,
 		Ordering: relay.Ordering{
@@ -249,6 +251,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		{"backoff-min", int64(r.backoffMin), &cfg.BackoffMin}, {"backoff-max", int64(r.backoffMax), &cfg.BackoffMax},
 		{"publish-timeout", int64(r.publishTimeout), &cfg.PublishTimeout}, {"shutdown-timeout", int64(r.shutdownTimeout), &cfg.ShutdownTimeout},
 		{"outage-backoff-min", int64(r.outageMin), &cfg.OutageBackoffMin}, {"outage-backoff-max", int64(r.outageMax), &cfg.OutageBackoffMax},
+		{"probe-interval", int64(r.probeInterval), &cfg.ProbeInterval},
 		{"shards", int64(r.shards), &cfg.Ordering.Shards}, {"retention", int64(r.retention), &cfg.Retention},
 		{"janitor-interval", int64(r.janitorInterval), &cfg.JanitorInterval}, {"janitor-batch", int64(r.janitorBatch), &cfg.JanitorBatch},
 	}
