@@ -1,0 +1,109 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// An outage is logged once when it starts, with the sink's error; at most
+// every outageWarnEvery while it lasts, with its length, its latest error
+// and the rows waiting; and once when it ends, however many batches and
+// workers ran into it meanwhile.
+func TestOutageIsLoggedOnceAndThenAtASlowCadence(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	insertRows(t, pool, table, 7)
+	var buf syncBuffer
+	r, err := New(pool, nopPublisher{}, Config{Table: table, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+
+	unavailable := publishers.Unavailable(errors.New("dial tcp: connection refused"))
+	msgs := []outbox.Message{{Topic: "t"}, {Topic: "t"}}
+	for range 3 { // three batches, as several workers would
+		var out outcome
+		var res BatchResult
+		r.classify(msgs, []error{unavailable, unavailable}, publishWhole, false, &out, &res)
+		if !res.SinkUnavailable || len(out.retries) != 2 || out.retries[0].delay != 0 || !out.retries[0].refund {
+			t.Fatalf("batch during the outage: result %+v, retries %+v; want both deferred, due at once, attempt given back", res, out.retries)
+		}
+	}
+	start := lines(t, &buf, "sink unavailable; pausing claims until it answers")
+	if len(start) != 1 || start[0]["level"] != "WARN" || !strings.Contains(start[0]["error"].(string), "connection refused") {
+		t.Fatalf("outage start logged as %v, want one WARN with the error", start)
+	}
+
+	r.warnOutage(ctx)
+	if got := lines(t, &buf, "sink still unavailable"); len(got) != 0 {
+		t.Fatalf("outage logged again at once: %v", got)
+	}
+	// As if the outage began 45s ago and was last logged 31s ago.
+	r.sink.mu.Lock()
+	r.sink.since = time.Now().Add(-45 * time.Second)
+	r.sink.warned = time.Now().Add(-outageWarnEvery - time.Second)
+	r.sink.last = "dial tcp: i/o timeout"
+	r.sink.mu.Unlock()
+	r.warnOutage(ctx)
+	r.warnOutage(ctx) // within the cadence: not logged
+	lasting := lines(t, &buf, "sink still unavailable")
+	if len(lasting) != 1 {
+		t.Fatalf("%d lines for a lasting outage, want 1: %v", len(lasting), lasting)
+	}
+	l := lasting[0]
+	if l["level"] != "WARN" || l["outage"] != float64(45*time.Second) || l["error"] != "dial tcp: i/o timeout" || l["deferred"] != float64(6) || l["rows_waiting"] != float64(7) {
+		t.Errorf("lasting outage logged as %v; want WARN, outage 45s, the latest error, 6 deferred, 7 rows waiting", l)
+	}
+
+	r.sinkAnswered()
+	r.sinkAnswered() // no outage: nothing to log
+	end := lines(t, &buf, "sink answers again; resuming")
+	if len(end) != 1 || end[0]["level"] != "INFO" || end[0]["deferred"] != float64(6) || end[0]["outage"] == nil {
+		t.Fatalf("outage end logged as %v, want one INFO with its length and 6 rows deferred", end)
+	}
+	if r.sinkIsDown() {
+		t.Error("sink still down after it answered")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// lines returns the JSON log lines of buf whose message is msg.
+func lines(t *testing.T, buf *syncBuffer, msg string) []map[string]any {
+	t.Helper()
+	buf.mu.Lock()
+	text := buf.b.String()
+	buf.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
