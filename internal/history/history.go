@@ -5,7 +5,8 @@
 // or unknown when the commit's answer was lost), the consumer records every
 // record it received, and Check derives lost events, delivered rolled-back
 // events, duplicates (each matched to a fault window or reported as
-// unexplained) and per-key order violations.
+// unexplained), per-key order violations, and, for each sink outage, how
+// long delivery took to resume after it.
 //
 // The checker reads nothing from the relay or the outbox table except the
 // final row counts the caller passes in, so a relay bug cannot hide itself
@@ -65,6 +66,10 @@ type Event struct {
 type Txn struct {
 	Events  []Event
 	Outcome Outcome
+	// At is when the producer learned the outcome (COMMIT or ROLLBACK
+	// returned). Recoveries use it to tell which events were committed
+	// before an outage ended.
+	At time.Time
 }
 
 // Delivery is one record a consumer received.
@@ -84,6 +89,10 @@ type Delivery struct {
 type Window struct {
 	Kind, Target string
 	Start, End   time.Time
+	// Outage marks a fault that cut every relay off from the sink (the
+	// broker down or stalled) and healed at End: Check reports how
+	// delivery recovered after it (Report.Recoveries).
+	Outage bool
 }
 
 // Rows are the outbox table's row counts by status once the run drained.
@@ -141,8 +150,11 @@ type Report struct {
 	// write of the same key, in ordered topics.
 	OrderViolations int
 	OrderSample     []string
-	Rows            Rows
-	ExpectFailed    int
+	// Recoveries has one entry per outage window, in the order of Faults.
+	// They are measurements, not promises: Err ignores them.
+	Recoveries   []Recovery
+	Rows         Rows
+	ExpectFailed int
 }
 
 const sampleSize = 5
@@ -278,6 +290,7 @@ func Check(in Input) Report {
 			last = max(last, seq)
 		}
 	}
+	rep.Recoveries = recoveries(in, copies)
 	return rep
 }
 
@@ -352,8 +365,8 @@ func (r Report) Summary() string {
 	slices.Sort(byFault)
 	return fmt.Sprintf("txns=%d (committed %d, rolled back %d, unknown %d) written=%d delivered=%d lost=%d rolled_back_delivered=%d "+
 		"unknown_delivered=%d/%d duplicates=%d (%.2f%%; by fault: %s; unexplained %d) order_violations=%d "+
-		"rows: pending=%d processing=%d sent=%d failed=%d (expected %d)",
+		"rows: pending=%d processing=%d sent=%d failed=%d (expected %d) recovery after outages: %s",
 		r.Txns, r.CommittedTxns, r.RolledBackTxns, r.UnknownTxns, r.Written, r.Delivered, r.Lost, r.RolledBackDelivered,
 		r.UnknownDelivered, r.Unknown, r.Duplicates, 100*r.DuplicateRatio(), strings.Join(byFault, " "), r.Unexplained,
-		r.OrderViolations, r.Rows.Pending, r.Rows.Processing, r.Rows.Sent, r.Rows.Failed, r.ExpectFailed)
+		r.OrderViolations, r.Rows.Pending, r.Rows.Processing, r.Rows.Sent, r.Rows.Failed, r.ExpectFailed, recoverySummary(r.Recoveries))
 }

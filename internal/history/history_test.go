@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,83 @@ func TestDuplicateIsAttributedToTheNearestFault(t *testing.T) {
 	rep := Check(in)
 	if rep.DuplicatesByFault["pg-restart"] != 1 || rep.DuplicatesByFault["broker-slow"] != 0 {
 		t.Fatalf("duplicate attributed to %v, want the restart", rep.DuplicatesByFault)
+	}
+}
+
+func TestRecoveryAfterOutage(t *testing.T) {
+	// Ten events, one committed each second from t0 (At = t0+i s) and
+	// produced 100ms later, but for those committed during an outage from
+	// t0+2.5s to t0+5.5s: events 3, 4 and 5 are produced after the heal,
+	// at +300ms, +500ms and +800ms. Event 2's request was stalled across
+	// the heal: its only copy carries the time it was built, before it.
+	heal := t0.Add(5500 * time.Millisecond)
+	base := func() Input {
+		in := run(10)
+		for i := range in.Txns {
+			in.Txns[i].At = t0.Add(time.Duration(i) * time.Second)
+			in.Deliveries[i].Time = in.Txns[i].At.Add(100 * time.Millisecond)
+		}
+		for i, after := range map[int]time.Duration{3: 300 * time.Millisecond, 4: 500 * time.Millisecond, 5: 800 * time.Millisecond} {
+			in.Deliveries[i].Time = heal.Add(after)
+		}
+		in.Faults = []Window{
+			{Kind: "broker-slow", Start: t0, End: t0.Add(time.Second)}, // not an outage
+			{Kind: "broker-down", Start: t0.Add(2500 * time.Millisecond), End: heal, Outage: true},
+		}
+		return in
+	}
+
+	rep := Check(base())
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := Recovery{Window: base().Faults[1], First: 300 * time.Millisecond, FirstSeen: true, Backlog: 3, Drained: 800 * time.Millisecond}
+	if len(rep.Recoveries) != 1 || rep.Recoveries[0] != want {
+		t.Fatalf("Recoveries = %+v, want [%+v]", rep.Recoveries, want)
+	}
+	if s := rep.Summary(); !strings.Contains(s, "broker-down first=300ms drained=800ms backlog=3") {
+		t.Errorf("summary does not give the recovery: %s", s)
+	}
+
+	cases := map[string]struct {
+		mutate func(*Input)
+		check  func(Recovery) bool
+	}{
+		// Event 6, committed after the heal, is not part of the backlog
+		// even when it is produced last.
+		"committed after the heal": {func(in *Input) { in.Deliveries[6].Time = heal.Add(5 * time.Second) },
+			func(r Recovery) bool { return r.Backlog == 3 && r.Drained == 800*time.Millisecond }},
+		// Event 1, committed long before, is delivered late: it is part of
+		// the backlog and the drain waits for it.
+		"old event late": {func(in *Input) { in.Deliveries[1].Time = heal.Add(2 * time.Second) },
+			func(r Recovery) bool { return r.Backlog == 4 && r.Drained == 2*time.Second }},
+		// A duplicate produced after the heal does not put an event
+		// produced before it back in the backlog, but it is the first record.
+		"duplicate after the heal": {func(in *Input) {
+			d := in.Deliveries[2]
+			d.Offset, d.Time = 20, heal.Add(100*time.Millisecond)
+			in.Deliveries = append(in.Deliveries, d)
+		}, func(r Recovery) bool { return r.Backlog == 3 && r.First == 100*time.Millisecond }},
+		// A lost event is counted apart and does not stretch the drain.
+		"lost": {func(in *Input) { in.Deliveries = slices.Delete(in.Deliveries, 4, 5) },
+			func(r Recovery) bool { return r.Undelivered == 1 && r.Backlog == 2 && r.Drained == 800*time.Millisecond }},
+		// Rolled-back events are no backlog.
+		"rolled back": {func(in *Input) { in.Txns[5].Outcome = RolledBack; in.Deliveries = slices.Delete(in.Deliveries, 5, 6) },
+			func(r Recovery) bool { return r.Backlog == 2 && r.Drained == 500*time.Millisecond }},
+		// Nothing produced after the heal.
+		"nothing after": {func(in *Input) {
+			in.Deliveries = in.Deliveries[:3]
+			in.Txns = in.Txns[:3]
+		}, func(r Recovery) bool { return !r.FirstSeen && r.Backlog == 0 && r.Drained == 0 }},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := base()
+			c.mutate(&in)
+			rep := Check(in)
+			if len(rep.Recoveries) != 1 || !c.check(rep.Recoveries[0]) {
+				t.Fatalf("Recoveries = %+v", rep.Recoveries)
+			}
+		})
 	}
 }
