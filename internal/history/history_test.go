@@ -198,7 +198,9 @@ func TestRecoveryAfterOutage(t *testing.T) {
 		}, func(r Recovery) bool { return r.Backlog == 3 && r.First == 100*time.Millisecond }},
 		// A lost event is counted apart and does not stretch the drain.
 		"lost": {func(in *Input) { in.Deliveries = slices.Delete(in.Deliveries, 4, 5) },
-			func(r Recovery) bool { return r.Undelivered == 1 && r.Backlog == 2 && r.Drained == 800*time.Millisecond }},
+			func(r Recovery) bool {
+				return r.Undelivered == 1 && r.Backlog == 2 && r.Drained == 800*time.Millisecond
+			}},
 		// Rolled-back events are no backlog.
 		"rolled back": {func(in *Input) { in.Txns[5].Outcome = RolledBack; in.Deliveries = slices.Delete(in.Deliveries, 5, 6) },
 			func(r Recovery) bool { return r.Backlog == 2 && r.Drained == 500*time.Millisecond }},
