@@ -448,7 +448,7 @@ func (r *Relay) decode(x row) (outbox.Message, error) {
 
 func (r *Relay) logBatch(res BatchResult, ph phases, retries []retry, failures []failure) {
 	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
-		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced,
+		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced, "abandoned", res.Abandoned,
 		"claim_ms", ms(ph.claim), "publish_ms", ms(ph.publish), "record_ms", ms(ph.record))
 	if len(retries) > 0 && !res.SinkUnavailable { // Run logs an outage once, not every probe
 		r.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
