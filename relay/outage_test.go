@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -106,4 +107,61 @@ func lines(t *testing.T, buf *syncBuffer, msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// stuckPublisher ignores its context: Publish returns only when release is
+// closed.
+type stuckPublisher struct {
+	started chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (p *stuckPublisher) Publish(context.Context, []outbox.Message) error {
+	p.once.Do(func() { close(p.started) })
+	<-p.release
+	return nil
+}
+
+func (p *stuckPublisher) Close() error { return nil }
+
+// A sink that ignores its context does not hold shutdown up: Run returns
+// within ShutdownTimeout + 1s, and the rows of the abandoned publish keep
+// their lease (the sink may still be sending them) instead of being given
+// back to another replica.
+func TestRunAbandonsAPublishThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	insertRows(t, pool, table, 5)
+	pub := &stuckPublisher{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(pub.release)
+	r := quietRelay(t, pool, pub, Config{Table: table, ShutdownTimeout: 300 * time.Millisecond, Workers: 1, KeepSent: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	select {
+	case <-pub.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay never published")
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of cancellation")
+	}
+	if took, bound := time.Since(start), 300*time.Millisecond+shutdownGrace; took > bound {
+		t.Errorf("Run returned %v after cancellation, want within ShutdownTimeout + %v = %v", took, shutdownGrace, bound)
+	}
+	var processing int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table.Ident()+" WHERE status = 'processing' AND locked_until > now()").Scan(&processing); err != nil {
+		t.Fatal(err)
+	}
+	if processing != 5 {
+		t.Errorf("%d of 5 rows still leased after the publish was abandoned, want 5", processing)
+	}
 }
