@@ -179,6 +179,14 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
+	for _, r := range rep.Recoveries {
+		t.Logf("outage recovery: %s", r)
+	}
+	var exits []string
+	for _, e := range c.exits {
+		exits = append(exits, fmt.Sprintf("%s:%s", e.kind, e.took.Round(time.Millisecond)))
+	}
+
 	byKind := map[string]int{}
 	for _, w := range windows {
 		byKind[w.Kind]++
@@ -188,9 +196,10 @@ func TestChaos(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(kinds)
-	t.Logf("chaos summary: profile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d drain=%s | %s",
+	t.Logf("chaos summary: profile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d "+
+		"sigterm_exits=[%s] (bound %s) drain=%s | %s",
 		p.name, seed, p.relays, len(windows), strings.Join(kinds, " "), len(c.all), c.refused.Load(), fenced,
-		drain.Round(time.Millisecond), rep.Summary())
+		strings.Join(exits, " "), exitBound, drain.Round(time.Millisecond), rep.Summary())
 	t.Logf("chaos table row: | %s | %d | %s | %d | %d | %d | %d | %d (%.2f%%) | %d | %s |",
 		p.name, seed, strings.Join(kinds, ", "), len(windows), rep.Written, rep.Delivered-rep.UnknownDelivered-rep.RolledBackDelivered,
 		rep.Lost, rep.Duplicates, 100*rep.DuplicateRatio(), rep.OrderViolations, drain.Round(100*time.Millisecond))

@@ -46,6 +46,15 @@ type cluster struct {
 
 	slots []*slot
 	all   []*relayProc // every process started, for the cleanup
+	// exits are the relays stopped by SIGTERM during the faults, with how
+	// long each took to exit.
+	exits []exit
+}
+
+// exit is one relay's exit after SIGTERM.
+type exit struct {
+	kind, name string
+	took       time.Duration
 }
 
 // slot is one relay position: its PostgreSQL proxy outlives the processes
@@ -179,7 +188,7 @@ func (c *cluster) startRelay(s *slot) {
 		"--lease", lease.String(), "--publish-timeout", publishTimeout.String(),
 		"--backoff-min", "100ms", "--backoff-max", "2s", "--max-attempts", "25",
 		"--outage-backoff-min", "50ms", "--outage-backoff-max", "1s",
-		"--shutdown-timeout", "5s",
+		"--shutdown-timeout", shutdownTimeout.String(),
 		// Odd slots run two batches in flight, so both loops meet the faults.
 		"--workers", fmt.Sprint(1+s.index%2),
 		"--claim-mode", claimMode)
@@ -240,10 +249,25 @@ func (c *cluster) saveLogs(dir string) {
 	c.t.Logf("relay logs in %s", dir)
 }
 
+// holdingSQL counts the outbox rows relay process $1 holds claimed: with
+// lease claims, rows processing under one of its tokens; with lock claims,
+// rows its open claim transactions have locked (their xmax is the
+// transaction's id).
+const holdingSQL = `SELECT count(*)
+FROM public.outbox
+WHERE status IN ('pending', 'processing')
+  AND (status = 'processing' AND locked_by LIKE $1 || '#%'
+       OR xmax::text IN (
+           SELECT backend_xid::text
+           FROM pg_stat_activity
+           WHERE application_name = $1
+             AND backend_xid IS NOT NULL
+             AND state LIKE 'idle in transaction%'))`
+
 // holding counts the outbox rows a relay process holds claimed.
 func (c *cluster) holding(ctx context.Context, name string) int {
 	var n int
-	err := c.pool.QueryRow(ctx, "SELECT count(*) FROM public.outbox WHERE status = 'processing' AND locked_by LIKE $1", name+"#%").Scan(&n)
+	err := c.pool.QueryRow(ctx, holdingSQL, name).Scan(&n)
 	if err != nil {
 		return 0 // the server may be restarting: the caller retries
 	}

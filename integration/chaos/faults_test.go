@@ -30,6 +30,9 @@ func (c *cluster) inject(ctx context.Context, s step, rng *rand.Rand) history.Wi
 	case pgRestart, brokerDown, brokerStall, brokerSlow, brokerErrors:
 		w.Target = "all"
 	}
+	// Outages cut every relay off from the broker: the checker reports
+	// how delivery recovered after each.
+	w.Outage = s.kind == brokerDown || s.kind == brokerStall || s.kind == sigtermBrokerStall
 	w.Start = time.Now()
 	switch s.kind {
 	case kill9:
@@ -39,20 +42,29 @@ func (c *cluster) inject(ctx context.Context, s step, rng *rand.Rand) history.Wi
 		sleep(ctx, s.length)
 		c.startRelay(sl)
 	case sigterm:
-		_ = sl.proc.cmd.Process.Signal(syscall.SIGTERM)
-		_ = sl.proc.cmd.Process.Signal(syscall.SIGCONT)
-		select {
-		case <-sl.proc.done:
-			if sl.proc.err != nil {
-				c.t.Errorf("%s exited with %v after SIGTERM, want 0; stderr:\n%s", sl.proc.name, sl.proc.err, syncbuf.Tail(sl.proc.stderr.String(), 3000))
-			}
-		case <-time.After(20 * time.Second):
-			c.t.Errorf("%s did not exit within 20s of SIGTERM", sl.proc.name)
-			_ = sl.proc.cmd.Process.Kill()
-			<-sl.proc.done
-		}
+		took := c.terminate(ctx, s.kind, sl.proc)
+		w.Target += fmt.Sprintf(", exited %s after SIGTERM", took.Round(time.Millisecond))
 		w.End = time.Now()
 		sleep(ctx, s.length)
+		c.startRelay(sl)
+	case sigtermBrokerStall:
+		// Every broker connection stalls; once the relay holds rows it is
+		// publishing into the stall, it gets SIGTERM. The broker heals when
+		// the fault's length is over, and not before the relay has exited:
+		// its exit must not wait for the broker. A request it had written
+		// before giving its rows back may be appended at the heal, so the
+		// window runs from the stall to the heal.
+		c.brokerProxy.Stall()
+		if held := c.awaitPublishing(ctx, sl.proc); held > 0 {
+			w.Target += fmt.Sprintf(" holding %d rows", held)
+		} else {
+			w.Target += " holding no rows"
+		}
+		took := c.terminate(ctx, s.kind, sl.proc)
+		w.Target += fmt.Sprintf(", exited %s after SIGTERM", took.Round(time.Millisecond))
+		sleep(ctx, time.Until(w.Start.Add(s.length)))
+		c.brokerProxy.Heal()
+		w.End = time.Now()
 		c.startRelay(sl)
 	case freeze:
 		_ = sl.proc.cmd.Process.Signal(syscall.SIGSTOP) // if not caught already
@@ -118,6 +130,56 @@ func (c *cluster) catchHolding(ctx context.Context, p *relayProc, rng *rand.Rand
 		sleep(ctx, time.Duration(1+rng.IntN(20))*time.Millisecond)
 	}
 	return 0
+}
+
+// awaitPublishing waits, for at most the publish timeout (after which a
+// relay whose publish hangs takes the sink for down and claims no more),
+// until p holds claimed rows while none of its statements runs: it is
+// publishing them. It returns the rows held, or 0 if that moment did not
+// come.
+func (c *cluster) awaitPublishing(ctx context.Context, p *relayProc) int {
+	var n int
+	await(ctx, publishTimeout, func() bool {
+		if c.activeStatements(ctx, p.name) != 0 {
+			return false
+		}
+		n = c.holding(ctx, p.name)
+		return n > 0
+	})
+	return n
+}
+
+// terminate sends p SIGTERM (and SIGCONT, should it be stopped) and waits
+// for it to exit. The test fails when the exit takes longer than exitBound
+// or its status is not 0, or when p still holds claimed rows after a clean
+// exit (the database answers during every fault that sends SIGTERM, so it
+// must have recorded or given them back). A process still running a minute
+// after SIGTERM is killed. terminate returns how long the exit took and
+// records it in c.exits.
+func (c *cluster) terminate(ctx context.Context, kind string, p *relayProc) time.Duration {
+	sent := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		c.t.Errorf("%s (%s) did not exit within a minute of SIGTERM; killed", p.name, kind)
+	}
+	took := time.Since(sent)
+	c.exits = append(c.exits, exit{kind: kind, name: p.name, took: took})
+	if took > exitBound {
+		c.t.Errorf("%s (%s) took %s to exit after SIGTERM, want at most --shutdown-timeout + 2s = %s; stderr:\n%s",
+			p.name, kind, took.Round(time.Millisecond), exitBound, syncbuf.Tail(p.stderr.String(), 3000))
+	}
+	if p.err != nil {
+		c.t.Errorf("%s (%s) exited with %v after SIGTERM, want 0; stderr:\n%s", p.name, kind, p.err, syncbuf.Tail(p.stderr.String(), 3000))
+	} else if n := c.holding(ctx, p.name); n > 0 {
+		c.t.Errorf("%s (%s) exited 0 still holding %d claimed rows, want them recorded or given back; stderr:\n%s",
+			p.name, kind, n, syncbuf.Tail(p.stderr.String(), 3000))
+	}
+	return took
 }
 
 // fencedWrites counts the write-backs a relay process reported fenced: the

@@ -95,17 +95,21 @@ func (p *producer) transaction(ctx context.Context, keys []*keyState, rollback b
 		k.next++
 		res, err := p.w.Write(ctx, tx, outbox.Message{Topic: k.topic, Key: []byte(k.name), Payload: payload(k.name, seq)})
 		if err != nil {
+			out.At = time.Now()
 			return out, true // the transaction is aborted: none of it commits
 		}
 		out.Events = append(out.Events, history.Event{ID: res.ID.String(), Topic: k.topic, Key: k.name, Seq: seq})
 	}
 	if rollback {
+		out.At = time.Now()
 		return out, true
 	}
 	// COMMIT's answer decides: success is committed; an error (the
 	// connection broke, the server restarted, ctx ended) leaves the outcome
 	// unknown, as the commit may have happened before the answer was lost.
-	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+	err = tx.Commit(context.WithoutCancel(ctx))
+	out.At = time.Now()
+	if err != nil {
 		out.Outcome = history.Unknown
 		return out, true
 	}

@@ -10,20 +10,22 @@ import (
 
 // Fault kinds; see the package comment.
 const (
-	kill9        = "kill9"
-	sigterm      = "sigterm"
-	freeze       = "freeze"
-	pgRestart    = "pg-restart"
-	pgCut        = "pg-cut"
-	pgStall      = "pg-stall"
-	pgSlow       = "pg-slow"
-	brokerDown   = "broker-down"
-	brokerStall  = "broker-stall"
-	brokerSlow   = "broker-slow"
-	brokerErrors = "broker-errors"
+	kill9              = "kill9"
+	sigterm            = "sigterm"
+	sigtermBrokerStall = "sigterm-broker-stall"
+	freeze             = "freeze"
+	pgRestart          = "pg-restart"
+	pgCut              = "pg-cut"
+	pgStall            = "pg-stall"
+	pgSlow             = "pg-slow"
+	brokerDown         = "broker-down"
+	brokerStall        = "broker-stall"
+	brokerSlow         = "broker-slow"
+	brokerErrors       = "broker-errors"
 )
 
-var allKinds = []string{kill9, sigterm, freeze, pgRestart, pgCut, pgStall, pgSlow, brokerDown, brokerStall, brokerSlow, brokerErrors}
+var allKinds = []string{kill9, sigterm, sigtermBrokerStall, freeze, pgRestart, pgCut, pgStall, pgSlow,
+	brokerDown, brokerStall, brokerSlow, brokerErrors}
 
 // profile sizes a run.
 type profile struct {
@@ -53,8 +55,17 @@ var profiles = map[string]profile{
 const (
 	lease          = 2 * time.Second
 	publishTimeout = 3 * time.Second
-	orderedTopic   = "chaos.ordered"
-	plainTopic     = "chaos.plain"
+	// shutdownTimeout is shorter than publishTimeout, as the defaults are
+	// (10s and 1m): a SIGTERM during a stalled publish is then ended by the
+	// shutdown timeout, which gives the rows back, and not by the publish
+	// timeout first, which would take the broker for down as a broker-stall
+	// does.
+	shutdownTimeout = 2 * time.Second
+	// exitBound is how long a relay may take to exit after SIGTERM,
+	// whatever the sink or the database does: --shutdown-timeout + 2s.
+	exitBound    = shutdownTimeout + 2*time.Second
+	orderedTopic = "chaos.ordered"
+	plainTopic   = "chaos.plain"
 )
 
 // step is one scheduled fault.
@@ -63,7 +74,8 @@ type step struct {
 	// slot is the relay the fault targets (relay and pg-* kinds).
 	slot int
 	// length is how long the fault lasts (for kill9 and sigterm: how long
-	// the slot stays empty).
+	// the slot stays empty; for sigterm-broker-stall: how long the broker
+	// stays stalled, at least until the relay has exited).
 	length time.Duration
 }
 
