@@ -12,17 +12,26 @@
 //
 // Faults, one at a time, each for a few seconds:
 //
-//	kill9         SIGKILL a relay while it holds claimed rows; a replacement starts
-//	sigterm       SIGTERM a relay while it holds claimed rows; it must exit 0; a replacement starts
-//	freeze        SIGSTOP a relay past its lease, then SIGCONT (its write-backs must be fenced)
-//	pg-restart    crash-restart PostgreSQL (pg_ctl restart -m immediate)
-//	pg-cut        cut one relay's PostgreSQL connections and refuse new ones
-//	pg-stall      stall one relay's PostgreSQL connections past its lease
-//	pg-slow       delay one relay's PostgreSQL traffic
-//	broker-down   cut every connection to the broker and refuse new ones
-//	broker-stall  stall every connection to the broker
-//	broker-slow   delay every connection to the broker
-//	broker-errors the broker refuses a share of produce requests with retriable errors
+//	kill9                SIGKILL a relay while it holds claimed rows; a replacement starts
+//	sigterm              SIGTERM a relay while it holds claimed rows; a replacement starts
+//	sigterm-broker-stall stall every connection to the broker, SIGTERM a relay while it
+//	                     publishes claimed rows into the stall, heal; a replacement starts
+//	freeze               SIGSTOP a relay past its lease, then SIGCONT (its write-backs must be fenced)
+//	pg-restart           crash-restart PostgreSQL (pg_ctl restart -m immediate)
+//	pg-cut               cut one relay's PostgreSQL connections and refuse new ones
+//	pg-stall             stall one relay's PostgreSQL connections past its lease
+//	pg-slow              delay one relay's PostgreSQL traffic
+//	broker-down          cut every connection to the broker and refuse new ones
+//	broker-stall         stall every connection to the broker
+//	broker-slow          delay every connection to the broker
+//	broker-errors        the broker refuses a share of produce requests with retriable errors
+//
+// A relay sent SIGTERM (sigterm, sigterm-broker-stall) must exit 0 within
+// its --shutdown-timeout + 2s, holding no claimed rows; each exit time is
+// logged. After each broker outage (broker-down, broker-stall,
+// sigterm-broker-stall) the checker reports the time from the heal to the
+// first record produced and until the backlog committed before the heal was
+// produced; these are reported, not judged.
 //
 // Profiles: short (the default; every kind once, about a minute, run by
 // `make test` and CI) and long (`make chaos`: random faults for
