@@ -114,7 +114,7 @@ func (r *Relay) sinkAnswered() {
 	s.mu.Unlock()
 	r.log.Info("sink answers again; resuming", "outage", took.Round(time.Millisecond), "deferred", deferred)
 	r.bell.ring()
-	r.turns.wake()
+	r.turns.signal() // rows wait: a worker claims at once
 }
 
 // warnOutage logs a lasting outage again, at most every outageWarnEvery:
