@@ -69,6 +69,8 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 	// ends, and an outcome must be recorded.
 	hard, stopHard := r.shutdownBound(ctx)
 	defer stopHard()
+	r.batches.Add(1)
+	defer r.batches.Add(-1)
 	owner := r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
 	if r.cfg.Claim == ClaimLock {
 		return r.processLocked(ctx, hard, owner, limit, loop.published)
@@ -191,8 +193,8 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 		return false, make([]bool, len(msgs))
 	}
 	interrupted := cut == publishInterrupted
-	down = !interrupted && sinkDown(results, r.sinkIsDown())
-	sent, deferred, cause := false, 0, ""
+	down = !interrupted && sinkDown(results, r.inOutage())
+	sent, answered, deferred, cause := false, false, 0, ""
 	finished = make([]bool, len(msgs))
 	for i, msg := range msgs {
 		failed := len(out.failures)
@@ -204,6 +206,7 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 			out.released = append(out.released, msg.ID)
 		case publishers.IsPermanent(err):
 			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
+			answered = true // an answer about the message: the sink works
 		case down:
 			// Due at once: no loop claims it before the sink answers.
 			out.retries = append(out.retries, retry{msg.ID, 0, publishers.Describe(err), true})
@@ -228,7 +231,7 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 		res.SinkUnavailable = true
 		res.Backoff = r.sinkWentDown(cause, deferred)
 	}
-	if sent {
+	if sent || answered && !down {
 		r.sinkAnswered()
 	}
 	return down, finished

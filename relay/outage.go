@@ -17,12 +17,25 @@ import (
 // the first unordered worker with one-row batches, OutageBackoffMin
 // doubling up to OutageBackoffMax apart. One WARN starts an outage, one
 // more comes every outageWarnEvery while it lasts, and one INFO ends it.
+//
+// A probe that gets an answer does not end the outage by itself: the
+// loops claim again, on trial, and the outage ends when the sink takes a
+// message (or refuses one for a reason of its own, or there is nothing to
+// publish). A sink that answers probes but still refuses every message
+// (Kafka's NOT_ENOUGH_REPLICAS, say) falls back into the same outage: no
+// new WARN, and the wait before the next trial doubles per such trial, up
+// to maxTrialWaits probe intervals (2s by default), so that such a sink
+// gets a batch every few seconds rather than four a second, and is back
+// within that long once it takes messages again.
 
 // outageWarnEvery is how often a lasting outage is logged again.
 const outageWarnEvery = 30 * time.Second
 
 // probeTimeout bounds one Probe call.
 const probeTimeout = 2 * time.Second
+
+// maxTrialWaits bounds the wait between trials, in probe intervals.
+const maxTrialWaits = 8
 
 // waitingCap bounds the count of due rows an outage warning reports, so
 // that counting costs no more than reading that many index entries.
@@ -32,6 +45,8 @@ const waitingCap = 100000
 type sinkState struct {
 	mu       sync.Mutex
 	down     bool
+	trial    bool      // a probe got an answer; the loops claim again, the outage not yet over
+	trials   int       // trials that fell back into the outage
 	since    time.Time // when the outage started
 	cause    string    // the error that started it
 	last     string    // the latest error it gave
@@ -75,6 +90,20 @@ func (r *Relay) awaitSink(ctx context.Context, down bool) {
 	}
 }
 
+// trialCount returns how many trials fell back into the current outage.
+func (s *sinkState) trialCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trials
+}
+
+// inOutage reports whether the sink is down, or on trial after a probe.
+func (r *Relay) inOutage() bool {
+	r.sink.mu.Lock()
+	defer r.sink.mu.Unlock()
+	return r.sink.down || r.sink.trial
+}
+
 // sinkWentDown records that a batch found the sink down, deferring
 // deferred rows because of it; the first such batch starts the outage and
 // is logged. It returns the wait before a one-row probe.
@@ -83,9 +112,18 @@ func (r *Relay) sinkWentDown(cause string, deferred int) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	wait := min(s.probes.NextBackOff(), r.cfg.OutageBackoffMax)
-	if s.down {
+	switch {
+	case s.down:
 		s.deferred += deferred
 		s.last = cause
+		return wait
+	case s.trial: // the same outage goes on
+		s.down, s.trial = true, false
+		s.trials++
+		s.deferred += deferred
+		s.last = cause
+		close(s.changed)
+		s.changed = make(chan struct{})
 		return wait
 	}
 	now := time.Now()
@@ -97,24 +135,77 @@ func (r *Relay) sinkWentDown(cause string, deferred int) time.Duration {
 }
 
 // sinkAnswered ends the outage, if there is one: the sink acknowledged a
-// message, answered a probe, or answered a one-row probe with an error of
-// the message's own. Every loop claims again at once.
+// message, or answered one with an error of the message's own, or a trial
+// found nothing to publish. Every loop claims again at once.
 func (r *Relay) sinkAnswered() {
+	s := &r.sink
+	s.mu.Lock()
+	if !s.down && !s.trial {
+		s.mu.Unlock()
+		return
+	}
+	r.endOutageLocked()
+}
+
+// endTrial ends an outage that is on trial, and nothing else: a worker
+// found nothing to publish and no batch in flight.
+func (r *Relay) endTrial() {
+	s := &r.sink
+	s.mu.Lock()
+	if !s.trial {
+		s.mu.Unlock()
+		return
+	}
+	r.endOutageLocked()
+}
+
+// endOutageLocked ends the outage, logs it and unlocks r.sink.mu.
+func (r *Relay) endOutageLocked() {
+	s := &r.sink
+	wasDown := s.down
+	took, deferred := time.Since(s.since), s.deferred
+	s.down, s.trial, s.trials, s.cause, s.last, s.deferred = false, false, 0, "", "", 0
+	s.probes.Reset()
+	if wasDown {
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+	s.mu.Unlock()
+	r.log.Info("sink answers again; resuming", "outage", took.Round(time.Millisecond), "deferred", deferred)
+	if wasDown {
+		r.wakeLoops()
+	}
+}
+
+// sinkProbed puts an outage on trial: a probe got an answer, so the loops
+// claim again, and the next batch ends the outage or resumes it.
+func (r *Relay) sinkProbed() {
 	s := &r.sink
 	s.mu.Lock()
 	if !s.down {
 		s.mu.Unlock()
 		return
 	}
-	took, deferred := time.Since(s.since), s.deferred
-	s.down, s.cause, s.last, s.deferred = false, "", "", 0
-	s.probes.Reset()
+	s.down, s.trial = false, true
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	r.log.Info("sink answers again; resuming", "outage", took.Round(time.Millisecond), "deferred", deferred)
+	r.log.Debug("sink answers probes; claiming again on trial")
+	r.wakeLoops()
+}
+
+// wakeLoops makes every claim loop look for rows at once.
+func (r *Relay) wakeLoops() {
 	r.bell.ring()
-	r.turns.signal() // rows wait: a worker claims at once
+	r.turns.signal()
+}
+
+// trialWait is how long watchSink waits before probing again: one
+// ProbeInterval, doubling per trial that fell back into the outage, up to
+// maxTrialWaits of them.
+func (r *Relay) trialWait() time.Duration {
+	n := r.sink.trialCount()
+	return r.cfg.ProbeInterval * time.Duration(min(1<<min(n, 10), maxTrialWaits))
 }
 
 // warnOutage logs a lasting outage again, at most every outageWarnEvery:
@@ -122,7 +213,7 @@ func (r *Relay) sinkAnswered() {
 func (r *Relay) warnOutage(ctx context.Context) {
 	s := &r.sink
 	s.mu.Lock()
-	if !s.down || time.Since(s.warned) < outageWarnEvery {
+	if !s.down && !s.trial || time.Since(s.warned) < outageWarnEvery {
 		s.mu.Unlock()
 		return
 	}
@@ -142,26 +233,27 @@ func (r *Relay) warnOutage(ctx context.Context) {
 	r.log.Warn("sink still unavailable", args...)
 }
 
-// watchSink probes a Prober sink every ProbeInterval while it is down and
-// ends the outage when it answers. Run runs it for Prober sinks only.
+// watchSink probes a Prober sink every ProbeInterval (trialWait) while it
+// is down and puts the outage on trial when it answers. Run runs it for
+// Prober sinks only.
 func (r *Relay) watchSink(ctx context.Context, p Prober) {
 	for ctx.Err() == nil {
 		r.awaitSink(ctx, true)
 		for ctx.Err() == nil && r.sinkIsDown() {
-			sleep(ctx, r.cfg.ProbeInterval)
+			r.warnOutage(ctx)
+			sleep(ctx, r.trialWait())
 			if ctx.Err() != nil {
 				return
 			}
 			err := r.probe(ctx, p)
 			if err == nil {
-				r.sinkAnswered()
+				r.sinkProbed()
 				break
 			}
 			r.log.Debug("sink probe failed", "error", err)
 			r.sink.mu.Lock()
 			r.sink.last = err.Error()
 			r.sink.mu.Unlock()
-			r.warnOutage(ctx)
 		}
 	}
 }

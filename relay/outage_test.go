@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,5 +164,88 @@ func TestRunAbandonsAPublishThatIgnoresItsContext(t *testing.T) {
 	}
 	if processing != 5 {
 		t.Errorf("%d of 5 rows still leased after the publish was abandoned, want 5", processing)
+	}
+}
+
+// flappingSink answers every probe but refuses every message as long as
+// refuse is set, like a Kafka cluster with too few in-sync replicas.
+type flappingSink struct {
+	refuse atomic.Bool
+	calls  atomic.Int64
+}
+
+func (s *flappingSink) Probe(context.Context) error { return nil }
+
+func (s *flappingSink) Publish(_ context.Context, msgs []outbox.Message) error {
+	s.calls.Add(1)
+	if s.refuse.Load() {
+		return errors.New("NOT_ENOUGH_REPLICAS") // transient, for every message
+	}
+	return nil
+}
+
+func (s *flappingSink) Close() error { return nil }
+
+// A sink that answers probes but refuses every message is one outage, not
+// a new one per probe: one WARN, trials ever further apart, and one INFO
+// when it takes messages again. No attempt is spent meanwhile.
+func TestSinkAnsweringProbesButRefusingMessagesIsOneOutage(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	insertRows(t, pool, table, 20)
+	sink := &flappingSink{}
+	sink.refuse.Store(true)
+	var buf syncBuffer
+	r, err := New(pool, sink, Config{Table: table, ProbeInterval: 20 * time.Millisecond, KeepSent: true,
+		Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	// Trials at 20, 40, 80, 160, 160, ... ms: count what a second brings.
+	deadline := time.Now().Add(10 * time.Second)
+	for r.sink.trialCount() < 6 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s only %d trials fell back into the outage", r.sink.trialCount())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(lines(t, &buf, "sink unavailable; pausing claims until it answers")); n != 1 {
+		buf.mu.Lock()
+		t.Errorf("%d outage starts logged, want 1:\n%s", n, buf.b.String())
+		buf.mu.Unlock()
+	}
+	if n := len(lines(t, &buf, "sink answers again; resuming")); n != 0 {
+		t.Errorf("%d outage ends logged while every message was refused, want 0", n)
+	}
+	if w := r.trialWait(); w != 8*20*time.Millisecond {
+		t.Errorf("trial wait %v after 6 failed trials, want %v", w, 8*20*time.Millisecond)
+	}
+	var attempted int
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table.Ident()+" WHERE attempt <> 0 AND status = 'pending'").Scan(&attempted); err != nil {
+		t.Fatal(err)
+	}
+	if attempted != 0 {
+		t.Errorf("%d rows spent an attempt in the outage", attempted)
+	}
+
+	sink.refuse.Store(false)
+	for r.sinkIsDown() || r.inOutage() {
+		if time.Now().After(deadline) {
+			t.Fatal("the outage did not end after the sink took messages again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(lines(t, &buf, "sink answers again; resuming")); n != 1 {
+		t.Errorf("%d outage ends logged, want 1", n)
 	}
 }

@@ -41,7 +41,8 @@ type Relay struct {
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 
-	sink sinkState // up, or down since when (outage.go)
+	sink    sinkState    // up, or down since when (outage.go)
+	batches atomic.Int32 // batches between their claim and their recorded outcome
 }
 
 // BatchResult counts what happened to one claimed batch.

@@ -149,6 +149,12 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			sleep(ctx, r.cfg.PollInterval) // nothing to probe with yet
 		case probe:
 			r.sinkAnswered() // an answer of the message's own
+		case res.Claimed == 0 && r.batches.Load() == 0:
+			// Nothing to publish here, and no batch is being published
+			// or recorded: an outage on trial is over, nothing waits for
+			// the sink any more.
+			r.endTrial()
+			fallthrough
 		case res.Claimed < limit:
 			wait = r.pollWait(wait, res.Claimed > 0)
 			r.awaitTurn(ctx, woken, wait)
