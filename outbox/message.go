@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// Limits applied by ValidateMessage.
+// Limits applied when a message is written (Writer.Write and WriteBatch)
+// and by ValidateTopic and ValidateHeaders.
 const (
 	// DefaultMaxPayloadBytes is the default payload limit: 1 MiB.
 	DefaultMaxPayloadBytes = 1 << 20
