@@ -1,51 +1,50 @@
-// Command charts draws the PNG charts of docs/benchmarks.md from the JSON
-// that `relay bench --json` prints:
+// Command charts draws the charts of docs/benchmarks.md from the JSON that
+// `relay bench --json` prints, with gonum/plot:
 //
-//	relay bench burn-down --relays 1,2,4 --json > docs/bench/burndown.json
-//	relay bench steady --json > docs/bench/steady.json
-//	go run ./scripts/charts -burndown docs/bench/burndown.json -steady docs/bench/steady.json -out docs/img
+//	relay bench burn-down --events 1000000 --relays 1 --batch-size 1000 --json > docs/bench/burndown-1m.json
+//	relay bench steady --rate 2000 --duration 60s --json > docs/bench/steady.json
+//	go run ./scripts/charts -burndown docs/bench/burndown-1m.json -steady docs/bench/steady.json -out docs/img
 //
-// It writes throughput-by-relays.png (burn-down events/s per relay count,
-// with the SQL ceiling of the same run as a line) and latency.png (steady
-// end-to-end latency percentiles per run; -latency-name names it). Either
-// input may be omitted.
+// -burndown takes one report or a JSON array of reports (each run one
+// bar group: the relay's events/s beside the SQL ceilings its report
+// measured) and writes burndown.png. -steady takes one report or an array
+// (each run one group of latency percentiles) and writes latency.png.
+// -name-prefix prefixes both file names. Either input may be omitted.
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"log"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
+	"strconv"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 )
 
 // report is the part of `relay bench --json` the charts read.
 type report struct {
-	Mode     string `json:"mode"`
-	Settings struct {
-		RelayArgs []string `json:"relay_args"`
-	} `json:"settings"`
+	Mode    string `json:"mode"`
 	Ceiling []struct {
 		Lifecycle       string  `json:"lifecycle"`
 		Clients         int     `json:"clients"`
 		EventsPerSecond float64 `json:"events_per_s"`
 	} `json:"ceiling"`
+	CeilingScript []struct {
+		Lifecycle       string  `json:"lifecycle"`
+		Clients         int     `json:"clients"`
+		EventsPerSecond float64 `json:"events_per_s"`
+	} `json:"ceiling_script"`
 	Runs []struct {
-		Relays          int      `json:"relays"`
-		BatchSize       int      `json:"batch_size"`
-		EventsPerSecond float64  `json:"events_per_s"`
-		CeilingRatio    *float64 `json:"ceiling_ratio"`
+		Relays          int     `json:"relays"`
+		BatchSize       int     `json:"batch_size"`
+		EventsPerSecond float64 `json:"events_per_s"`
 		Steady          *struct {
 			TargetRate int `json:"target_rate"`
 			Latency    *struct {
@@ -56,10 +55,10 @@ type report struct {
 }
 
 func main() {
-	burndown := flag.String("burndown", "", "JSON of a burn-down run")
-	steady := flag.String("steady", "", "JSON of one or more steady runs (a report, or a JSON array of reports)")
+	burndown := flag.String("burndown", "", "JSON of burn-down reports (one, or an array)")
+	steady := flag.String("steady", "", "JSON of steady reports (one, or an array)")
 	out := flag.String("out", "docs/img", "directory for the PNG files")
-	latencyName := flag.String("latency-name", "latency.png", "file name of the latency chart in -out")
+	prefix := flag.String("name-prefix", "", "prefix of the file names")
 	flag.Parse()
 	if *burndown == "" && *steady == "" {
 		log.Fatal("charts: give -burndown and/or -steady")
@@ -68,23 +67,32 @@ func main() {
 		log.Fatal(err)
 	}
 	if *burndown != "" {
-		reps, err := load(*burndown)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := write(filepath.Join(*out, "throughput-by-relays.png"), throughputChart(reps[0])); err != nil {
+		if err := draw(*burndown, filepath.Join(*out, *prefix+"burndown.png"), burndownPlot); err != nil {
 			log.Fatal(err)
 		}
 	}
 	if *steady != "" {
-		reps, err := load(*steady)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := write(filepath.Join(*out, *latencyName), latencyChart(reps)); err != nil {
+		if err := draw(*steady, filepath.Join(*out, *prefix+"latency.png"), latencyPlot); err != nil {
 			log.Fatal(err)
 		}
 	}
+}
+
+// draw loads the reports of in, plots them and saves the plot to out.
+func draw(in, out string, plotOf func([]report) (*plot.Plot, error)) error {
+	reps, err := load(in)
+	if err != nil {
+		return err
+	}
+	p, err := plotOf(reps)
+	if err != nil {
+		return fmt.Errorf("charts: %s: %w", in, err)
+	}
+	if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, out); err != nil {
+		return err
+	}
+	log.Printf("wrote %s", out)
+	return nil
 }
 
 // load reads one report or an array of them.
@@ -104,151 +112,139 @@ func load(path string) ([]report, error) {
 	return []report{one}, nil
 }
 
-func write(path string, img image.Image) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return err
-	}
-	log.Printf("wrote %s", path)
-	return f.Close()
+// Series colours, the same across charts.
+var palette = []color.Color{
+	color.RGBA{0x3b, 0x6e, 0xb5, 0xff}, // blue
+	color.RGBA{0xe0, 0x8a, 0x2c, 0xff}, // orange
+	color.RGBA{0x3d, 0x9a, 0x5b, 0xff}, // green
+	color.RGBA{0xc0, 0x39, 0x2b, 0xff}, // red
 }
 
-// bar is one bar of a chart.
-type bar struct {
-	label string
-	value float64
-	color color.Color
-}
-
-var (
-	blue   = color.RGBA{0x3b, 0x6e, 0xb5, 0xff}
-	orange = color.RGBA{0xe0, 0x8a, 0x2c, 0xff}
-	green  = color.RGBA{0x3d, 0x9a, 0x5b, 0xff}
-	red    = color.RGBA{0xc0, 0x39, 0x2b, 0xff}
-	grey   = color.RGBA{0x99, 0x99, 0x99, 0xff}
-)
-
-func throughputChart(rep report) image.Image {
-	var bars []bar
-	for _, r := range rep.Runs {
-		label := fmt.Sprintf("%d relay(s)", r.Relays)
-		if r.CeilingRatio != nil {
-			label += fmt.Sprintf(" (%.2fx)", *r.CeilingRatio)
-		}
-		bars = append(bars, bar{label, r.EventsPerSecond, blue})
-	}
-	var lines []hline
-	for _, c := range rep.Ceiling {
-		if c.Lifecycle == "mark_sent" && c.Clients == 1 {
-			lines = append(lines, hline{fmt.Sprintf("SQL ceiling, claim + mark-sent, 1 client: %.0f/s", c.EventsPerSecond), c.EventsPerSecond})
-		}
-	}
-	return barChart("burn-down throughput (events/s) by relay count", bars, lines, "%.0f")
-}
-
-func latencyChart(reps []report) image.Image {
-	type run struct {
-		wake    string
-		rate    int
-		p50     float64
-		p95     float64
-		p99     float64
-		max     float64
-		ordinal int
-	}
-	var runs []run
-	wakes := map[string]bool{}
+// burndownPlot groups, per run, the relay's events/s and the mark-sent
+// ceilings with one client that its report measured (from Go and, when
+// run, ceiling.sh).
+func burndownPlot(reps []report) (*plot.Plot, error) {
+	series := []struct {
+		name   string
+		values plotter.Values
+	}{{name: "relay"}, {name: "SQL ceiling (Go), 1 client"}, {name: "SQL ceiling (ceiling.sh), 1 client"}}
+	var labels []string
 	for _, rep := range reps {
-		wake := "listen"
-		if slices.Contains(rep.Settings.RelayArgs, "--listen=false") {
-			wake = "poll"
+		goCeiling, scriptCeiling := markSent(rep.Ceiling), markSent(rep.CeilingScript)
+		for _, r := range rep.Runs {
+			labels = append(labels, fmt.Sprintf("run %d: %d relay(s), batch %d", len(labels)+1, r.Relays, r.BatchSize))
+			series[0].values = append(series[0].values, r.EventsPerSecond)
+			series[1].values = append(series[1].values, goCeiling)
+			series[2].values = append(series[2].values, scriptCeiling)
 		}
+	}
+	if len(labels) == 0 {
+		return nil, errors.New("no burn-down runs")
+	}
+	p := plot.New()
+	p.Title.Text = "Burn-down throughput against the SQL ceiling of the same run"
+	p.Y.Label.Text = "events per second"
+	p.Y.Min = 0
+	return groupedBars(p, labels, []string{series[0].name, series[1].name, series[2].name},
+		[]plotter.Values{series[0].values, series[1].values, series[2].values})
+}
+
+// markSent returns the claim + mark-sent ceiling with one client, or 0.
+func markSent(ceilings []struct {
+	Lifecycle       string  `json:"lifecycle"`
+	Clients         int     `json:"clients"`
+	EventsPerSecond float64 `json:"events_per_s"`
+}) float64 {
+	for _, c := range ceilings {
+		if c.Lifecycle == "mark_sent" && c.Clients == 1 {
+			return c.EventsPerSecond
+		}
+	}
+	return 0
+}
+
+// latencyPlot groups, per steady run, its latency percentiles.
+func latencyPlot(reps []report) (*plot.Plot, error) {
+	names := []string{"p50", "p95", "p99"}
+	values := make([]plotter.Values, len(names))
+	var labels []string
+	rate := 0
+	for _, rep := range reps {
 		for _, r := range rep.Runs {
 			if r.Steady == nil || r.Steady.Latency == nil {
 				continue
 			}
 			l := r.Steady.Latency
-			wakes[wake] = true
-			runs = append(runs, run{wake, r.Steady.TargetRate, l.P50, l.P95, l.P99, l.Max, len(runs) + 1})
+			rate = r.Steady.TargetRate
+			labels = append(labels, fmt.Sprintf("run %d", len(labels)+1))
+			values[0] = append(values[0], l.P50)
+			values[1] = append(values[1], l.P95)
+			values[2] = append(values[2], l.P99)
 		}
 	}
-	title := "commit-to-consumer latency (ms), steady rate, 1 relay: woken by LISTEN/NOTIFY vs polling every 500ms"
-	if len(wakes) == 1 && len(runs) > 1 {
-		title = fmt.Sprintf("commit-to-consumer latency (ms), %d steady runs at %d/s, 1 relay, %s", len(runs), runs[0].rate, map[bool]string{true: "woken by LISTEN/NOTIFY", false: "polling"}[wakes["listen"]])
+	if len(labels) == 0 {
+		return nil, errors.New("no steady runs with latency")
 	}
-	var bars []bar
-	for _, r := range runs {
-		name := fmt.Sprintf("%s %d/s", r.wake, r.rate)
-		if len(wakes) == 1 && len(runs) > 1 {
-			name = fmt.Sprintf("run %d", r.ordinal)
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Commit-to-consumer latency at %d events/s, 1 relay", rate)
+	p.Y.Label.Text = "milliseconds"
+	p.Y.Min = 0
+	return groupedBars(p, labels, names, values)
+}
+
+// groupedBars adds one bar series per name, grouped by label, with a
+// legend, and names the groups on the X axis.
+func groupedBars(p *plot.Plot, labels, names []string, values []plotter.Values) (*plot.Plot, error) {
+	width := vg.Points(60 / float64(len(names)))
+	for i, name := range names {
+		bars, err := plotter.NewBarChart(values[i], width)
+		if err != nil {
+			return nil, err
 		}
-		bars = append(bars, bar{name + " p50", r.p50, green}, bar{"p95", r.p95, blue},
-			bar{"p99", r.p99, orange}, bar{"max", r.max, red})
+		bars.LineStyle.Width = 0
+		bars.Color = palette[i%len(palette)]
+		bars.Offset = width * vg.Length(float64(i)-float64(len(names)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(name, bars)
 	}
-	return barChart(title, bars, nil, "%.1f")
-}
-
-// hline is a horizontal reference line.
-type hline struct {
-	label string
-	value float64
-}
-
-// barChart draws bars left to right with value labels, on a linear axis
-// from 0.
-func barChart(title string, bars []bar, lines []hline, valueFormat string) image.Image {
-	const w, h, left, right, top, bottom = 900, 480, 70, 30, 50, 70
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	text(img, left, 25, title, color.Black)
-	top_ := 0.0
-	for _, b := range bars {
-		top_ = math.Max(top_, b.value)
-	}
-	for _, l := range lines {
-		top_ = math.Max(top_, l.value)
-	}
-	if top_ == 0 {
-		top_ = 1
-	}
-	top_ *= 1.15
-	y := func(v float64) int { return h - bottom - int(v/top_*float64(h-top-bottom)) }
-	// Axes and grid.
-	for i := 0; i <= 4; i++ {
-		v := top_ * float64(i) / 4
-		rect(img, left, y(v), w-right, y(v)+1, color.RGBA{0xe5, 0xe5, 0xe5, 0xff})
-		text(img, 5, y(v)+4, fmt.Sprintf(valueFormat, v), grey)
-	}
-	rect(img, left, top, left+1, h-bottom, color.Black)
-	rect(img, left, h-bottom, w-right, h-bottom+1, color.Black)
-	if len(bars) > 0 {
-		slot := (w - left - right) / len(bars)
-		for i, b := range bars {
-			x0 := left + i*slot + slot/6
-			x1 := left + (i+1)*slot - slot/6
-			rect(img, x0, y(b.value), x1, h-bottom, b.color)
-			text(img, x0, y(b.value)-5, fmt.Sprintf(valueFormat, b.value), color.Black)
-			text(img, x0, h-bottom+18+(i%2)*16, b.label, color.Black)
+	// Room above the bars for the legend.
+	top := 0.0
+	for _, vs := range values {
+		for _, v := range vs {
+			top = max(top, v)
 		}
 	}
-	for _, l := range lines {
-		for x := left; x < w-right; x += 8 {
-			rect(img, x, y(l.value), x+5, y(l.value)+2, red)
+	p.Y.Max = top * 1.4
+	p.Y.Tick.Marker = plainTicks{}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	p.NominalX(labels...)
+	return p, nil
+}
+
+// plainTicks are gonum's default ticks labelled without needless decimals
+// and with thousands separated: 50,000 rather than 50000.00.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = thousands(ticks[i].Value)
 		}
-		text(img, left+8, y(l.value)-6, l.label, red)
 	}
-	return img
+	return ticks
 }
 
-func rect(img *image.RGBA, x0, y0, x1, y1 int, c color.Color) {
-	draw.Draw(img, image.Rect(x0, y0, x1, y1), &image.Uniform{c}, image.Point{}, draw.Src)
-}
-
-func text(img *image.RGBA, x, y int, s string, c color.Color) {
-	d := font.Drawer{Dst: img, Src: &image.Uniform{c}, Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-	d.DrawString(s)
+// thousands formats v with at most one decimal and a comma every three
+// digits.
+func thousands(v float64) string {
+	if v != float64(int64(v)) {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	s := strconv.FormatInt(int64(v), 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
