@@ -13,7 +13,7 @@ import (
 // due at once and without spending an attempt, and no loop claims rows
 // until the sink answers again. A sink that implements Prober is probed
 // every ProbeInterval by watchSink, which publishes nothing; the first
-// answer ends the outage and wakes every loop. Other sinks are probed by
+// answer wakes every loop (see trials below). Other sinks are probed by
 // the first unordered worker with one-row batches, OutageBackoffMin
 // doubling up to OutageBackoffMax apart. One WARN starts an outage, one
 // more comes every outageWarnEvery while it lasts, and one INFO ends it.
@@ -48,7 +48,6 @@ type sinkState struct {
 	trial    bool      // a probe got an answer; the loops claim again, the outage not yet over
 	trials   int       // trials that fell back into the outage
 	since    time.Time // when the outage started
-	cause    string    // the error that started it
 	last     string    // the latest error it gave
 	deferred int       // rows given back because of it
 	warned   time.Time // when it was last logged
@@ -127,7 +126,7 @@ func (r *Relay) sinkWentDown(cause string, deferred int) time.Duration {
 		return wait
 	}
 	now := time.Now()
-	s.down, s.since, s.cause, s.last, s.deferred, s.warned = true, now, cause, cause, deferred, now
+	s.down, s.since, s.last, s.deferred, s.warned = true, now, cause, deferred, now
 	close(s.changed)
 	s.changed = make(chan struct{})
 	r.log.Warn("sink unavailable; pausing claims until it answers", "error", cause, "deferred", deferred)
@@ -164,7 +163,7 @@ func (r *Relay) endOutageLocked() {
 	s := &r.sink
 	wasDown := s.down
 	took, deferred := time.Since(s.since), s.deferred
-	s.down, s.trial, s.trials, s.cause, s.last, s.deferred = false, false, 0, "", "", 0
+	s.down, s.trial, s.trials, s.last, s.deferred = false, false, 0, "", 0
 	s.probes.Reset()
 	if wasDown {
 		close(s.changed)
