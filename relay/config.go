@@ -14,7 +14,8 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// Config configures a Relay. Zero fields take the documented defaults.
+// Config configures a Relay. Zero fields take the documented defaults;
+// DefaultConfig returns them.
 type Config struct {
 	// Table is the outbox table. Defaults to "public"."outbox".
 	Table outbox.Table
@@ -184,39 +185,83 @@ func (o Ordering) enabled() bool { return len(o.Topics) > 0 }
 // allTopics reports whether every topic is ordered.
 func (o Ordering) allTopics() bool { return slices.Contains(o.Topics, "*") }
 
-// withDefaults fills zero fields.
+// DefaultConfig returns the defaults New gives a Config's zero fields,
+// filled in. It is the one place they are written: relay run's flags, their
+// --help and the documentation tables are checked against it. Four fields
+// stay zero because New derives them when it starts: ID (host-pid-random,
+// one per process), PollMin (DefaultPollMin, or PollInterval when that is
+// shorter), Ordering.ShardBudget (DefaultShardBudgetBatches times
+// BatchSize) and Logger (slog.Default()); so a copy whose PollInterval or
+// BatchSize is changed keeps them in step. Ordering.Topics is empty:
+// ordering is off.
+func DefaultConfig() Config {
+	return Config{
+		Table:            outbox.Table{}.WithDefaults(),
+		BatchSize:        100,
+		Lease:            30 * time.Second,
+		PollInterval:     500 * time.Millisecond,
+		Workers:          2,
+		Claim:            ClaimLease,
+		MaxAttempts:      10,
+		BackoffMin:       time.Second,
+		BackoffMax:       5 * time.Minute,
+		PublishTimeout:   time.Minute,
+		ShutdownTimeout:  10 * time.Second,
+		OutageBackoffMin: 100 * time.Millisecond,
+		OutageBackoffMax: 30 * time.Second,
+		ProbeInterval:    250 * time.Millisecond,
+		Ordering:         Ordering{Shards: 16, HeadOfLine: HeadOfLineWait},
+		Retention:        7 * 24 * time.Hour,
+		JanitorInterval:  time.Minute,
+		JanitorBatch:     1000,
+	}
+}
+
+// Defaults that New derives from other fields (see DefaultConfig).
+const (
+	// DefaultPollMin is PollMin's default, or PollInterval when that is
+	// shorter.
+	DefaultPollMin = 5 * time.Millisecond
+	// DefaultShardBudgetBatches is Ordering.ShardBudget's default in
+	// batches: ShardBudget defaults to this times BatchSize.
+	DefaultShardBudgetBatches = 10
+)
+
+// withDefaults fills zero fields from DefaultConfig and the derived
+// defaults.
 func (c Config) withDefaults() Config {
+	d := DefaultConfig()
 	c.Table = c.Table.WithDefaults()
 	if c.ID == "" {
 		c.ID = newReplicaID()
 	}
-	setDefault(&c.BatchSize, 100)
-	setDefault(&c.Workers, 2)
-	setDefault(&c.Lease, 30*time.Second)
-	setDefault(&c.PollInterval, 500*time.Millisecond)
-	setDefault(&c.PollMin, min(5*time.Millisecond, c.PollInterval))
-	setDefault(&c.MaxAttempts, 10)
-	setDefault(&c.BackoffMin, time.Second)
-	setDefault(&c.BackoffMax, 5*time.Minute)
-	setDefault(&c.PublishTimeout, time.Minute)
-	setDefault(&c.ShutdownTimeout, 10*time.Second)
-	setDefault(&c.OutageBackoffMin, 100*time.Millisecond)
-	setDefault(&c.OutageBackoffMax, 30*time.Second)
-	setDefault(&c.ProbeInterval, 250*time.Millisecond)
-	setDefault(&c.Retention, 7*24*time.Hour)
-	setDefault(&c.JanitorInterval, time.Minute)
-	setDefault(&c.JanitorBatch, 1000)
+	setDefault(&c.BatchSize, d.BatchSize)
+	setDefault(&c.Workers, d.Workers)
+	setDefault(&c.Lease, d.Lease)
+	setDefault(&c.PollInterval, d.PollInterval)
+	setDefault(&c.PollMin, min(DefaultPollMin, c.PollInterval))
+	setDefault(&c.MaxAttempts, d.MaxAttempts)
+	setDefault(&c.BackoffMin, d.BackoffMin)
+	setDefault(&c.BackoffMax, d.BackoffMax)
+	setDefault(&c.PublishTimeout, d.PublishTimeout)
+	setDefault(&c.ShutdownTimeout, d.ShutdownTimeout)
+	setDefault(&c.OutageBackoffMin, d.OutageBackoffMin)
+	setDefault(&c.OutageBackoffMax, d.OutageBackoffMax)
+	setDefault(&c.ProbeInterval, d.ProbeInterval)
+	setDefault(&c.Retention, d.Retention)
+	setDefault(&c.JanitorInterval, d.JanitorInterval)
+	setDefault(&c.JanitorBatch, d.JanitorBatch)
 	if c.Claim == "" {
-		c.Claim = ClaimLease
+		c.Claim = d.Claim
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.Ordering.enabled() {
-		setDefault(&c.Ordering.Shards, 16)
-		setDefault(&c.Ordering.ShardBudget, 10*c.BatchSize)
+		setDefault(&c.Ordering.Shards, d.Ordering.Shards)
+		setDefault(&c.Ordering.ShardBudget, DefaultShardBudgetBatches*c.BatchSize)
 		if c.Ordering.HeadOfLine == "" {
-			c.Ordering.HeadOfLine = HeadOfLineWait
+			c.Ordering.HeadOfLine = d.Ordering.HeadOfLine
 		}
 	}
 	return c

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -182,32 +183,35 @@ type relayFlags struct {
 	keepSent, janitorVacuum         bool
 }
 
+// register adds the flags; their defaults are relay.DefaultConfig's (those
+// it derives at start are zero here, and the help says what they become).
 func (r *relayFlags) register(f *flags) {
+	d := relay.DefaultConfig()
 	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
-	f.Int(&r.batchSize, "batch-size", 100, "most rows claimed at once")
-	f.Int(&r.workers, "workers", 2, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
-	f.Duration(&r.lease, "lease", 30*time.Second, "how long a claim is valid without renewal")
-	f.String(&r.claimMode, "claim-mode", "lease", "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
-	f.Duration(&r.pollInterval, "poll-interval", 500*time.Millisecond, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
-	f.Duration(&r.pollMin, "poll-min", 0, "with --listen=false: the wait after a claim that found rows; each claim that finds none doubles it, up to --poll-interval (default 5ms, or --poll-interval when shorter)")
-	f.Bool(&r.listen, "listen", true, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
-	f.Int(&r.maxAttempts, "max-attempts", 10, "attempts before a transiently failing row is marked failed")
-	f.Duration(&r.backoffMin, "backoff-min", time.Second, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
-	f.Duration(&r.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
-	f.Duration(&r.publishTimeout, "publish-timeout", time.Minute, "bound on one publish; the lease is extended while it runs")
-	f.Duration(&r.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
-	f.Duration(&r.outageMin, "outage-backoff-min", 100*time.Millisecond, "first wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
-	f.Duration(&r.outageMax, "outage-backoff-max", 30*time.Second, "longest wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
-	f.Duration(&r.probeInterval, "probe-interval", 250*time.Millisecond, "while the sink is down, the wait between probes that publish nothing (Kafka: an ApiVersions request); the relay resumes within about this long of the sink's return")
-	f.String(&r.orderedTopics, "ordered-topics", "", "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
-	f.Int(&r.shards, "shards", 16, "ordered delivery: shards keys are spread over; every replica must use the same value")
-	f.Int(&r.shardBudget, "shard-budget", 0, "ordered delivery: rows claimed from one shard before handing it back (default 10 x --batch-size)")
-	f.String(&r.headOfLine, "head-of-line", "wait", "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
-	f.Duration(&r.retention, "retention", 7*24*time.Hour, "how long sent rows are kept before the janitor deletes them; failed rows are always kept")
-	f.Bool(&r.keepSent, "keep-sent", false, "never delete sent rows: turns the retention janitor off")
-	f.Duration(&r.janitorInterval, "janitor-interval", time.Minute, "how often the retention janitor may run, once across all replicas")
-	f.Int(&r.janitorBatch, "janitor-batch", 1000, "most sent rows one DELETE of the retention janitor removes")
-	f.Bool(&r.janitorVacuum, "janitor-vacuum", true, "after a retention run that deleted rows, VACUUM (ANALYZE) the table (the role must own it); false leaves it to autovacuum")
+	f.Int(&r.batchSize, "batch-size", d.BatchSize, "most rows claimed at once")
+	f.Int(&r.workers, "workers", d.Workers, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
+	f.Duration(&r.lease, "lease", d.Lease, "how long a claim is valid without renewal")
+	f.String(&r.claimMode, "claim-mode", string(d.Claim), "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
+	f.Duration(&r.pollInterval, "poll-interval", d.PollInterval, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
+	f.Duration(&r.pollMin, "poll-min", 0, fmt.Sprintf("with --listen=false: the wait after a claim that found rows; each claim that finds none doubles it, up to --poll-interval (default %v, or --poll-interval when shorter)", relay.DefaultPollMin))
+	f.Bool(&r.listen, "listen", !d.NoListen, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
+	f.Int(&r.maxAttempts, "max-attempts", d.MaxAttempts, "attempts before a transiently failing row is marked failed")
+	f.Duration(&r.backoffMin, "backoff-min", d.BackoffMin, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
+	f.Duration(&r.backoffMax, "backoff-max", d.BackoffMax, "longest retry delay")
+	f.Duration(&r.publishTimeout, "publish-timeout", d.PublishTimeout, "bound on one publish; the lease is extended while it runs")
+	f.Duration(&r.shutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGTERM, how long an in-flight publish may finish before its rows are released")
+	f.Duration(&r.outageMin, "outage-backoff-min", d.OutageBackoffMin, "first wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
+	f.Duration(&r.outageMax, "outage-backoff-max", d.OutageBackoffMax, "longest wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
+	f.Duration(&r.probeInterval, "probe-interval", d.ProbeInterval, "while the sink is down, the wait between probes that publish nothing (Kafka: an ApiVersions request); the relay resumes within about this long of the sink's return")
+	f.String(&r.orderedTopics, "ordered-topics", strings.Join(d.Ordering.Topics, ","), "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
+	f.Int(&r.shards, "shards", d.Ordering.Shards, "ordered delivery: shards keys are spread over; every replica must use the same value")
+	f.Int(&r.shardBudget, "shard-budget", 0, fmt.Sprintf("ordered delivery: rows claimed from one shard before handing it back (default %d x --batch-size)", relay.DefaultShardBudgetBatches))
+	f.String(&r.headOfLine, "head-of-line", string(d.Ordering.HeadOfLine), "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
+	f.Duration(&r.retention, "retention", d.Retention, "how long sent rows are kept before the janitor deletes them; failed rows are always kept")
+	f.Bool(&r.keepSent, "keep-sent", d.KeepSent, "never delete sent rows: turns the retention janitor off")
+	f.Duration(&r.janitorInterval, "janitor-interval", d.JanitorInterval, "how often the retention janitor may run, once across all replicas")
+	f.Int(&r.janitorBatch, "janitor-batch", d.JanitorBatch, "most sent rows one DELETE of the retention janitor removes")
+	f.Bool(&r.janitorVacuum, "janitor-vacuum", !d.NoVacuum, "after a retention run that deleted rows, VACUUM (ANALYZE) the table (the role must own it); false leaves it to autovacuum")
 }
 
 // configFlag maps relay.Config fields to the flags that set them.
