@@ -193,7 +193,7 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 		return false, make([]bool, len(msgs))
 	}
 	interrupted := cut == publishInterrupted
-	down = !interrupted && sinkDown(results, r.inOutage())
+	down = !interrupted && sinkDown(results, r.sink.inOutage())
 	sent, answered, deferred, cause := false, false, 0, ""
 	finished = make([]bool, len(msgs))
 	for i, msg := range msgs {
@@ -229,10 +229,10 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 	}
 	if down {
 		res.SinkUnavailable = true
-		res.Backoff = r.sinkWentDown(cause, deferred)
+		res.Backoff = r.sink.wentDown(cause, deferred)
 	}
 	if sent || answered && !down {
-		r.sinkAnswered()
+		r.sink.answered()
 	}
 	return down, finished
 }

@@ -23,8 +23,8 @@ func (r *Relay) runOrdered(ctx context.Context) {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	var settle time.Duration // > 0: re-checking after a wake-up
 	for ctx.Err() == nil {
-		if r.prober != nil && r.sinkIsDown() {
-			r.awaitSink(ctx, false) // watchSink probes
+		if r.prober != nil && r.sink.isDown() {
+			r.sink.await(ctx, false) // watchSink probes
 			continue
 		}
 		woken := r.bell.next()
@@ -64,7 +64,7 @@ func (r *Relay) runOrdered(ctx context.Context) {
 		}
 		cancel()
 		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
-		if r.prober != nil && r.sinkIsDown() {
+		if r.prober != nil && r.sink.isDown() {
 			continue // no backoff: the loop's top waits for the sink
 		}
 		if wait > 0 {

@@ -2,17 +2,18 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Sink outages. When a batch's results say the sink as a whole is down
-// (sinkDown), the relay enters an outage: its rows go back to pending,
+// Sink outages (the breaker). When a batch's results say the sink as a
+// whole is down (sinkDown), the relay enters an outage: its rows go back to pending,
 // due at once and without spending an attempt, and no loop claims rows
 // until the sink answers again. A sink that implements Prober is probed
-// every ProbeInterval by watchSink, which publishes nothing; the first
+// every ProbeInterval by breaker.watch, which publishes nothing; the first
 // answer wakes every loop (see trials below). Other sinks are probed by
 // the first unordered worker with one-row batches, OutageBackoffMin
 // doubling up to OutageBackoffMax apart. One WARN starts an outage, one
@@ -41,8 +42,15 @@ const maxTrialWaits = 8
 // that counting costs no more than reading that many index entries.
 const waitingCap = 100000
 
-// sinkState is the relay's view of its sink, shared by every loop.
-type sinkState struct {
+// breaker is the relay's view of its sink, shared by every loop: up, down
+// since when, or on trial.
+type breaker struct {
+	log        *slog.Logger
+	probeEvery time.Duration                           // ProbeInterval
+	backoffMax time.Duration                           // OutageBackoffMax
+	countDue   func(context.Context, int) (int, error) // due rows, up to a limit
+	wake       func()                                  // makes every claim loop look for rows
+
 	mu       sync.Mutex
 	down     bool
 	trial    bool      // a probe got an answer; the loops claim again, the outage not yet over
@@ -58,26 +66,46 @@ type sinkState struct {
 	probes *backoff.ExponentialBackOff
 }
 
-// state reports whether the sink is down and a channel closed at the next
-// change.
-func (s *sinkState) state() (down bool, changed <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.down, s.changed
+// newBreaker returns the breaker of a relay with cfg.
+func newBreaker(cfg Config, log *slog.Logger, countDue func(context.Context, int) (int, error), wake func()) *breaker {
+	return &breaker{
+		log:        log,
+		probeEvery: cfg.ProbeInterval,
+		backoffMax: cfg.OutageBackoffMax,
+		countDue:   countDue,
+		wake:       wake,
+		changed:    make(chan struct{}),
+		probes:     newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
+	}
 }
 
-// sinkIsDown reports whether the sink was found down and has not answered
+// state reports whether the sink is down and a channel closed at the next
+// change.
+func (b *breaker) state() (down bool, changed <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.down, b.changed
+}
+
+// isDown reports whether the sink was found down and has not answered
 // since.
-func (r *Relay) sinkIsDown() bool {
-	down, _ := r.sink.state()
+func (b *breaker) isDown() bool {
+	down, _ := b.state()
 	return down
 }
 
-// awaitSink waits until the sink's state is up (down false) or down (true),
-// or ctx ends.
-func (r *Relay) awaitSink(ctx context.Context, down bool) {
+// inOutage reports whether the sink is down, or on trial after a probe.
+func (b *breaker) inOutage() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.down || b.trial
+}
+
+// await waits until the sink's state is up (down false) or down (true), or
+// ctx ends.
+func (b *breaker) await(ctx context.Context, down bool) {
 	for {
-		now, changed := r.sink.state()
+		now, changed := b.state()
 		if now == down {
 			return
 		}
@@ -90,188 +118,170 @@ func (r *Relay) awaitSink(ctx context.Context, down bool) {
 }
 
 // trialCount returns how many trials fell back into the current outage.
-func (s *sinkState) trialCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.trials
+func (b *breaker) trialCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.trials
 }
 
-// inOutage reports whether the sink is down, or on trial after a probe.
-func (r *Relay) inOutage() bool {
-	r.sink.mu.Lock()
-	defer r.sink.mu.Unlock()
-	return r.sink.down || r.sink.trial
-}
-
-// sinkWentDown records that a batch found the sink down, deferring
-// deferred rows because of it; the first such batch starts the outage and
-// is logged. It returns the wait before a one-row probe.
-func (r *Relay) sinkWentDown(cause string, deferred int) time.Duration {
-	s := &r.sink
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	wait := min(s.probes.NextBackOff(), r.cfg.OutageBackoffMax)
+// wentDown records that a batch found the sink down, deferring deferred
+// rows because of it; the first such batch starts the outage and is
+// logged. It returns the wait before a one-row probe.
+func (b *breaker) wentDown(cause string, deferred int) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wait := min(b.probes.NextBackOff(), b.backoffMax)
 	switch {
-	case s.down:
-		s.deferred += deferred
-		s.last = cause
+	case b.down:
+		b.deferred += deferred
+		b.last = cause
 		return wait
-	case s.trial: // the same outage goes on
-		s.down, s.trial = true, false
-		s.trials++
-		s.deferred += deferred
-		s.last = cause
-		close(s.changed)
-		s.changed = make(chan struct{})
+	case b.trial: // the same outage goes on
+		b.down, b.trial = true, false
+		b.trials++
+		b.deferred += deferred
+		b.last = cause
+		b.changedLocked()
 		return wait
 	}
 	now := time.Now()
-	s.down, s.since, s.last, s.deferred, s.warned = true, now, cause, deferred, now
-	close(s.changed)
-	s.changed = make(chan struct{})
-	r.log.Warn("sink unavailable; pausing claims until it answers", "error", cause, "deferred", deferred)
+	b.down, b.since, b.last, b.deferred, b.warned = true, now, cause, deferred, now
+	b.changedLocked()
+	b.log.Warn("sink unavailable; pausing claims until it answers", "error", cause, "deferred", deferred)
 	return wait
 }
 
-// sinkAnswered ends the outage, if there is one: the sink acknowledged a
-// message, or answered one with an error of the message's own, or a trial
-// found nothing to publish. Every loop claims again at once.
-func (r *Relay) sinkAnswered() {
-	s := &r.sink
-	s.mu.Lock()
-	if !s.down && !s.trial {
-		s.mu.Unlock()
+// answered ends the outage, if there is one: the sink acknowledged a
+// message, or answered one with an error of the message's own. Every loop
+// claims again at once.
+func (b *breaker) answered() {
+	b.mu.Lock()
+	if !b.down && !b.trial {
+		b.mu.Unlock()
 		return
 	}
-	r.endOutageLocked()
+	b.endLocked()
 }
 
 // endTrial ends an outage that is on trial, and nothing else: a worker
 // found nothing to publish and no batch in flight.
-func (r *Relay) endTrial() {
-	s := &r.sink
-	s.mu.Lock()
-	if !s.trial {
-		s.mu.Unlock()
+func (b *breaker) endTrial() {
+	b.mu.Lock()
+	if !b.trial {
+		b.mu.Unlock()
 		return
 	}
-	r.endOutageLocked()
+	b.endLocked()
 }
 
-// endOutageLocked ends the outage, logs it and unlocks r.sink.mu.
-func (r *Relay) endOutageLocked() {
-	s := &r.sink
-	wasDown := s.down
-	took, deferred := time.Since(s.since), s.deferred
-	s.down, s.trial, s.trials, s.last, s.deferred = false, false, 0, "", 0
-	s.probes.Reset()
+// endLocked ends the outage, logs it and unlocks b.mu.
+func (b *breaker) endLocked() {
+	wasDown := b.down
+	took, deferred := time.Since(b.since), b.deferred
+	b.down, b.trial, b.trials, b.last, b.deferred = false, false, 0, "", 0
+	b.probes.Reset()
 	if wasDown {
-		close(s.changed)
-		s.changed = make(chan struct{})
+		b.changedLocked()
 	}
-	s.mu.Unlock()
-	r.log.Info("sink answers again; resuming", "outage", took.Round(time.Millisecond), "deferred", deferred)
+	b.mu.Unlock()
+	b.log.Info("sink answers again; resuming", "outage", took.Round(time.Millisecond), "deferred", deferred)
 	if wasDown {
-		r.wakeLoops()
+		b.wake()
 	}
 }
 
-// sinkProbed puts an outage on trial: a probe got an answer, so the loops
+// probed puts an outage on trial: a probe got an answer, so the loops
 // claim again, and the next batch ends the outage or resumes it.
-func (r *Relay) sinkProbed() {
-	s := &r.sink
-	s.mu.Lock()
-	if !s.down {
-		s.mu.Unlock()
+func (b *breaker) probed() {
+	b.mu.Lock()
+	if !b.down {
+		b.mu.Unlock()
 		return
 	}
-	s.down, s.trial = false, true
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
-	r.log.Debug("sink answers probes; claiming again on trial")
-	r.wakeLoops()
+	b.down, b.trial = false, true
+	b.changedLocked()
+	b.mu.Unlock()
+	b.log.Debug("sink answers probes; claiming again on trial")
+	b.wake()
 }
 
-// wakeLoops makes every claim loop look for rows at once.
-func (r *Relay) wakeLoops() {
-	r.bell.ring()
-	r.turns.signal()
+// changedLocked wakes the waiters of await. b.mu is held.
+func (b *breaker) changedLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
-// trialWait is how long watchSink waits before probing again: one
+// trialWait is how long watch waits before probing again: one
 // ProbeInterval, doubling per trial that fell back into the outage, up to
 // maxTrialWaits of them.
-func (r *Relay) trialWait() time.Duration {
-	n := r.sink.trialCount()
-	return r.cfg.ProbeInterval * time.Duration(min(1<<min(n, 10), maxTrialWaits))
+func (b *breaker) trialWait() time.Duration {
+	return b.probeEvery * time.Duration(min(1<<min(b.trialCount(), 10), maxTrialWaits))
 }
 
-// warnOutage logs a lasting outage again, at most every outageWarnEvery:
-// its length, its latest error and how many rows are due meanwhile.
-func (r *Relay) warnOutage(ctx context.Context) {
-	s := &r.sink
-	s.mu.Lock()
-	if !s.down && !s.trial || time.Since(s.warned) < outageWarnEvery {
-		s.mu.Unlock()
+// warn logs a lasting outage again, at most every outageWarnEvery: its
+// length, its latest error and how many rows are due meanwhile.
+func (b *breaker) warn(ctx context.Context) {
+	b.mu.Lock()
+	if !b.down && !b.trial || time.Since(b.warned) < outageWarnEvery {
+		b.mu.Unlock()
 		return
 	}
-	s.warned = time.Now()
-	took, deferred, last := time.Since(s.since), s.deferred, s.last
-	s.mu.Unlock()
+	b.warned = time.Now()
+	took, deferred, last := time.Since(b.since), b.deferred, b.last
+	b.mu.Unlock()
 	args := []any{"outage", took.Round(time.Second), "error", last, "deferred", deferred}
 	cctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if n, err := r.store.countDue(cctx, waitingCap); err == nil {
+	if n, err := b.countDue(cctx, waitingCap); err == nil {
 		if n >= waitingCap {
 			args = append(args, "rows_waiting", ">= 100000")
 		} else {
 			args = append(args, "rows_waiting", n)
 		}
 	}
-	r.log.Warn("sink still unavailable", args...)
+	b.log.Warn("sink still unavailable", args...)
 }
 
-// watchSink probes a Prober sink every ProbeInterval (trialWait) while it
-// is down and puts the outage on trial when it answers. Run runs it for
+// watch probes a Prober sink every ProbeInterval (trialWait) while it is
+// down and puts the outage on trial when it answers. Run runs it for
 // Prober sinks only.
-func (r *Relay) watchSink(ctx context.Context, p Prober) {
+func (b *breaker) watch(ctx context.Context, p Prober) {
 	for ctx.Err() == nil {
-		r.awaitSink(ctx, true)
-		for ctx.Err() == nil && r.sinkIsDown() {
-			r.warnOutage(ctx)
-			sleep(ctx, r.trialWait())
+		b.await(ctx, true)
+		for ctx.Err() == nil && b.isDown() {
+			b.warn(ctx)
+			sleep(ctx, b.trialWait())
 			if ctx.Err() != nil {
 				return
 			}
-			err := r.probe(ctx, p)
+			err := probe(ctx, p)
 			if err == nil {
-				r.sinkProbed()
+				b.probed()
 				break
 			}
-			r.log.Debug("sink probe failed", "error", err)
-			r.sink.mu.Lock()
-			r.sink.last = err.Error()
-			r.sink.mu.Unlock()
+			b.log.Debug("sink probe failed", "error", err)
+			b.mu.Lock()
+			b.last = err.Error()
+			b.mu.Unlock()
 		}
 	}
 }
 
-// probe asks the sink once whether it answers, within probeTimeout.
-func (r *Relay) probe(ctx context.Context, p Prober) error {
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	return p.Probe(pctx)
-}
-
-// checkSink logs at start-up whether the sink answers; one that does not
+// check logs at start-up whether the sink answers; one that does not
 // starts the relay in an outage, so that no row is claimed before it does.
-func (r *Relay) checkSink(ctx context.Context, p Prober) {
-	if err := r.probe(ctx, p); err != nil {
+func (b *breaker) check(ctx context.Context, p Prober) {
+	if err := probe(ctx, p); err != nil {
 		if ctx.Err() == nil {
-			r.sinkWentDown(err.Error(), 0)
+			b.wentDown(err.Error(), 0)
 		}
 		return
 	}
-	r.log.Info("sink reachable")
+	b.log.Info("sink reachable")
+}
+
+// probe asks the sink once whether it answers, within probeTimeout.
+func probe(ctx context.Context, p Prober) error {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return p.Probe(pctx)
 }

@@ -41,7 +41,7 @@ type Relay struct {
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 
-	sink    sinkState    // up, or down since when (outage.go)
+	sink    *breaker     // the sink: up, down since when, or on trial (outage.go)
 	batches atomic.Int32 // batches between their claim and their recorded outcome
 }
 
@@ -94,11 +94,11 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		bell:  newBell(),
 		turns: newTurns(),
 		floor: bottom,
-		sink: sinkState{
-			changed: make(chan struct{}),
-			probes:  newExponential(cfg.OutageBackoffMin, cfg.OutageBackoffMax),
-		},
 	}
+	r.sink = newBreaker(cfg, r.log, r.store.countDue, func() {
+		r.bell.ring()
+		r.turns.signal()
+	})
 	r.prober, _ = pub.(Prober)
 	r.rides = newRides(rideWait, func() { r.markRiders(context.Background()) })
 	// Claim numbers start at a random point, so that replicas mistakenly

@@ -49,7 +49,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	if r.prober != nil {
-		r.checkSink(ctx, r.prober)
+		r.sink.check(ctx, r.prober)
 	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "workers", r.cfg.Workers, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
 		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention())
@@ -80,7 +80,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		spawn(r.runJanitor)
 	}
 	if r.prober != nil {
-		spawn(func(ctx context.Context) { r.watchSink(ctx, r.prober) })
+		spawn(func(ctx context.Context) { r.sink.watch(ctx, r.prober) })
 	}
 
 	// Workers unordered batches in flight: each worker claims, publishes
@@ -111,9 +111,9 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	wait := r.cfg.PollMin // a relay that does not listen starts polling often
 	for ctx.Err() == nil {
-		probe := r.sinkIsDown()
+		probe := r.sink.isDown()
 		if probe && (r.prober != nil || worker > 0) {
-			r.awaitSink(ctx, false)
+			r.sink.await(ctx, false)
 			continue
 		}
 		limit := r.cfg.BatchSize
@@ -139,7 +139,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			continue // watchSink probes; the loop's top waits for it
 		case res.SinkUnavailable:
 			r.log.Debug("sink still unavailable", "retry_in", res.Backoff)
-			r.warnOutage(ctx)
+			r.sink.warn(ctx)
 			sleep(ctx, res.Backoff)
 			continue
 		}
@@ -148,12 +148,12 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		case probe && res.Claimed == 0:
 			sleep(ctx, r.cfg.PollInterval) // nothing to probe with yet
 		case probe:
-			r.sinkAnswered() // an answer of the message's own
+			r.sink.answered() // an answer of the message's own
 		case res.Claimed == 0 && r.batches.Load() == 0:
 			// Nothing to publish here, and no batch is being published
 			// or recorded: an outage on trial is over, nothing waits for
 			// the sink any more.
-			r.endTrial()
+			r.sink.endTrial()
 			fallthrough
 		case res.Claimed < limit:
 			wait = r.pollWait(wait, res.Claimed > 0)
