@@ -47,7 +47,7 @@ func TestOutageIsLoggedOnceAndThenAtASlowCadence(t *testing.T) {
 		t.Fatalf("outage start logged as %v, want one WARN with the error", start)
 	}
 
-	r.warnOutage(ctx)
+	r.sink.warn(ctx)
 	if got := lines(t, &buf, "sink still unavailable"); len(got) != 0 {
 		t.Fatalf("outage logged again at once: %v", got)
 	}
@@ -57,8 +57,8 @@ func TestOutageIsLoggedOnceAndThenAtASlowCadence(t *testing.T) {
 	r.sink.warned = time.Now().Add(-outageWarnEvery - time.Second)
 	r.sink.last = "dial tcp: i/o timeout"
 	r.sink.mu.Unlock()
-	r.warnOutage(ctx)
-	r.warnOutage(ctx) // within the cadence: not logged
+	r.sink.warn(ctx)
+	r.sink.warn(ctx) // within the cadence: not logged
 	lasting := lines(t, &buf, "sink still unavailable")
 	if len(lasting) != 1 {
 		t.Fatalf("%d lines for a lasting outage, want 1: %v", len(lasting), lasting)
@@ -68,13 +68,13 @@ func TestOutageIsLoggedOnceAndThenAtASlowCadence(t *testing.T) {
 		t.Errorf("lasting outage logged as %v; want WARN, outage 45s, the latest error, 6 deferred, 7 rows waiting", l)
 	}
 
-	r.sinkAnswered()
-	r.sinkAnswered() // no outage: nothing to log
+	r.sink.answered()
+	r.sink.answered() // no outage: nothing to log
 	end := lines(t, &buf, "sink answers again; resuming")
 	if len(end) != 1 || end[0]["level"] != "INFO" || end[0]["deferred"] != float64(6) || end[0]["outage"] == nil {
 		t.Fatalf("outage end logged as %v, want one INFO with its length and 6 rows deferred", end)
 	}
-	if r.sinkIsDown() {
+	if r.sink.isDown() {
 		t.Error("sink still down after it answered")
 	}
 }
@@ -227,7 +227,7 @@ func TestSinkAnsweringProbesButRefusingMessagesIsOneOutage(t *testing.T) {
 	if n := len(lines(t, &buf, "sink answers again; resuming")); n != 0 {
 		t.Errorf("%d outage ends logged while every message was refused, want 0", n)
 	}
-	if w := r.trialWait(); w != 8*20*time.Millisecond {
+	if w := r.sink.trialWait(); w != 8*20*time.Millisecond {
 		t.Errorf("trial wait %v after 6 failed trials, want %v", w, 8*20*time.Millisecond)
 	}
 	var attempted int
@@ -239,7 +239,7 @@ func TestSinkAnsweringProbesButRefusingMessagesIsOneOutage(t *testing.T) {
 	}
 
 	sink.refuse.Store(false)
-	for r.sinkIsDown() || r.inOutage() {
+	for r.sink.isDown() || r.sink.inOutage() {
 		if time.Now().After(deadline) {
 			t.Fatal("the outage did not end after the sink took messages again")
 		}
