@@ -24,7 +24,7 @@ func (r *Relay) runOrdered(ctx context.Context) {
 	var settle time.Duration // > 0: re-checking after a wake-up
 	for ctx.Err() == nil {
 		if r.prober != nil && r.sink.isDown() {
-			r.sink.await(ctx, false) // watchSink probes
+			r.sink.await(ctx, false) // breaker.watch probes
 			continue
 		}
 		woken := r.bell.next()

@@ -136,7 +136,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			sleep(ctx, d)
 			continue
 		case res.SinkUnavailable && r.prober != nil:
-			continue // watchSink probes; the loop's top waits for it
+			continue // breaker.watch probes; the loop's top waits for it
 		case res.SinkUnavailable:
 			r.log.Debug("sink still unavailable", "retry_in", res.Backoff)
 			r.sink.warn(ctx)
