@@ -214,12 +214,16 @@ func (r *relayFlags) register(f *flags) {
 	f.Bool(&r.janitorVacuum, "janitor-vacuum", !d.NoVacuum, "after a retention run that deleted rows, VACUUM (ANALYZE) the table (the role must own it); false leaves it to autovacuum")
 }
 
-// configFlag maps relay.Config fields to the flags that set them.
+// configFlag maps relay.Config fields to the flags that set them ("Table",
+// as a whole, to --table, the name a bad table is reported under).
+// TestRunFlagsTakeTheirDefaultsFromConfig checks that it covers every
+// field.
 var configFlag = map[string]string{
 	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
 	"PollMin":     "poll-min",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
-	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout", "Table": "table",
+	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout",
+	"Table": "table", "Table.Schema": "schema", "Table.Name": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max", "ProbeInterval": "probe-interval",
 	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
 	"Ordering.HeadOfLine": "head-of-line", "Retention": "retention", "KeepSent": "keep-sent",
