@@ -1,0 +1,78 @@
+package kafka_test
+
+import (
+	"net"
+	"strconv"
+	"testing"
+
+	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
+	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
+	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
+	"github.com/outboxrelay/outboxrelay/publishers/kafka"
+	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// TestConformance runs the sink conformance suite against a kfake broker
+// on loopback TCP, every connection through a fault proxy.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	var proxy *faultproxy.Proxy
+	b := startBroker(t, kfakebroker.Options{
+		Listen: func(network, address string) (net.Listener, error) {
+			ln, err := faultproxy.Listen(network, address)
+			if err != nil {
+				return nil, err
+			}
+			proxy = ln.Proxy
+			return ln, nil
+		},
+	})
+	publisherstest.Run(t, publisherstest.Harness{
+		Name: "kafka",
+		Features: publisherstest.Features{
+			DurableAcks:      true,
+			KeyOrder:         true,
+			PerMessageErrors: true,
+			MaxMessageBytes:  kafka.DefaultMaxMessageBytes,
+			Prober:           true,
+			Outage:           true,
+			Stall:            true,
+		},
+		New: func(t *testing.T) relay.Publisher {
+			return newPublisher(t, kafka.Config{Brokers: b.Addrs()})
+		},
+		Topic: func(t *testing.T) string {
+			topic := topicName("conformance")
+			createTopic(t, b.Addrs(), topic, kfakebroker.DefaultPartitions)
+			return topic
+		},
+		RejectingTopic: func(*testing.T) string { return topicName("never-created") },
+		Read: func(t *testing.T, topic string) []publisherstest.Record {
+			return conformanceRecords(t, topic, kafkatest.ReadTopic(t, b.Addrs(), topic, nil))
+		},
+		Cut:   func() { proxy.Cut() },
+		Stall: func() { proxy.Stall() },
+		Heal:  func() { proxy.Heal() },
+	})
+}
+
+// conformanceRecords converts records read back from topic.
+func conformanceRecords(t *testing.T, topic string, recs []kafkatest.Record) []publisherstest.Record {
+	t.Helper()
+	out := make([]publisherstest.Record, len(recs))
+	for i, r := range recs {
+		headers := make(map[string]string, len(r.Headers))
+		for _, h := range r.Headers {
+			if _, dup := headers[h.Key]; dup {
+				t.Errorf("record %d/%d carries header %q twice", r.Partition, r.Offset, h.Key)
+			}
+			headers[h.Key] = string(h.Value)
+		}
+		out[i] = publisherstest.Record{
+			Topic: topic, Stream: strconv.Itoa(r.Partition),
+			Key: r.Key, Value: r.Value, Headers: headers, EventID: r.EventID(),
+		}
+	}
+	return out
+}
