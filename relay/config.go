@@ -75,8 +75,9 @@ type Config struct {
 	// while the database is unreachable, and between the one-row batches
 	// that probe a sink that cannot be probed otherwise (one that is not a
 	// Prober); the wait doubles from the first to the second.
-	// OutageBackoffMax is at most 24h. Default 100ms and 30s.
+	// OutageBackoffMin defaults to 100ms.
 	OutageBackoffMin time.Duration
+	// OutageBackoffMax is at most 24h. Defaults to 30s.
 	OutageBackoffMax time.Duration
 	// ProbeInterval is the wait between probes of a sink that is down and
 	// implements Prober (the Kafka sink does: a metadata request that

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"reflect"
 	"regexp"
@@ -467,4 +470,69 @@ func TestDocsListEveryRunFlagWithItsDefault(t *testing.T) {
 	checkDocTable(t, "README.md", "## Configuration", flags, deprecated)
 	checkDocTable(t, "docs/architecture.md", "### `relay run`", flags, nil)
 	checkDocTable(t, "docs/architecture.md", "### `relay migrate up|down|status`", helpFlags(t, "migrate", "--help"), nil)
+}
+
+var defaultsTo = regexp.MustCompile(`(?i)\bdefaults to (\S+)`)
+
+// The comment of every relay.Config field whose default is a number or a
+// duration says "Defaults to X." with relay.DefaultConfig's X (or, for the
+// derived ones, DefaultPollMin and DefaultShardBudgetBatches).
+func TestConfigCommentsStateTheDefaults(t *testing.T) {
+	t.Parallel()
+	const file = "relay/config.go"
+	f, err := parser.ParseFile(token.NewFileSet(), "../../"+file, nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{} // field path -> its comment
+	prefix := map[string]string{"Config": "", "Ordering": "Ordering."}
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok {
+			return true
+		}
+		p, ok := prefix[ts.Name.Name]
+		st, isStruct := ts.Type.(*ast.StructType)
+		if !ok || !isStruct {
+			return false
+		}
+		for _, field := range st.Fields.List {
+			for _, name := range field.Names {
+				docs[p+name.Name] = field.Doc.Text()
+			}
+		}
+		return false
+	})
+	derived := map[string]reflect.Value{
+		"PollMin":              reflect.ValueOf(relay.DefaultPollMin),
+		"Ordering.ShardBudget": reflect.ValueOf(relay.DefaultShardBudgetBatches),
+	}
+	def := reflect.ValueOf(relay.DefaultConfig())
+	for _, path := range configLeaves(def.Type(), "") {
+		v := fieldAt(def, path)
+		if d, ok := derived[path]; ok {
+			v = d
+		}
+		if v.Kind() != reflect.Int && v.Kind() != reflect.Int64 || v.IsZero() {
+			continue // strings and booleans say their defaults in words
+		}
+		doc, ok := docs[path]
+		if !ok {
+			t.Errorf("%s: no comment found for Config.%s", file, path)
+			continue
+		}
+		m := defaultsTo.FindStringSubmatch(doc)
+		if m == nil {
+			t.Errorf("%s: the comment of Config.%s does not say \"Defaults to %s.\"", file, path, formatDefault(v))
+			continue
+		}
+		got := strings.TrimRight(m[1], ".,;:")
+		kind := "int"
+		if v.Type() == reflect.TypeFor[time.Duration]() {
+			kind = "duration"
+		}
+		if normalDefault(got, kind) != normalDefault(formatDefault(v), kind) {
+			t.Errorf("%s: the comment of Config.%s says \"Defaults to %s\"; relay.DefaultConfig's is %s", file, path, got, formatDefault(v))
+		}
+	}
 }
