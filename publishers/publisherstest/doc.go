@@ -7,7 +7,8 @@
 // Features, which declare what the sink promises. Run then checks the
 // contract stated in package publishers:
 //
-//   - every message Publish acknowledged is readable at once, exactly once
+//   - every message Publish acknowledged is readable at once, exactly once,
+//     even when the broker is cut off the moment Publish returns
 //     (Features.DurableAcks);
 //   - key, payload bytes, headers and the event id arrive intact, for
 //     keyed and unkeyed, text and binary messages;

@@ -33,6 +33,7 @@ func Run(t *testing.T, h Harness) {
 	s := &suite{h: h}
 	// Subtests that fault the broker run one at a time while Run's body
 	// runs; parallel subtests resume only after it returns.
+	t.Run("AcknowledgedIsDurable", s.testAcknowledgedIsDurable)
 	t.Run("Outage", s.testOutage)
 	t.Run("StalledPublishHonoursDeadline", s.testStalledDeadline)
 	t.Run("StalledPublishHonoursCancel", s.testStalledCancel)
@@ -45,7 +46,6 @@ func Run(t *testing.T, h Harness) {
 		})
 	}
 	parallel("EmptyPublish", s.testEmpty)
-	parallel("AcknowledgedIsDurable", s.testAcknowledgedIsDurable)
 	parallel("MessagesArriveIntact", s.testIntact)
 	parallel("KeyOrderWithinPublish", s.testKeyOrder)
 	parallel("LargeBatch", s.testLargeBatch)
