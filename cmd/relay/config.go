@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // runOptions are the settings of relay run.
 type runOptions struct {
 	db                  dbFlags
-	kf                  kafkaFlags
+	sinks               sinkFlagSet
 	rf                  relayFlags
 	sink                string
 	logFormat, logLevel string
@@ -26,10 +25,10 @@ type runOptions struct {
 
 func (o *runOptions) register(f *flags) {
 	o.db.register(f, "")
-	o.kf.register(f)
+	o.sinks.register(f)
 	o.rf.register(f)
 	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
-	f.String(&o.sink, "sink", "kafka", "where events go: kafka, or stdout (JSON lines, for debugging)")
+	f.String(&o.sink, "sink", sinks[0].name, sinkHelp())
 	f.String(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.String(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
@@ -38,7 +37,6 @@ func (o *runOptions) register(f *flags) {
 type runConfig struct {
 	table outbox.Table
 	relay relay.Config
-	kafka kafka.Config // with --sink kafka
 }
 
 // config checks every setting of relay run and returns them, or a usage
@@ -62,24 +60,10 @@ func (o *runOptions) config() (runConfig, error) {
 	for _, ce := range relayProblems(c.relay) {
 		errs.add(asUsage(ce))
 	}
-	switch o.sink {
-	case "kafka":
-		c.kafka, err = o.kf.config()
-		errs.add(err)
-		c.kafka.BatchSize = c.relay.BatchSize // one produce request per partition can carry a whole claimed batch
-		if len(c.relay.Ordering.Topics) > 0 && c.kafka.Partitioner == kafka.PartitionerRoundRobin {
-			errs.add(usageError("--kafka-partitioner %s spreads a key over partitions, which breaks --ordered-topics; use murmur2, crc32 or fnv1a", kafka.PartitionerRoundRobin))
-		}
-		check := c.kafka
-		if len(check.Brokers) == 0 { // already reported: check the rest
-			check.Brokers = []string{"localhost:9092"}
-		}
-		for _, err := range kafkaProblems(check) {
-			errs.add(kafkaUsage(err))
-		}
-	case "stdout":
-	default:
-		errs.add(usageError("invalid value for --sink (%s): %q; use kafka or stdout", envName("sink"), o.sink))
+	if sk, ok := sinkNamed(o.sink); ok {
+		errs.add(o.sinks[sk.name].check(c.relay))
+	} else {
+		errs.add(usageError("invalid value for --sink (%s): %q; use %s", envName("sink"), o.sink, sinkNames()))
 	}
 	_, err = newLogger(io.Discard, o.logFormat, o.logLevel)
 	errs.add(err)
@@ -89,80 +73,6 @@ func (o *runOptions) config() (runConfig, error) {
 		}
 	}
 	return c, errs.err()
-}
-
-// kafkaFlags are the Kafka sink's flags, shared by run and demo.
-type kafkaFlags struct {
-	batchTimeout                              time.Duration
-	brokers, partitioner                      string
-	tls, tlsInsecure                          bool
-	tlsCA, tlsCert, tlsKey                    string
-	saslMechanism, saslUsername, saslPassword string
-}
-
-func (k *kafkaFlags) register(f *flags) {
-	f.String(&k.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port")
-	f.String(&k.partitioner, "kafka-partitioner", kafka.PartitionerMurmur2, "partition by key with murmur2 (Java client default), crc32 (librdkafka), fnv1a (sarama) or round-robin")
-	f.Duration(&k.batchTimeout, "kafka-batch-timeout", kafka.DefaultBatchTimeout, "deprecated and ignored: each publish sends its produce requests at once")
-	f.Bool(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
-	f.String(&k.tlsCA, "kafka-tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots); implies --kafka-tls")
-	f.String(&k.tlsCert, "kafka-tls-cert", "", "PEM client certificate for mutual TLS; implies --kafka-tls")
-	f.String(&k.tlsKey, "kafka-tls-key", "", "PEM private key of --kafka-tls-cert")
-	f.Bool(&k.tlsInsecure, "kafka-tls-insecure-skip-verify", false, "do not verify the brokers' certificates (testing only)")
-	f.String(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: no SASL)")
-	f.String(&k.saslUsername, "kafka-sasl-username", "", "SASL user name")
-	f.String(&k.saslPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable; never logged)")
-}
-
-// config turns the flags into a kafka.Config (without a logger); errors
-// name the flag. kafkaProblems checks the rest.
-func (k *kafkaFlags) config() (kafka.Config, error) {
-	cfg := kafka.Config{
-		Brokers:      splitList(k.brokers),
-		Partitioner:  k.partitioner,
-		BatchTimeout: k.batchTimeout,
-		SASL:         kafka.SASLConfig{Mechanism: k.saslMechanism, Username: k.saslUsername, Password: k.saslPassword},
-	}
-	var errs problems
-	if len(cfg.Brokers) == 0 {
-		errs.add(usageError("--kafka-brokers (%s) is required with --sink kafka", envName("kafka-brokers")))
-	}
-	if k.tls || k.tlsCA != "" || k.tlsCert != "" || k.tlsKey != "" || k.tlsInsecure {
-		tlsCfg, err := kafka.LoadTLS(k.tlsCA, k.tlsCert, k.tlsKey, k.tlsInsecure)
-		if err != nil {
-			errs.add(usageError("invalid TLS files (--kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key): %v", err))
-		}
-		cfg.TLS = tlsCfg
-	}
-	return cfg, errs.err()
-}
-
-// kafkaProblems returns every error kafka.New finds in cfg, not only the
-// first: each refused field is set back to its default and cfg is checked
-// again. The publishers it builds on the way are closed; none connects.
-func kafkaProblems(cfg kafka.Config) []error {
-	var out []error
-	seen := map[string]bool{}
-	for {
-		p, err := kafka.New(cfg)
-		if err == nil {
-			_ = p.Close()
-			return out
-		}
-		var ce *kafka.ConfigError
-		if !errors.As(err, &ce) || seen[ce.Field] {
-			return append(out, err)
-		}
-		out, seen[ce.Field] = append(out, err), true
-		switch {
-		case ce.Field == "Brokers":
-			cfg.Brokers = []string{"localhost:9092"}
-		case strings.HasPrefix(ce.Field, "SASL"):
-			cfg.SASL = kafka.SASLConfig{}
-		case !zeroField(&cfg, ce.Field):
-			return out
-		}
-	}
 }
 
 // relayFlags hold the relay.Config knobs.
@@ -328,25 +238,4 @@ func asUsage(err error) error {
 		}
 	}
 	return err
-}
-
-// kafkaConfigFlag maps kafka.Config fields to the flags that set them.
-var kafkaConfigFlag = map[string]string{
-	"Brokers": "kafka-brokers", "Partitioner": "kafka-partitioner",
-	"SASL.Mechanism": "kafka-sasl-mechanism", "SASL.Username": "kafka-sasl-username", "BatchTimeout": "kafka-batch-timeout",
-}
-
-// kafkaUsage turns an error of kafka.New into a usage error naming the flag.
-func kafkaUsage(err error) error {
-	var ce *kafka.ConfigError
-	switch {
-	case !errors.As(err, &ce):
-	case kafkaConfigFlag[ce.Field] != "":
-		name := kafkaConfigFlag[ce.Field]
-		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
-	case ce.Field == "SASL":
-		return usageError("invalid value for --kafka-sasl-username (%s) or --kafka-sasl-password (%s): %s",
-			envName("kafka-sasl-username"), envName("kafka-sasl-password"), ce.Reason)
-	}
-	return usageError("invalid Kafka configuration: %v", err)
 }

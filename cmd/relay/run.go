@@ -9,8 +9,6 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/publishers/kafka"
-	stdoutsink "github.com/outboxrelay/outboxrelay/publishers/stdout"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -44,18 +42,9 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	cfg.relay.Logger = logger
 
-	var pub relay.Publisher
-	switch o.sink {
-	case "kafka":
-		cfg.kafka.Logger = logger
-		p, err := kafka.New(cfg.kafka)
-		if err != nil {
-			return kafkaUsage(err)
-		}
-		pub = p
-		logger.Info("kafka sink", "config", p.Config())
-	case "stdout":
-		pub = stdoutsink.New(stdout)
+	pub, err := o.sinks[o.sink].open(cfg.relay, logger, stdout)
+	if err != nil {
+		return err
 	}
 	defer closeWithin(logger, "sink", func() { _ = pub.Close() })
 

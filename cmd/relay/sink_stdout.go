@@ -1,0 +1,24 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+
+	stdoutsink "github.com/outboxrelay/outboxrelay/publishers/stdout"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// stdoutSink prints JSON lines on standard output; it has no flags.
+var stdoutSink = sink{
+	name:  "stdout",
+	about: "JSON lines, for debugging",
+	flags: func(*flags) sinkSettings { return stdoutSettings{} },
+}
+
+type stdoutSettings struct{}
+
+func (stdoutSettings) check(relay.Config) error { return nil }
+
+func (stdoutSettings) open(_ relay.Config, _ *slog.Logger, stdout io.Writer) (relay.Publisher, error) {
+	return stdoutsink.New(stdout), nil
+}

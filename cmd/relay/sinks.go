@@ -1,0 +1,91 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// sinks are the sinks relay run can publish to, the default first; --sink
+// picks one by name. A sink is a package under publishers/ (which passes
+// publishers/publisherstest), a file here that declares its flags, and one
+// line in this list.
+var sinks = []sink{
+	kafkaSink,
+	stdoutSink,
+}
+
+// sink is what relay run knows of one sink.
+type sink struct {
+	// name is the value of --sink that selects it.
+	name string
+	// about describes it in --sink's help, after its name ("JSON lines,
+	// for debugging"); "" for none.
+	about string
+	// flags registers the sink's flags on f, all named after the sink
+	// (--kafka-brokers), and returns the settings they fill. Every sink's
+	// flags are registered, whichever --sink picks.
+	flags func(f *flags) sinkSettings
+}
+
+// sinkSettings are one sink's flags, once parsed.
+type sinkSettings interface {
+	// check returns every problem of the settings, each a usage error
+	// naming its flag and variable; rc is the relay's configuration, for
+	// the settings that depend on it. It neither logs nor connects.
+	check(rc relay.Config) error
+	// open returns the sink's publisher; check has passed. It logs the
+	// sink's configuration, without secrets, and may not connect yet.
+	open(rc relay.Config, logger *slog.Logger, stdout io.Writer) (relay.Publisher, error)
+}
+
+// sinkNamed returns the registered sink called name.
+func sinkNamed(name string) (sink, bool) {
+	for _, s := range sinks {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return sink{}, false
+}
+
+// sinkHelp is --sink's help: "where events go: kafka, or stdout (...)".
+func sinkHelp() string {
+	names := make([]string, len(sinks))
+	for i, s := range sinks {
+		names[i] = s.name
+		if s.about != "" {
+			names[i] += " (" + s.about + ")"
+		}
+	}
+	return "where events go: " + orList(names, ", or ")
+}
+
+// sinkNames lists the sinks for an error message: "kafka or stdout".
+func sinkNames() string {
+	names := make([]string, len(sinks))
+	for i, s := range sinks {
+		names[i] = s.name
+	}
+	return orList(names, " or ")
+}
+
+// orList joins items with ", " and the last one with last.
+func orList(items []string, last string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + last + items[len(items)-1]
+}
+
+// sinkFlagSet holds every registered sink's settings.
+type sinkFlagSet map[string]sinkSettings
+
+func (s *sinkFlagSet) register(f *flags) {
+	*s = make(sinkFlagSet, len(sinks))
+	for _, sk := range sinks {
+		(*s)[sk.name] = sk.flags(f)
+	}
+}
