@@ -9,8 +9,9 @@ import (
 // Publisher is a sink. Publish sends msgs and returns nil when every message
 // was acknowledged, a publishers.Errors (one entry per message) for partial
 // failure, or another error that applies to the whole batch. Failures are
-// classified with publishers.Permanent and publishers.Unavailable; see
-// package publishers. Publish must honour ctx.
+// classified with publishers.Permanent and publishers.Unavailable. Publish
+// must honour ctx. The whole contract is written in package publishers, and
+// publishers/publisherstest checks a sink against it.
 type Publisher interface {
 	Publish(ctx context.Context, msgs []outbox.Message) error
 	Close() error
