@@ -104,6 +104,7 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 		return BatchResult{}, err
 	}
 	claimed := time.Since(start)
+	r.observe(Event{Kind: EventClaimed, Claim: ClaimLease, Rows: len(rows), Duration: claimed})
 	for i, rd := range riders {
 		rd.ph.record = claimed
 		r.rode(rd, fenced[i])
@@ -112,7 +113,7 @@ func (r *Relay) processBatch(ctx context.Context, limit int, loop inLoop) (Batch
 		return BatchResult{}, nil
 	}
 	res := BatchResult{Claimed: len(rows)}
-	ph := phases{claim: claimed}
+	ph := phases{mode: ClaimLease, claim: claimed}
 	ids := make([]uuid.UUID, len(rows))
 	for i := range rows {
 		ids[i] = rows[i].id
@@ -300,6 +301,7 @@ func (r *Relay) publishClaimed(ctx, hard context.Context, rows []row, extend fun
 		results, cut := r.publishOnce(ctx, msgs)
 		stop()
 		ph.publish = time.Since(start)
+		r.observe(Event{Kind: EventPublished, Claim: ph.mode, Rows: len(msgs), Duration: ph.publish})
 		r.classify(msgs, results, cut, false, &out, res)
 	}
 	return out
@@ -390,6 +392,7 @@ func (r *Relay) keepLeases(hard context.Context, extend func(context.Context) (i
 					r.log.Warn("extending lease failed", "error", err)
 				case fenced > 0:
 					r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", fenced)
+					r.observe(Event{Kind: EventLeaseLost, Rows: fenced})
 				}
 			}
 		}
@@ -449,7 +452,10 @@ func (r *Relay) decode(x row) (outbox.Message, error) {
 	return msg, nil
 }
 
+// logBatch logs a batch whose outcome is recorded, and reports it to the
+// Observer.
 func (r *Relay) logBatch(res BatchResult, ph phases, retries []retry, failures []failure) {
+	r.observe(Event{Kind: EventRecorded, Claim: ph.mode, Result: res, Duration: ph.record})
 	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
 		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced, "abandoned", res.Abandoned,
 		"claim_ms", ms(ph.claim), "publish_ms", ms(ph.publish), "record_ms", ms(ph.record))
@@ -466,7 +472,10 @@ func (r *Relay) logBatch(res BatchResult, ph phases, retries []retry, failures [
 
 // phases are how long a batch's claim statement, publishing (every round,
 // in ordered mode) and recording took, for the debug log.
-type phases struct{ claim, publish, record time.Duration }
+type phases struct {
+	mode                   ClaimMode // ClaimLease, ClaimLock or ClaimOrdered
+	claim, publish, record time.Duration
+}
 
 // ms is d in milliseconds, for logs.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

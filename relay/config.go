@@ -117,6 +117,10 @@ type Config struct {
 	NoVacuum bool
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer, when set, is told what the relay does as it happens:
+	// claims, publishes, outcomes, leases lost, outages, janitor runs and
+	// shard hand-backs (see Observer). Defaults to none.
+	Observer Observer
 }
 
 // ClaimMode says how a claim holds its rows while they are published.

@@ -112,6 +112,7 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 		r.finishRetention(hard, owner, &res)
 	}
 	took := time.Since(start)
+	r.observe(Event{Kind: EventJanitorRan, Rows: int(res.Deleted), Duration: took})
 	var vacuumTook time.Duration
 	if res.Complete && res.Deleted > 0 {
 		vacuumTook = r.vacuum(ctx, &res)

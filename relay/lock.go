@@ -101,12 +101,15 @@ func (r *Relay) processLocked(ctx, hard context.Context, owner string, limit int
 	// server then rolls the transaction back.
 	defer conn.Release()
 	rows, err := r.store.claimLocked(cctx, conn, limit)
+	if err == nil {
+		r.observe(Event{Kind: EventClaimed, Claim: ClaimLock, Rows: len(rows), Duration: time.Since(start)})
+	}
 	if err != nil || len(rows) == 0 {
 		rollback(hard, conn)
 		return BatchResult{}, err
 	}
 	res := BatchResult{Claimed: len(rows)}
-	ph := phases{claim: time.Since(start)}
+	ph := phases{mode: ClaimLock, claim: time.Since(start)}
 	// Any statement restarts the server's idle timer: that is the lease's
 	// renewal while the publish runs.
 	renew := func(ctx context.Context) (int, error) {

@@ -64,6 +64,7 @@ func (r *Relay) runOrdered(ctx context.Context) {
 		}
 		cancel()
 		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
+		r.observe(Event{Kind: EventShardHandedBack, Shard: shard, Rows: claimed})
 		if r.prober != nil && r.sink.isDown() {
 			continue // no backoff: the loop's top waits for the sink
 		}
@@ -119,11 +120,14 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 	defer cancel()
 	start := time.Now()
 	rows, err := r.store.claimOrdered(cctx, owner, r.cfg.BatchSize, shard, lessee)
+	if err == nil {
+		r.observe(Event{Kind: EventClaimed, Claim: ClaimOrdered, Rows: len(rows), Duration: time.Since(start)})
+	}
 	if err != nil || len(rows) == 0 {
 		return BatchResult{}, err
 	}
 	res := BatchResult{Claimed: len(rows)}
-	ph := phases{claim: time.Since(start)}
+	ph := phases{mode: ClaimOrdered, claim: time.Since(start)}
 	slices.SortFunc(rows, func(a, b row) int {
 		return cmp.Or(cmp.Compare(a.tx, b.tx), slices.Compare(a.id[:], b.id[:]))
 	})
@@ -150,6 +154,7 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 			r.log.Warn("extending shard lease failed", "shard", shard, "error", err)
 		}
 	})
+	published := 0 // messages handed to the sink, over all rounds
 	for ctx.Err() == nil {
 		var batch []outbox.Message
 		var batchKeys []string
@@ -165,6 +170,7 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 		start = time.Now()
 		results, cut := r.publishOnce(ctx, batch)
 		ph.publish += time.Since(start)
+		published += len(batch)
 		down, finished := r.classify(batch, results, cut, r.cfg.Ordering.HeadOfLine == HeadOfLinePark, &out, &res)
 		for i := range batch {
 			if !finished[i] { // the key waits behind this event
@@ -177,6 +183,9 @@ func (r *Relay) processShardBatch(ctx context.Context, shard int, lessee string)
 		}
 	}
 	stop()
+	if published > 0 {
+		r.observe(Event{Kind: EventPublished, Claim: ClaimOrdered, Rows: published, Duration: ph.publish})
+	}
 	for _, k := range keys { // not attempted: shutdown or outage stopped the rounds
 		out.released = append(out.released, idsOf(queues[k])...)
 	}

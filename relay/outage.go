@@ -49,6 +49,7 @@ type breaker struct {
 	probeEvery time.Duration                           // ProbeInterval
 	backoffMax time.Duration                           // OutageBackoffMax
 	countDue   func(context.Context, int) (int, error) // due rows, up to a limit
+	observe    func(Event)                             // the relay's Observer
 	wake       func()                                  // makes every claim loop look for rows
 
 	mu       sync.Mutex
@@ -67,9 +68,10 @@ type breaker struct {
 }
 
 // newBreaker returns the breaker of a relay with cfg.
-func newBreaker(cfg Config, log *slog.Logger, countDue func(context.Context, int) (int, error), wake func()) *breaker {
+func newBreaker(cfg Config, log *slog.Logger, countDue func(context.Context, int) (int, error), observe func(Event), wake func()) *breaker {
 	return &breaker{
 		log:        log,
+		observe:    observe,
 		probeEvery: cfg.ProbeInterval,
 		backoffMax: cfg.OutageBackoffMax,
 		countDue:   countDue,
@@ -129,12 +131,12 @@ func (b *breaker) trialCount() int {
 // logged. It returns the wait before a one-row probe.
 func (b *breaker) wentDown(cause string, deferred int) time.Duration {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	wait := min(b.probes.NextBackOff(), b.backoffMax)
 	switch {
 	case b.down:
 		b.deferred += deferred
 		b.last = cause
+		b.mu.Unlock()
 		return wait
 	case b.trial: // the same outage goes on
 		b.down, b.trial = true, false
@@ -142,12 +144,15 @@ func (b *breaker) wentDown(cause string, deferred int) time.Duration {
 		b.deferred += deferred
 		b.last = cause
 		b.changedLocked()
+		b.mu.Unlock()
 		return wait
 	}
 	now := time.Now()
 	b.down, b.since, b.last, b.deferred, b.warned = true, now, cause, deferred, now
 	b.changedLocked()
+	b.mu.Unlock()
 	b.log.Warn("sink unavailable; pausing claims until it answers", "error", cause, "deferred", deferred)
+	b.observe(Event{Kind: EventOutageStarted, Err: cause, Rows: deferred})
 	return wait
 }
 
@@ -185,6 +190,7 @@ func (b *breaker) endLocked() {
 	}
 	b.mu.Unlock()
 	b.log.Info("sink answers again; resuming", "outage", took.Round(time.Millisecond), "deferred", deferred)
+	b.observe(Event{Kind: EventOutageEnded, Duration: took, Rows: deferred})
 	if wasDown {
 		b.wake()
 	}

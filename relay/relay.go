@@ -19,7 +19,8 @@ type Relay struct {
 	cfg    Config
 	pool   *pgxpool.Pool
 	pub    Publisher
-	prober Prober // pub, when it can be probed
+	prober Prober   // pub, when it can be probed
+	obs    Observer // cfg.Observer
 	store  *store
 	log    *slog.Logger
 	seq    atomic.Uint64 // numbers claims, for their owner tokens
@@ -94,8 +95,9 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		bell:  newBell(),
 		turns: newTurns(),
 		floor: bottom,
+		obs:   cfg.Observer,
 	}
-	r.sink = newBreaker(cfg, r.log, r.store.countDue, func() {
+	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.observe, func() {
 		r.bell.ring()
 		r.turns.signal()
 	})

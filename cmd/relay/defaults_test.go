@@ -28,6 +28,9 @@ var noFlag = map[string]string{
 	// Library users pass a *slog.Logger; the binary builds its own from
 	// --log-format and --log-level.
 	"Logger": "set from --log-format and --log-level",
+	// Library users attach metrics or traces in Go; the binary has none
+	// yet.
+	"Observer": "a Go value, for library users",
 }
 
 // invertedFlag lists the boolean fields whose flag says the opposite:

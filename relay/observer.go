@@ -1,0 +1,108 @@
+package relay
+
+import "time"
+
+// Observer is told what a relay does, as it happens: claims, publishes,
+// recorded outcomes, leases lost, sink outages, janitor runs and shard
+// hand-backs. Metrics, traces and test harnesses attach here
+// (Config.Observer).
+//
+// Observe is called synchronously from the relay's loops, from several
+// goroutines at once: it must be safe for concurrent use, return quickly
+// and never block. The Event is passed by value; keep what you need of it.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to an Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// EventKind says what an Event reports.
+type EventKind int
+
+// The kinds of Event, and the fields each sets.
+const (
+	// EventClaimed: a claim statement ran. Rows is how many rows it took
+	// (0 for a claim that found nothing), Duration its time, Claim the
+	// kind of claim.
+	EventClaimed EventKind = iota + 1
+	// EventPublished: a batch's messages were handed to the sink and
+	// Publish returned (or was abandoned). Rows is how many messages,
+	// Duration the time in Publish (all rounds, for an ordered batch).
+	EventPublished
+	// EventRecorded: a batch's outcome was written. Result counts it,
+	// Duration is the write-back's time.
+	EventRecorded
+	// EventLeaseLost: a lease renewal found Rows of a batch held by
+	// another claim by then: they may be published twice.
+	EventLeaseLost
+	// EventOutageStarted: the sink was found down (Err), and Rows rows
+	// deferred by the batch that found it.
+	EventOutageStarted
+	// EventOutageEnded: the sink answered again after Duration; Rows rows
+	// were deferred during the outage.
+	EventOutageEnded
+	// EventJanitorRan: a retention run ended, having deleted Rows sent rows
+	// in Duration.
+	EventJanitorRan
+	// EventShardHandedBack: an ordered shard (Shard) was handed back after
+	// Rows rows were claimed from it.
+	EventShardHandedBack
+)
+
+// String returns the kind's name, e.g. "claimed".
+func (k EventKind) String() string {
+	switch k {
+	case EventClaimed:
+		return "claimed"
+	case EventPublished:
+		return "published"
+	case EventRecorded:
+		return "recorded"
+	case EventLeaseLost:
+		return "lease_lost"
+	case EventOutageStarted:
+		return "outage_started"
+	case EventOutageEnded:
+		return "outage_ended"
+	case EventJanitorRan:
+		return "janitor_ran"
+	case EventShardHandedBack:
+		return "shard_handed_back"
+	}
+	return "unknown"
+}
+
+// Event is one thing a relay did; Kind says which fields are set.
+type Event struct {
+	Kind EventKind
+	// Claim is how the batch was claimed: ClaimLease, ClaimLock, or
+	// ClaimOrdered for a shard's batch. Set on claim, publish and record
+	// events.
+	Claim ClaimMode
+	// Rows counts the rows or messages the event concerns.
+	Rows int
+	// Duration is how long the step took.
+	Duration time.Duration
+	// Result is a recorded batch's outcome (EventRecorded).
+	Result BatchResult
+	// Err describes the sink's error (EventOutageStarted).
+	Err string
+	// Shard is the ordered shard (EventShardHandedBack).
+	Shard int
+}
+
+// ClaimOrdered marks the events of ordered batches (Event.Claim); it is
+// not a Config.Claim value.
+const ClaimOrdered ClaimMode = "ordered"
+
+// observe passes e to the configured Observer, if any. With none it costs
+// a nil check.
+func (r *Relay) observe(e Event) {
+	if r.obs != nil {
+		r.obs.Observe(e)
+	}
+}
