@@ -9,6 +9,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -122,4 +123,25 @@ func ExampleRelay_Run() {
 	// Output:
 	// publish orders.created: {"id":42}
 	// status: sent
+}
+
+// An Observer sees what the relay does; here it counts the events sent and
+// the time spent publishing, as a metrics library would.
+func ExampleObserver() {
+	var sent, publishing atomic.Int64
+	cfg := relay.Config{
+		Observer: relay.ObserverFunc(func(e relay.Event) {
+			switch e.Kind {
+			case relay.EventRecorded:
+				sent.Add(int64(e.Result.Sent))
+			case relay.EventPublished:
+				publishing.Add(int64(e.Duration))
+			case relay.EventOutageStarted:
+				log.Printf("sink down: %s", e.Err)
+			}
+		}),
+	}
+	_ = cfg // relay.New(pool, publisher, cfg)
+	fmt.Println(sent.Load(), time.Duration(publishing.Load()))
+	// Output: 0 0s
 }
