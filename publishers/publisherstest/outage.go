@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
 // testOutage: while the broker is cut off, Publish reports every message
@@ -63,6 +62,3 @@ func (s *suite) testOutage(t *testing.T) {
 	}
 	checkArrived(t, filtered, append(before, after...))
 }
-
-// publishersIsPermanent is publishers.IsPermanent, nil-safe.
-func publishersIsPermanent(err error) bool { return err != nil && publishers.IsPermanent(err) }

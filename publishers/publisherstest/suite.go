@@ -119,7 +119,8 @@ func closeBounded(t *testing.T, p relay.Publisher) {
 	}
 }
 
-// heal heals the broker at the end of the test, whatever happened.
+// healOnCleanup heals the broker at the end of the test, whatever
+// happened.
 func (s *suite) healOnCleanup(t *testing.T) {
 	t.Cleanup(s.h.Heal)
 }
@@ -322,3 +323,6 @@ func equalStrings(a, b []string) bool {
 	}
 	return true
 }
+
+// publishersIsPermanent is publishers.IsPermanent, false for nil.
+func publishersIsPermanent(err error) bool { return err != nil && publishers.IsPermanent(err) }
