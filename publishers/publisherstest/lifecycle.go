@@ -117,15 +117,25 @@ func await(t *testing.T, done <-chan timedResult, limit time.Duration, what stri
 	}
 }
 
-// testStalledDeadline: Publish to a silent broker returns about when its
-// context's deadline passes, failing every message, not permanently.
-func (s *suite) testStalledDeadline(t *testing.T) {
+// stalled returns a publisher whose connections to the broker are in
+// place (one message published) and a topic, with the broker then made
+// silent; the broker is healed when the test ends. It requires
+// Features.Stall.
+func (s *suite) stalled(t *testing.T) (relay.Publisher, string) {
+	t.Helper()
 	s.require(t, s.h.Features.Stall, "Stall", "its Publish cannot be interrupted while the broker is silent")
 	p := s.publisher(t)
 	topic := s.h.Topic(t)
 	mustPublish(t, p, []outbox.Message{msg(topic, "warm", "connections in place")})
 	s.healOnCleanup(t)
 	s.h.Stall()
+	return p, topic
+}
+
+// testStalledDeadline: Publish to a silent broker returns about when its
+// context's deadline passes, failing every message, not permanently.
+func (s *suite) testStalledDeadline(t *testing.T) {
+	p, topic := s.stalled(t)
 	const deadline = 500 * time.Millisecond
 	msgs := []outbox.Message{msg(topic, "a", "stalled 1"), msg(topic, "b", "stalled 2")}
 	ctx := ctxTimeout(t, deadline)
@@ -144,12 +154,7 @@ func (s *suite) testStalledDeadline(t *testing.T) {
 // testStalledCancel: cancelling the context of a Publish stuck on a silent
 // broker makes it return at once.
 func (s *suite) testStalledCancel(t *testing.T) {
-	s.require(t, s.h.Features.Stall, "Stall", "its Publish cannot be interrupted while the broker is silent")
-	p := s.publisher(t)
-	topic := s.h.Topic(t)
-	mustPublish(t, p, []outbox.Message{msg(topic, "warm", "connections in place")})
-	s.healOnCleanup(t)
-	s.h.Stall()
+	p, topic := s.stalled(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	msgs := []outbox.Message{msg(topic, "a", "stalled")}
@@ -166,12 +171,7 @@ func (s *suite) testStalledCancel(t *testing.T) {
 // testStalledClose: Close returns within a bound while a Publish is stuck
 // on a silent broker, and that Publish still ends with its context.
 func (s *suite) testStalledClose(t *testing.T) {
-	s.require(t, s.h.Features.Stall, "Stall", "its Publish cannot be interrupted while the broker is silent")
-	p := s.publisher(t)
-	topic := s.h.Topic(t)
-	mustPublish(t, p, []outbox.Message{msg(topic, "warm", "connections in place")})
-	s.healOnCleanup(t)
-	s.h.Stall()
+	p, topic := s.stalled(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	msgs := []outbox.Message{msg(topic, "a", "stalled")}
