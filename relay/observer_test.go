@@ -13,6 +13,21 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
+// runInBackground runs r until the test ends, then stops it and checks
+// that Run returned no error.
+func runInBackground(t *testing.T, r *Relay) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
 // events collects what an Observer is told.
 type events struct {
 	mu  sync.Mutex
@@ -75,15 +90,7 @@ func TestObserverSeesWhatTheRelayDoes(t *testing.T) {
 	var seen events
 	r := quietRelay(t, pool, sink, Config{Table: table, ProbeInterval: 10 * time.Millisecond, Retention: time.Millisecond,
 		JanitorInterval: 50 * time.Millisecond, NoVacuum: true, Observer: &seen})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runInBackground(t, r)
 
 	deadline := time.Now().Add(20 * time.Second)
 	for len(seen.of(EventOutageStarted)) == 0 {
@@ -158,15 +165,7 @@ func TestObserverSeesOrderedBatchesAndShards(t *testing.T) {
 	var seen events
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, KeepSent: true, Observer: &seen,
 		Ordering: Ordering{Topics: []string{"*"}, Shards: 2}})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runInBackground(t, r)
 	deadline := time.Now().Add(20 * time.Second)
 	for seen.sum(EventRecorded, func(ev Event) int { return ev.Result.Sent }) < 60 {
 		if time.Now().After(deadline) {

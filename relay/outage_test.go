@@ -201,15 +201,7 @@ func TestSinkAnsweringProbesButRefusingMessagesIsOneOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runInBackground(t, r)
 
 	// Trials at 20, 40, 80, 160, 160, ... ms: count what a second brings.
 	deadline := time.Now().Add(10 * time.Second)
