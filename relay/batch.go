@@ -159,9 +159,6 @@ type outcome struct {
 	sent, released []uuid.UUID
 	retries        []retry
 	failures       []failure
-	// abandoned rows get no outcome: the sink did not return from their
-	// publish, and may still be sending them. They keep their lease.
-	abandoned []uuid.UUID
 }
 
 // decodeAll turns claimed rows into messages, oldest first; malformed rows
@@ -187,9 +184,8 @@ func (r *Relay) decodeAll(rows []row, out *outcome) []outbox.Message {
 // With park (HeadOfLinePark), a transient failure fails its message at once.
 func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut, park bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
 	if cut == publishAbandoned {
-		for _, msg := range msgs {
-			out.abandoned = append(out.abandoned, msg.ID)
-		}
+		// No outcome: the sink may still be sending them. They keep
+		// their lease.
 		res.Abandoned += len(msgs)
 		return false, make([]bool, len(msgs))
 	}
