@@ -297,7 +297,7 @@ func TestPublishSendsNothingAfterItReturns(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	var produces atomic.Int64 // produce requests written by the client
-	p.transport.Load().Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	p.transport.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err

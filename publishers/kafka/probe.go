@@ -32,8 +32,9 @@ func (p *Publisher) Probe(ctx context.Context) error {
 	for _, addr := range p.cfg.Brokers {
 		err := probeBroker(ctx, dialer, addr)
 		if err == nil {
-			old := p.transport.Swap(p.newTransport())
-			old.CloseIdleConnections()
+			// The next request dials afresh and loads new metadata;
+			// requests in flight keep their connections until they end.
+			p.transport.CloseIdleConnections()
 			return nil
 		}
 		errs = append(errs, fmt.Errorf("broker %s: %w", addr, err))

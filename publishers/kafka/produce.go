@@ -53,7 +53,7 @@ func (p *Publisher) produce(ctx context.Context, topic string, batch []kafkago.M
 		byPartition[part] = append(byPartition[part], i)
 	}
 	errs = make([]error, len(batch))
-	client := &kafkago.Client{Addr: kafkago.TCP(p.cfg.Brokers...), Transport: p.transport.Load(), Timeout: p.cfg.WriteTimeout}
+	client := &kafkago.Client{Addr: kafkago.TCP(p.cfg.Brokers...), Transport: p.transport, Timeout: p.cfg.WriteTimeout}
 	if len(order) == 1 {
 		p.producePartition(ctx, client, topic, order[0], batch, byPartition[order[0]], errs)
 		return errs, nil
@@ -197,7 +197,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (p *Publisher) partitions(ctx context.Context, topic string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
 	defer cancel()
-	res, err := p.transport.Load().RoundTrip(ctx, kafkago.TCP(p.cfg.Brokers...), &metadataAPI.Request{
+	res, err := p.transport.RoundTrip(ctx, kafkago.TCP(p.cfg.Brokers...), &metadataAPI.Request{
 		TopicNames:             []string{topic},
 		AllowAutoTopicCreation: p.cfg.AllowAutoTopicCreation,
 	})

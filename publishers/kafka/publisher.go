@@ -27,8 +27,8 @@ type Publisher struct {
 	sasl     sasl.Mechanism
 	balancer kafkago.Balancer
 	// transport pools the broker connections and caches metadata. Probe
-	// replaces it when the brokers answer after an outage.
-	transport atomic.Pointer[kafkago.Transport]
+	// drops both when the brokers answer after an outage.
+	transport *kafkago.Transport
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -47,7 +47,7 @@ func New(cfg Config) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{cfg: cfg, sasl: mechanism}
-	p.transport.Store(p.newTransport())
+	p.transport = p.newTransport()
 	p.balancer = newBalancer(cfg.Partitioner)
 	return p, nil
 }
@@ -100,6 +100,13 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	if err := ctx.Err(); err != nil {
 		return classify(fmt.Errorf("kafka: publish: %w", err))
 	}
+	// Close does not wait for this call: if it came meanwhile, drop the
+	// connections this call may have opened after it.
+	defer func() {
+		if p.closed.Load() {
+			p.transport.CloseIdleConnections()
+		}
+	}()
 
 	results := make([]error, len(msgs))
 	records := make([]kafkago.Message, len(msgs))
@@ -351,7 +358,7 @@ func (p *Publisher) Config() Config { return p.cfg }
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		p.transport.Load().CloseIdleConnections()
+		p.transport.CloseIdleConnections()
 	})
 	return nil
 }
