@@ -79,25 +79,11 @@ FROM generate_series(1, 20000) AS i`)
 	}
 	s := newStore(pool, table, 30*time.Second, Ordering{})
 	for _, retention := range []time.Duration{time.Hour, 7 * 24 * time.Hour, 365 * 24 * time.Hour} {
-		rows, err := pool.Query(ctx, "EXPLAIN "+s.sql["deleteSent"], retention.Milliseconds(), 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan strings.Builder
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan.WriteString(line + "\n")
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		plan := explainPlan(t, pool, s.q.deleteSent, retention.Milliseconds(), 1000)
 		if testing.Verbose() {
-			t.Logf("retention %v:\n%s", retention, plan.String())
+			t.Logf("retention %v:\n%s", retention, plan)
 		}
-		if p := plan.String(); !strings.Contains(p, "Index Scan using outbox_sent_idx") || !strings.Contains(p, "outbox_pkey") ||
+		if p := plan; !strings.Contains(p, "Index Scan using outbox_sent_idx") || !strings.Contains(p, "outbox_pkey") ||
 			strings.Contains(p, "Seq Scan") {
 			t.Errorf("retention %v: the DELETE does not pick rows from sent_idx and delete them by primary key:\n%s", retention, p)
 		}

@@ -1,11 +1,9 @@
 package relay
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,28 +15,20 @@ import (
 // same table.
 type Relay struct {
 	cfg    Config
-	pool   *pgxpool.Pool
 	pub    Publisher
 	prober Prober   // pub, when it can be probed
 	obs    Observer // cfg.Observer
-	store  *store
+	store  *store   // every statement, on the caller's pool
 	log    *slog.Logger
-	seq    atomic.Uint64 // numbers claims, for their owner tokens
+	seq    atomic.Uint64 // numbers claims, for their tokens
 	bell   *bell         // rung when an insert into the table commits
 	turns  *turns        // shares wake-ups among the unordered workers
-	rides  *rides        // published rows waiting for a claim to mark them sent
-	// claiming lets one lease claim of this relay run at a time. Claims
-	// side by side scan the same index entries, and each would try to lock
-	// every row the other is taking and skip it: the database did about a
-	// quarter more work per batch for the same events
-	// (docs/benchmarks.md#one-claim-at-a-time). A worker that waits for it
-	// still publishes and records while the other claims.
-	claiming sync.Mutex
-	// Guarded by claiming: where Run's next claim starts reading pending
-	// rows (floor.go), and when one of its claims last looked for lapsed
-	// leases (lapsedDue).
-	floor    floor
-	lapsedAt time.Time
+
+	// The claim strategies (claim.go): ProcessBatch's, Run's workers' and
+	// ClaimLock's.
+	leases *leaseClaims
+	stream *streamClaims
+	locks  lockClaims
 
 	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
 
@@ -88,21 +78,21 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	}
 	r := &Relay{
 		cfg:   cfg,
-		pool:  pool,
 		pub:   pub,
 		store: newStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
 		log:   cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
 		bell:  newBell(),
 		turns: newTurns(),
-		floor: bottom,
 		obs:   cfg.Observer,
 	}
+	r.leases = &leaseClaims{r: r}
+	r.stream = &streamClaims{lease: r.leases, sent: newSentBatching(r, sentBatchWait), floor: bottom}
+	r.locks = lockClaims{r}
 	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.observe, func() {
 		r.bell.ring()
 		r.turns.signal()
 	})
 	r.prober, _ = pub.(Prober)
-	r.rides = newRides(rideWait, func() { r.markRiders(context.Background()) })
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.
 	r.seq.Store(rand.Uint64() >> 24)

@@ -2,13 +2,8 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/outboxrelay/outboxrelay/migrations"
-	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // Run waits for the database (retrying with backoff while it is
@@ -97,8 +92,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	// Published rows still waiting for a claim are marked sent now.
-	r.markRiders(hard)
-	r.rides.waitTimers()
+	r.stream.sent.flush(hard)
+	r.stream.sent.waitTimers()
 	return first
 }
 
@@ -110,6 +105,10 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	wait := r.cfg.PollMin // a relay that does not listen starts polling often
+	var claims claimer = r.stream
+	if r.cfg.Claim == ClaimLock {
+		claims = r.locks
+	}
 	for ctx.Err() == nil {
 		probe := r.sink.isDown()
 		if probe && (r.prober != nil || worker > 0) {
@@ -124,7 +123,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		// The turn ends when the publish does: another worker may claim
 		// what committed meanwhile while this one records.
 		done := sync.OnceFunc(r.turns.done)
-		res, err := r.processBatch(ctx, limit, inLoop{published: done, ride: true})
+		res, err := r.process(ctx, claims, limit, done)
 		done()
 		switch {
 		case err != nil && fatal(err):
@@ -173,11 +172,9 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 func (r *Relay) waitReady(ctx context.Context) error {
 	b := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	for {
-		err := r.pool.Ping(ctx)
+		err := r.store.ready(ctx)
 		if err == nil {
-			if err = migrations.Check(ctx, r.pool, r.cfg.Table); err == nil {
-				return nil
-			}
+			return nil
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -189,18 +186,6 @@ func (r *Relay) waitReady(ctx context.Context) error {
 		r.log.Warn("database unreachable; retrying", "error", err, "retry_in", d)
 		sleep(ctx, d)
 	}
-}
-
-// fatal reports errors that retrying cannot fix: a missing or newer schema,
-// an invalid name, and server answers about access or authentication.
-func fatal(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		class := pgErr.Code[:2]
-		return class == "28" || class == "42" || class == "3D" || class == "3F"
-	}
-	return errors.Is(err, migrations.ErrNotMigrated) || errors.Is(err, migrations.ErrSchemaTooNew) ||
-		errors.Is(err, outbox.ErrInvalidIdentifier)
 }
 
 // sleep waits d or until ctx ends.

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"embed"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,123 +13,133 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// The statements of the row lifecycle. {{table}} is replaced by the quoted
-// table name; everything else is a parameter. Durations are milliseconds so
-// that the database clock does all time arithmetic.
-const (
-	// claimSQL takes up to $1 rows: processing rows whose lease ran out
-	// first (their relay died or froze), then due pending rows, oldest first,
-	// from the floor ($4, $5) up (floor.go). Each branch uses its own
-	// partial index; SKIP LOCKED lets replicas claim side by side without
-	// waiting on each other (claimSet says what a claim writes). Rows of
-	// ordered topics ($6: all topics, $7: these) that have a key are left to
-	// the ordered claim (ordered_store.go). It returns next_retry_at for the
-	// next floor.
-	claimSQL = `WITH picked AS (
-    ` + lapsedBranch + `SELECT id FROM (
-        SELECT id
-        FROM {{table}}
-        WHERE status = 'pending'
-          AND next_retry_at <= now()
-          AND (next_retry_at, id) >= ($4, $5)
-          ` + orderedFilter + `
-        ORDER BY next_retry_at, id
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
-    ) AS due
-    LIMIT $1
-)
-UPDATE {{table}} AS o
-` + claimSet + `
-FROM picked
-WHERE o.id = picked.id
-RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at`
+// The store is every statement the relay runs against PostgreSQL, and the
+// only part of the relay that knows it talks to PostgreSQL. Each statement
+// is a file in sql/postgres, with one fixed parameter list whatever the
+// configuration; {{table}}, {{shards}} and {{jobs}} name the outbox table
+// and its related tables. Durations are milliseconds, so that the database
+// clock does all time arithmetic. Every write-back is fenced by the token
+// of the claim that took the rows: it is written to locked_by by the claim,
+// and a write-back touches only rows whose locked_by is still its own.
 
-	// lapsedBranch is claimSQL's first branch: processing rows whose lease
-	// ran out. Its scan of processing_idx also reads the entries of every
-	// row sent since the last VACUUM, dead, so Run's claims include it only
-	// every lapsedEvery (claimDue is claimSQL without it).
-	lapsedBranch = `SELECT id FROM (
-        SELECT id
-        FROM {{table}}
-        WHERE status = 'processing'
-          AND locked_until < now()
-          ` + orderedFilter + `
-        ORDER BY locked_until
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
-    ) AS expired
-    UNION ALL
-    `
+//go:embed sql/postgres/*.sql
+var postgresSQL embed.FS
 
-	// The write-backs below are fenced: they touch only rows the claim that
-	// took them still holds. locked_by is kept as a record of who handled
-	// the row last.
-	markSentSQL = `UPDATE {{table}}
-SET status = 'sent',
-    sent_at = now(),
-    locked_until = NULL,
-    last_error = NULL
-WHERE id = ANY($1)
-  AND locked_by = $2
-  AND status = 'processing'`
+// statements are the texts of the relay's statements for one table, each
+// named for its file in sql/postgres.
+type statements struct {
+	claim, markSent, markRetry, markFailed, release, extend, countDue string
+	claimLocked, lockedSent, lockedRetry, lockedFailed                string
+	shardCount, shardCreate, leaseShard, handBack, extendShard        string
+	claimOrdered                                                      string
+	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum   string
+}
 
-	// markRetrySQL puts rows back to pending until a delay has passed. A
-	// refund of 1 gives the attempt back: the sink was down, the message
-	// was not at fault.
-	markRetrySQL = `UPDATE {{table}} AS o
-SET status = 'pending',
-    next_retry_at = now() + r.delay_ms * interval '1 millisecond',
-    attempt = o.attempt - r.refund,
-    last_error = r.error,
-    locked_until = NULL
-FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
-WHERE o.id = r.id
-  AND o.locked_by = $5
-  AND o.status = 'processing'`
+// loadStatements reads the statements for table. read records each file
+// it reads, for the test that every file is used.
+func loadStatements(table outbox.Table, read func(file string)) statements {
+	names := strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shards"), "{{jobs}}", table.Related("jobs"))
+	file := func(name string) string {
+		if read != nil {
+			read(name)
+		}
+		b, err := postgresSQL.ReadFile("sql/postgres/" + name + ".sql")
+		if err != nil {
+			panic(err) // embedded: a missing file is a build mistake
+		}
+		return names.Replace(stripComments(string(b)))
+	}
+	return statements{
+		claim: file("claim"), markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
+		release: file("release"), extend: file("extend"), countDue: file("count_due"),
+		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
+		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
+		handBack: file("hand_back"), extendShard: file("extend_shard"), claimOrdered: file("claim_ordered"),
+		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
+		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
+	}
+}
 
-	markFailedSQL = `UPDATE {{table}} AS o
-SET status = 'failed',
-    last_error = r.error,
-    locked_until = NULL
-FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
-WHERE o.id = r.id
-  AND o.locked_by = $3
-  AND o.status = 'processing'`
+// stripComments drops the lines that are only a comment: the files'
+// explanations need not travel with every statement.
+func stripComments(q string) string {
+	var b strings.Builder
+	for line := range strings.Lines(q) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
 
-	// releaseSQL gives rows back without spending the attempt: they are
-	// claimable at once (next_retry_at was already due when claimed).
-	releaseSQL = `UPDATE {{table}}
-SET status = 'pending',
-    attempt = attempt - 1,
-    locked_until = NULL
-WHERE id = ANY($1)
-  AND locked_by = $2
-  AND status = 'processing'`
+// store runs the relay's statements for one table on a pool.
+type store struct {
+	pool     *pgxpool.Pool
+	table    outbox.Table
+	lease    time.Duration
+	ordering Ordering
+	q        statements
+	// lockSettings opens a lock claim's transaction (store_lock.go).
+	lockSettings string
+}
 
-	extendSQL = `UPDATE {{table}}
-SET locked_until = now() + $3 * interval '1 millisecond'
-WHERE id = ANY($1)
-  AND locked_by = $2
-  AND status = 'processing'`
-)
+func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *store {
+	return &store{
+		pool: pool, table: table, lease: lease, ordering: ordering,
+		q: loadStatements(table, nil),
+		// The server ends a session idle this long in a lock claim's
+		// transaction, which is the claim's lease, and its statements are
+		// planned as ConfigurePool's would be.
+		lockSettings: localSettings(pool.Config().ConnConfig.RuntimeParams,
+			map[string]string{"idle_in_transaction_session_timeout": fmt.Sprint(lease.Milliseconds())}),
+	}
+}
 
-// claimSet is what both claims (this one and the ordered one) write to a
-// claimed row: the claim's token ($2) and lease ($3 ms), and one more
-// attempt. The attempt saturates at the integer limit, so that a row whose
-// attempt was set there by hand fails (attempt beyond MaxAttempts) instead
-// of breaking every claim with "integer out of range".
-const claimSet = `SET status = 'processing',
-    locked_by = $2,
-    locked_until = now() + $3 * interval '1 millisecond',
-    attempt = least(o.attempt, 2147483646) + 1`
+// ready checks that the database answers and the table's schema is the
+// one this relay needs.
+func (s *store) ready(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return err
+	}
+	return migrations.Check(ctx, s.pool, s.table)
+}
 
-// orderedFilter keeps rows of ordered topics ($6: all, $7: these) that have
-// a key out of the unordered claim.
-const orderedFilter = "AND NOT (bucket IS NOT NULL AND ($6::bool OR topic = ANY($7::text[])))"
+// fatal reports errors that retrying cannot fix: a missing or newer schema,
+// an invalid name, and server answers about access or authentication.
+func fatal(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		class := pgErr.Code[:2]
+		return class == "28" || class == "42" || class == "3D" || class == "3F"
+	}
+	return errors.Is(err, migrations.ErrNotMigrated) || errors.Is(err, migrations.ErrSchemaTooNew) ||
+		errors.Is(err, outbox.ErrInvalidIdentifier)
+}
+
+// listen connects outside the pool, LISTENs on the table's channel
+// (migration 003) and calls notified for every notification, until the
+// connection fails or ctx ends; connected runs once the LISTEN took effect.
+func (s *store) listen(ctx context.Context, connected, notified func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.table.Channel()}.Sanitize()); err != nil {
+		return err
+	}
+	connected()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		notified()
+	}
+}
 
 // row is a claimed outbox row before decoding. createdAt is scanned
 // loosely so that a hand-made 'infinity' fails its row, not the claim.
@@ -140,7 +152,7 @@ type row struct {
 	attempt   int
 	createdAt pgtype.Timestamptz
 	tx        int64              // writing transaction; ordered claims only
-	due       pgtype.Timestamptz // next_retry_at; unordered lease claims only
+	due       pgtype.Timestamptz // next_retry_at; lease claims only
 }
 
 // retry and failure are write-back requests. A refunded retry gives the
@@ -157,56 +169,8 @@ type failure struct {
 	error string
 }
 
-// countDueSQL counts due pending rows, at most $1 of them: it reads no
-// more than that many entries of pending_idx.
-const countDueSQL = `SELECT count(*) FROM (
-    SELECT 1
-    FROM {{table}}
-    WHERE status = 'pending'
-      AND next_retry_at <= now()
-    LIMIT $1
-) AS due`
-
-// store runs the lifecycle statements for one table. Every statement takes
-// the owner token of one claim: it is written to locked_by by the claim and
-// fences every later write-back of that claim.
-type store struct {
-	pool     *pgxpool.Pool
-	lease    time.Duration
-	ordering Ordering
-	sql      map[string]string
-}
-
-func newStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *store {
-	s := &store{pool: pool, lease: lease, ordering: ordering, sql: map[string]string{}}
-	for name, q := range map[string]string{
-		"claim": claimSQL, "claimDue": strings.Replace(claimSQL, lapsedBranch, "", 1), "sent": markSentSQL, "retry": markRetrySQL,
-		"failed": markFailedSQL, "release": releaseSQL, "extend": extendSQL,
-		"shardCount": shardCountSQL, "shardCreate": shardCreateSQL, "leaseShard": leaseShardSQL,
-		"handBack": handBackSQL, "extendShard": extendShardSQL, "claimOrdered": claimOrderedSQL,
-		"claimJob": claimJobSQL, "deleteSent": deleteSentSQL, "recordBatch": recordBatchSQL, "finishJob": finishJobSQL,
-		"mayVacuum": mayVacuumSQL, "vacuum": vacuumSQL, "countDue": countDueSQL,
-		"claimLocked": claimLockedSQL, "lockedSent": lockedSentSQL, "lockedRetry": lockedRetrySQL, "lockedFailed": lockedFailedSQL,
-	} {
-		q = strings.ReplaceAll(q, "{{shards}}", table.Related("shards"))
-		q = strings.ReplaceAll(q, "{{jobs}}", table.Related("jobs"))
-		if ordering.allTopics() {
-			// Every keyed row is ordered: say so in a form the keyless
-			// partial index matches.
-			q = strings.ReplaceAll(q, orderedFilter, "AND bucket IS NULL")
-			q = strings.ReplaceAll(q, orderedFilterLocked, "AND bucket IS NULL")
-		}
-		s.sql[name] = strings.ReplaceAll(q, "{{table}}", table.Ident())
-	}
-	// A lock claim's transaction: the server ends a session idle this long
-	// in it, which is the claim's lease, and its statements are planned as
-	// ConfigurePool's would be (lock.go).
-	s.sql["lockSettings"] = localSettings(pool.Config().ConnConfig.RuntimeParams,
-		map[string]string{"idle_in_transaction_session_timeout": fmt.Sprint(lease.Milliseconds())})
-	return s
-}
-
-// orderedTopics returns the claim parameters naming the ordered topics.
+// orderedTopics returns the parameters naming the ordered topics: all of
+// them, or these.
 func (s *store) orderedTopics() (all bool, topics []string) {
 	topics = []string{}
 	for _, t := range s.ordering.Topics {
@@ -217,30 +181,18 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 	return s.ordering.allTopics(), topics
 }
 
-// claimArgs are the claim statement's parameters.
-func (s *store) claimArgs(owner string, limit int, floor floor) []any {
-	args := []any{limit, owner, s.lease.Milliseconds(), floor.due, floor.id}
-	if all, topics := s.orderedTopics(); !all { // with all topics ordered the filter takes no parameters
-		args = append(args, all, topics)
-	}
-	return args
-}
-
 // claim takes up to limit unordered rows and leases them to owner: pending
-// rows from floor up, and lapsed leases when lapsed (claimDue
-// otherwise). In the same transaction and round trip it marks the riders'
-// rows sent: fenced[i] counts the rows of riders[i] that another claim
-// held by then. On an error nothing is written.
-func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool, floor floor, riders []rider) (rows []row, fenced []int, err error) {
-	name := "claim"
-	if !lapsed {
-		name = "claimDue"
-	}
+// rows from floor up, and first, when lapsed, rows whose lease ran out. In
+// the same transaction and round trip it marks the rows of earlier claims
+// in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
+// that another claim held by then. On an error nothing is written.
+func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool, floor floor, sent []sentBatch) (rows []row, fenced []int, err error) {
+	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
-	for _, rd := range riders {
-		b.Queue(s.sql["sent"], pgIDs(rd.ids), rd.owner)
+	for _, sb := range sent {
+		b.Queue(s.q.markSent, pgIDs(sb.ids), sb.owner)
 	}
-	b.Queue(s.sql[name], s.claimArgs(owner, limit, floor)...)
+	b.Queue(s.q.claim, limit, owner, s.lease.Milliseconds(), floor.due, floor.id, all, topics, lapsed)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
@@ -249,13 +201,13 @@ func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool,
 			rows, fenced, err = nil, nil, fmt.Errorf("claim: %w", cerr)
 		}
 	}()
-	fenced = make([]int, len(riders))
-	for i, rd := range riders {
+	fenced = make([]int, len(sent))
+	for i, sb := range sent {
 		tag, err := br.Exec()
 		if err != nil {
 			return nil, nil, fmt.Errorf("claim: mark sent: %w", err)
 		}
-		fenced[i] = len(rd.ids) - int(tag.RowsAffected())
+		fenced[i] = len(sb.ids) - int(tag.RowsAffected())
 	}
 	q, err := br.Query()
 	if err != nil {
@@ -272,7 +224,7 @@ func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool,
 const (
 	noExtra = iota // lock claims
 	withTx         // ordered claims: the writing transaction
-	withDue        // unordered lease claims: next_retry_at, for the floor
+	withDue        // lease claims: next_retry_at, for the floor
 )
 
 // collectRows reads claimed rows and the extra column (withTx, withDue)
@@ -298,9 +250,6 @@ func collectRows(rows pgx.Rows, extra int) ([]row, error) {
 	return claimed, nil
 }
 
-// The write-backs return how many of the rows were fenced out: no longer
-// held by this claim, so left untouched.
-
 // pgIDs returns ids as pgx sends them in binary. uuid.UUID is a
 // driver.Valuer, which pgx honours by formatting every id as text for the
 // server to parse back: that took a quarter of the relay's CPU in a
@@ -313,18 +262,29 @@ func pgIDs(ids []uuid.UUID) [][16]byte {
 	return out
 }
 
+// The write-backs of lease claims return how many of the rows were fenced
+// out: no longer held by the claim owner, so left untouched.
+
 func (s *store) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "sent", len(ids), pgIDs(ids), owner)
+	return s.exec(ctx, "mark sent", s.q.markSent, len(ids), pgIDs(ids), owner)
 }
 
 func (s *store) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
-	return s.exec(ctx, "retry", len(rs), ids, delays, errs, refunds, owner)
+	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner)
 }
 
 func (s *store) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
-	return s.exec(ctx, "failed", len(fs), ids, errs, owner)
+	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner)
+}
+
+func (s *store) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "release", s.q.release, len(ids), pgIDs(ids), owner)
+}
+
+func (s *store) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgIDs(ids), owner, s.lease.Milliseconds())
 }
 
 // retryColumns returns retries as the arrays the retry statements unnest.
@@ -349,31 +309,22 @@ func failureColumns(fs []failure) (ids [][16]byte, errs []string) {
 	return ids, errs
 }
 
-func (s *store) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "release", len(ids), pgIDs(ids), owner)
-}
-
-func (s *store) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "extend", len(ids), pgIDs(ids), owner, s.lease.Milliseconds())
-}
-
 // countDue returns the number of due pending rows, or limit when there are
 // at least that many.
 func (s *store) countDue(ctx context.Context, limit int) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, s.sql["countDue"], limit).Scan(&n)
+	err := s.pool.QueryRow(ctx, s.q.countDue, limit).Scan(&n)
 	return n, err
 }
 
-// exec runs a fenced statement over n rows; it does nothing when n is 0.
-func (s *store) exec(ctx context.Context, name string, n int, args ...any) (int, error) {
+// exec runs a fenced write-back over n rows; it does nothing when n is 0.
+func (s *store) exec(ctx context.Context, what, q string, n int, args ...any) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	var tag pgconn.CommandTag
-	tag, err := s.pool.Exec(ctx, s.sql[name], args...)
+	tag, err := s.pool.Exec(ctx, q, args...)
 	if err != nil {
-		return 0, fmt.Errorf("mark %s: %w", name, err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	return n - int(tag.RowsAffected()), nil
 }

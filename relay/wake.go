@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // bell wakes the ordered claim loop when an insert into the table commits
@@ -81,25 +79,13 @@ func (r *Relay) listen(ctx context.Context) {
 	}
 }
 
-// listenOnce connects, listens and rings until the connection fails or ctx
-// ends; connected runs once the LISTEN took effect.
+// listenOnce listens and rings until the connection fails or ctx ends;
+// connected runs once the LISTEN took effect.
 func (r *Relay) listenOnce(ctx context.Context, connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, r.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.cfg.Table.Channel()}.Sanitize()); err != nil {
-		return err
-	}
-	connected()
-	r.notified()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
+	return r.store.listen(ctx, func() {
+		connected()
 		r.notified()
-	}
+	}, r.notified)
 }
 
 // notified wakes the claim loops: an insert into the table committed.

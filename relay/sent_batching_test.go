@@ -59,17 +59,16 @@ func quietRelay(t *testing.T, pool *pgxpool.Pool, pub Publisher, cfg Config) *Re
 
 // A lease batch the sink took whole is marked sent by the next claim, in
 // the claim's own transaction; a row another claim holds by then is left
-// alone; what no claim took is marked on its own by markRiders.
+// alone; what no claim took is marked on its own by flush.
 func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ride"})
-	r.rides = newRides(time.Hour, func() { r.markRiders(context.Background()) }) // no timer: only a claim or markRiders marks rows
-	ride := inLoop{ride: true}
+	r.stream.sent = newSentBatching(r, time.Hour) // no timer: only a claim or flush marks rows
 
 	insertRows(t, pool, table, 3)
-	res, err := r.processBatch(ctx, 0, ride)
+	res, err := r.process(ctx, r.stream, 0, nil)
 	if err != nil || res.Claimed != 3 || res.Sent != 0 {
 		t.Fatalf("first batch = %+v, %v; want 3 claimed, none marked sent yet", res, err)
 	}
@@ -87,7 +86,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	}
 
 	insertRows(t, pool, table, 2)
-	res, err = r.processBatch(ctx, 0, ride)
+	res, err = r.process(ctx, r.stream, 0, nil)
 	if err != nil || res.Claimed != 2 {
 		t.Fatalf("second batch = %+v, %v; want 2 claimed", res, err)
 	}
@@ -113,32 +112,32 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 		}
 	}
 
-	r.markRiders(context.Background())
+	r.stream.sent.flush(context.Background())
 	third := statusOf(t, pool, table)
 	for id, v := range third {
 		if _, old := first[id]; !old && v[0] != "sent" {
-			t.Errorf("row %s of the second batch is %s after markRiders; want sent", id, v[0])
+			t.Errorf("row %s of the second batch is %s after flush; want sent", id, v[0])
 		}
 	}
-	if left := r.rides.take(); len(left) != 0 {
-		t.Fatalf("%d riders still wait after markRiders", len(left))
+	if left := r.stream.sent.take(); len(left) != 0 {
+		t.Fatalf("%d batches still wait after flush", len(left))
 	}
 }
 
-// A batch of rideMax rows or more is recorded at once instead of riding,
+// A batch of sentBatchMax rows or more is recorded at once instead of riding,
 // so that its mark-sent runs beside the next claim, not in it.
 func TestLargeBatchesDoNotRide(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "large", BatchSize: 1000})
-	r.rides = newRides(time.Hour, func() { r.markRiders(context.Background()) }) // no timer: a rider would stay processing
-	insertRows(t, pool, table, rideMax+1)
-	res, err := r.processBatch(context.Background(), rideMax, inLoop{ride: true})
-	if err != nil || res.Claimed != rideMax || res.Sent != rideMax {
-		t.Fatalf("batch = %+v, %v; want %d claimed and sent", res, err, rideMax)
+	r.stream.sent = newSentBatching(r, time.Hour) // no timer: a waiting batch would stay processing
+	insertRows(t, pool, table, sentBatchMax+1)
+	res, err := r.process(context.Background(), r.stream, sentBatchMax, nil)
+	if err != nil || res.Claimed != sentBatchMax || res.Sent != sentBatchMax {
+		t.Fatalf("batch = %+v, %v; want %d claimed and sent", res, err, sentBatchMax)
 	}
-	if left := r.rides.take(); len(left) != 0 {
-		t.Fatalf("%d riders wait after a batch of %d; want none", len(left), rideMax)
+	if left := r.stream.sent.take(); len(left) != 0 {
+		t.Fatalf("%d batches wait after a batch of %d; want none", len(left), sentBatchMax)
 	}
 	sent := 0
 	for _, v := range statusOf(t, pool, table) {
@@ -146,19 +145,19 @@ func TestLargeBatchesDoNotRide(t *testing.T) {
 			sent++
 		}
 	}
-	if sent != rideMax {
-		t.Fatalf("%d rows sent after the batch returned; want %d", sent, rideMax)
+	if sent != sentBatchMax {
+		t.Fatalf("%d rows sent after the batch returned; want %d", sent, sentBatchMax)
 	}
 }
 
 // On a quiet table no claim comes: published rows are marked sent on
-// their own after rideWait.
+// their own after sentBatchWait.
 func TestRidersAreMarkedWithoutAClaim(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "alone"})
 	insertRows(t, pool, table, 2)
-	if res, err := r.processBatch(context.Background(), 0, inLoop{ride: true}); err != nil || res.Claimed != 2 {
+	if res, err := r.process(context.Background(), r.stream, 0, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("batch = %+v, %v; want 2 claimed", res, err)
 	}
 	testdb.AwaitSent(t, pool, table, 2, 20*time.Second)
@@ -179,7 +178,7 @@ func TestRunMarksRidersOnShutdown(t *testing.T) {
 	pool, table := testdb.New(t)
 	pub := &countingPublisher{}
 	r := quietRelay(t, pool, pub, Config{Table: table, ID: "shutdown", PollInterval: time.Minute})
-	r.rides = newRides(time.Hour, func() { r.markRiders(context.Background()) })
+	r.stream.sent = newSentBatching(r, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -215,17 +214,17 @@ func TestRunClaimsLookForLapsedLeasesEveryQuarterSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.lapsedDue() || r.lapsedDue() {
+	if !r.stream.lapsedDue() || r.stream.lapsedDue() {
 		t.Fatal("lapsedDue: want true once, then false within lapsedEvery")
 	}
-	if res, err := r.processBatch(ctx, 0, inLoop{ride: true}); err != nil || res.Claimed != 0 {
+	if res, err := r.process(ctx, r.stream, 0, nil); err != nil || res.Claimed != 0 {
 		t.Fatalf("claim right after another looked = %+v, %v; want the lapsed row left for later", res, err)
 	}
-	r.lapsedAt = r.lapsedAt.Add(-lapsedEvery)
-	if res, err := r.processBatch(ctx, 0, inLoop{ride: true}); err != nil || res.Claimed != 1 {
+	r.stream.lapsedAt = r.stream.lapsedAt.Add(-lapsedEvery)
+	if res, err := r.process(ctx, r.stream, 0, nil); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim lapsedEvery later = %+v, %v; want the lapsed row rescued", res, err)
 	}
-	r.markRiders(context.Background())
+	r.stream.sent.flush(context.Background())
 	for id, v := range statusOf(t, pool, table) {
 		if v[0] != "sent" || v[1] == "dead#1" {
 			t.Errorf("rescued row %s is %s by %q; want sent by this relay's claim", id, v[0], v[1])

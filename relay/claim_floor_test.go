@@ -46,13 +46,12 @@ func TestClaimsInABacklogStartAtTheFloor(t *testing.T) {
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "floor"})
-	ride := inLoop{ride: true}
 	insertRows(t, pool, table, 6)
 
-	if res, err := r.processBatch(ctx, 2, ride); err != nil || res.Claimed != 2 {
+	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
 	}
-	if r.floor == bottom {
+	if r.stream.floor == bottom {
 		t.Fatal("a full batch left the floor at the bottom")
 	}
 	// A row committed late, its transaction older than the claimed rows.
@@ -61,27 +60,27 @@ func TestClaimsInABacklogStartAtTheFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.processBatch(ctx, 2, ride); err != nil || res.Claimed != 2 {
+	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("claim in the backlog = %+v, %v; want 2 claimed", res, err)
 	}
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
 		t.Fatalf("the late row was claimed from above the floor (%d left pending)", n)
 	}
-	r.lapsedAt = r.lapsedAt.Add(-lapsedEvery) // the next claim looks for lapsed leases
-	if res, err := r.processBatch(ctx, 2, ride); err != nil || res.Claimed != 2 {
+	r.stream.lapsedAt = r.stream.lapsedAt.Add(-lapsedEvery) // the next claim looks for lapsed leases
+	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("claim from the bottom = %+v, %v; want 2 claimed", res, err)
 	}
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 0 {
 		t.Fatal("the claim that looks for lapsed leases left the late row")
 	}
 	// One row is left: the batch is not full, and the backlog is over.
-	if res, err := r.processBatch(ctx, 2, ride); err != nil || res.Claimed != 1 {
+	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 1 {
 		t.Fatalf("last claim = %+v, %v; want 1 claimed", res, err)
 	}
-	if r.floor != bottom {
-		t.Fatalf("floor after a batch that was not full = %+v; want the bottom", r.floor)
+	if r.stream.floor != bottom {
+		t.Fatalf("floor after a batch that was not full = %+v; want the bottom", r.stream.floor)
 	}
-	r.markRiders(context.Background())
+	r.stream.sent.flush(context.Background())
 	testdb.AwaitSent(t, pool, table, 7, 20*time.Second)
 }
 

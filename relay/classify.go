@@ -1,0 +1,86 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// classify decides each published message's outcome from its result (see
+// ProcessBatch), keeps the relay's outage state, and reports whether the
+// sink is down and which messages are finished (sent, or failed for good).
+// With park (HeadOfLinePark), a transient failure fails its message at once.
+func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut, park bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
+	if cut == publishAbandoned {
+		// No outcome: the sink may still be sending them. They keep
+		// their lease.
+		res.Abandoned += len(msgs)
+		return false, make([]bool, len(msgs))
+	}
+	interrupted := cut == publishInterrupted
+	down = !interrupted && sinkDown(results, r.sink.inOutage())
+	sent, answered, deferred, cause := false, false, 0, ""
+	finished = make([]bool, len(msgs))
+	for i, msg := range msgs {
+		failed := len(out.failures)
+		switch err := results[i]; {
+		case err == nil:
+			out.sent = append(out.sent, msg.ID)
+			sent, finished[i] = true, true
+		case interrupted:
+			out.released = append(out.released, msg.ID)
+		case publishers.IsPermanent(err):
+			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
+			answered = true // an answer about the message: the sink works
+		case down:
+			// Due at once: no loop claims it before the sink answers.
+			out.retries = append(out.retries, retry{msg.ID, 0, publishers.Describe(err), true})
+			deferred++
+			if cause == "" {
+				cause = publishers.Describe(err)
+			}
+		case errors.Is(err, publishers.ErrUnavailable):
+			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
+		case park:
+			out.failures = append(out.failures, failure{msg.ID, "parked: " + publishers.Describe(err)})
+		case msg.Attempt >= r.cfg.MaxAttempts:
+			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
+		default:
+			out.retries = append(out.retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
+		}
+		if len(out.failures) > failed {
+			finished[i] = true // failed for good
+		}
+	}
+	if down {
+		res.SinkUnavailable = true
+		res.Backoff = r.sink.wentDown(cause, deferred)
+	}
+	if sent || answered && !down {
+		r.sink.answered()
+	}
+	return down, finished
+}
+
+// sinkDown reports whether a batch's results say the sink is down rather
+// than that some messages are bad: nothing was acknowledged, and either the
+// sink said it is unavailable, or several messages all failed transiently,
+// or one did while the sink was already down (a probe). Otherwise a lone
+// transient failure is charged to its message, so that an event the sink
+// keeps refusing still reaches failed after MaxAttempts.
+func sinkDown(results []error, alreadyDown bool) bool {
+	unavailable, transient := false, 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			return false
+		case errors.Is(err, publishers.ErrUnavailable):
+			unavailable = true
+		case !publishers.IsPermanent(err):
+			transient++
+		}
+	}
+	return unavailable || transient >= 2 || alreadyDown && transient > 0
+}

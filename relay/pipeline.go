@@ -1,0 +1,236 @@
+package relay
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// The pipeline moves one batch: claim → decode → publish → classify →
+// record. A claimer (claim.go) decides how rows are claimed, held and
+// recorded; the rest is the same for every claim strategy.
+
+// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
+// publishes them and records the outcome. It is exported for callers that
+// drive the relay themselves, and safe for concurrent use. Each call is a
+// plain claim: it reads pending rows from the oldest, looks for lapsed
+// leases, and marks its own rows sent before it returns. (Run's workers
+// claim from the claim floor and batch their mark-sent writes; see
+// docs/architecture.md.) A cancelled ctx stops a claim from starting; a
+// publish in flight then gets ShutdownTimeout to finish before its rows
+// are released. The error reports database failures; sink failures are
+// recorded per row and counted in the result. With ClaimLock the claim,
+// the publish and the outcome share one transaction (claim_lock.go).
+//
+// Outcomes per message: acknowledged rows are sent; permanent failures and
+// malformed rows fail at once; transient failures are retried with backoff
+// until MaxAttempts, then fail. When nothing of the batch was acknowledged
+// and the failures say the sink is down (it reported itself unavailable, or
+// two or more messages failed transiently, or a probe did during an
+// outage), those rows go back to pending, due at once, with their attempt
+// given back, and the relay is in an outage until the sink answers again
+// (outage.go): Run claims nothing meanwhile. A message the sink reports
+// unavailable while others got through (one unreachable partition, say) is
+// deferred by BackoffMin, also without spending its attempt. A publish
+// that does not return within half a second of its deadline is abandoned:
+// its rows get no outcome and return when their lease ends.
+func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
+	var c claimer = r.leases
+	if r.cfg.Claim == ClaimLock {
+		c = r.locks
+	}
+	return r.process(ctx, c, limit, nil)
+}
+
+// process runs the pipeline once: it claims up to limit rows with c (BatchSize when
+// limit <= 0), publishes them and records the outcome. published, when not
+// nil, is called once the publish is over, before the outcome is recorded
+// (Run lets another worker claim then); it is not called when the claim
+// finds nothing or fails.
+func (r *Relay) process(ctx context.Context, c claimer, limit int, published func()) (BatchResult, error) {
+	if limit <= 0 {
+		limit = r.cfg.BatchSize
+	}
+	if ctx.Err() != nil {
+		return BatchResult{}, nil
+	}
+	// Statements outlive ctx, within the shutdown bound: a claim whose
+	// result is lost to a cancellation would strand rows until their lease
+	// ends, and an outcome must be recorded.
+	hard, stopHard := r.shutdownBound(ctx)
+	defer stopHard()
+	r.batches.Add(1)
+	defer r.batches.Add(-1)
+	owner := r.token()
+	start := time.Now()
+	b, err := c.claim(ctx, hard, owner, limit)
+	if err != nil || b == nil {
+		return BatchResult{}, err
+	}
+	if b.end != nil {
+		defer b.end(hard)
+	}
+	b.ph = phases{mode: b.mode, claim: time.Since(start)}
+	r.observe(Event{Kind: EventClaimed, Claim: b.mode, Rows: len(b.rows), Duration: b.ph.claim})
+	if len(b.rows) == 0 {
+		return BatchResult{}, nil
+	}
+	res := BatchResult{Claimed: len(b.rows)}
+	out := r.publish(ctx, hard, b, &res)
+	if published != nil {
+		published()
+	}
+	start = time.Now()
+	queued, err := b.record(hard, owner, &out, &res)
+	if err != nil || queued {
+		return res, err
+	}
+	b.ph.record = time.Since(start)
+	r.logBatch(res, b.ph, out.retries, out.failures)
+	return res, nil
+}
+
+// token returns a fresh claim token: "<ID>#<n>".
+func (r *Relay) token() string {
+	return r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
+}
+
+// outcome is what is to be recorded for a claimed batch.
+type outcome struct {
+	sent, released []uuid.UUID
+	retries        []retry
+	failures       []failure
+}
+
+// publish decodes a batch's rows and publishes the messages in rounds
+// while b.renew keeps the claim's hold on them, and returns the outcome to
+// record; it counts the outage and abandoned rows in res. An unordered
+// batch is one round. An ordered batch's rounds carry at most one event
+// per key, and a key's next event goes out only after the previous one was
+// acknowledged; a key whose event did not get through stops there: its
+// later events are released untouched and wait behind it
+// (HeadOfLineWait), unless the event failed for good or was parked
+// (HeadOfLinePark), in which case the key goes on. Rounds stop at
+// shutdown and when the sink is down; events not attempted are released.
+func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) outcome {
+	var out outcome
+	q := r.decodeAll(b, &out)
+	stop := r.keepLeases(hard, b.renew)
+	published := 0 // messages handed to the sink, over all rounds
+	for ctx.Err() == nil {
+		msgs := q.next()
+		if len(msgs) == 0 {
+			break
+		}
+		start := time.Now()
+		results, cut := r.publishOnce(ctx, msgs)
+		b.ph.publish += time.Since(start)
+		published += len(msgs)
+		down, finished := r.classify(msgs, results, cut, b.park, &out, res)
+		for i := range msgs {
+			if !finished[i] { // the key waits behind this event
+				out.released = append(out.released, q.drop(msgs[i])...)
+			}
+		}
+		if cut != publishWhole || down {
+			break
+		}
+	}
+	stop()
+	if published > 0 {
+		r.observe(Event{Kind: EventPublished, Claim: b.mode, Rows: published, Duration: b.ph.publish})
+	}
+	out.released = append(out.released, q.rest()...)
+	return out
+}
+
+// publishCut says whether, and how, a publish was cut short.
+type publishCut int
+
+const (
+	// publishWhole: Publish returned its results.
+	publishWhole publishCut = iota
+	// publishInterrupted: shutdown ended Publish's context and Publish
+	// returned: nothing more is sent, the rows can be given back.
+	publishInterrupted
+	// publishAbandoned: Publish did not return within abandonAfter of its
+	// context's end. The sink may still send the messages, so their rows
+	// are left to their lease.
+	publishAbandoned
+)
+
+// publishOnce makes one Publish call bounded by PublishTimeout; when ctx is
+// cancelled (shutdown) the call gets ShutdownTimeout more. A Publish that
+// does not return within abandonAfter of its context's end is left
+// running, and its results are nil.
+func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results []error, cut publishCut) {
+	sctx, stop := outlive(ctx, r.cfg.ShutdownTimeout)
+	defer stop()
+	pctx, cancel := context.WithTimeout(sctx, r.cfg.PublishTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.pub.Publish(pctx, msgs) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-pctx.Done():
+		t := time.NewTimer(abandonAfter)
+		select {
+		case err = <-done:
+			t.Stop()
+		case <-t.C:
+			r.log.Warn("the sink did not return from a publish after its deadline; its rows keep their lease and return when it ends",
+				"rows", len(msgs), "lease", r.cfg.Lease)
+			return nil, publishAbandoned
+		}
+	}
+	if err != nil && ctx.Err() != nil && pctx.Err() != nil {
+		cut = publishInterrupted
+	}
+	return publishers.PerMessage(err, len(msgs)), cut
+}
+
+// keepLeases calls renew every Lease/3 until stop is called, under hard,
+// the batch's shutdown bound. renew keeps a claim's hold on its rows and
+// returns how many rows it had lost. Callers stop it as soon as their publishes, each
+// bounded by PublishTimeout, are over: a stuck publish does not hold its
+// rows longer than that. stop waits for a renewal in flight instead of
+// cancelling it: a lock claim's renewal runs in the claim's transaction,
+// which a cancelled statement would abort.
+func (r *Relay) keepLeases(hard context.Context, renew func(context.Context) (int, error)) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				// A renewal may take up to a lease: a lock claim's runs on
+				// the claim's connection, which pgx closes when a statement
+				// outlives its deadline, ending the transaction.
+				hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+				lost, err := renew(hctx)
+				cancel()
+				switch {
+				case err != nil:
+					r.log.Warn("extending lease failed", "error", err)
+				case lost > 0:
+					r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", lost)
+					r.observe(Event{Kind: EventLeaseLost, Rows: lost})
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}

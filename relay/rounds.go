@@ -1,0 +1,140 @@
+package relay
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// rounds hands out a batch's messages round by round: all of them at once,
+// or, when ordered, one per key per round, in write order.
+type rounds struct {
+	all    []outbox.Message            // unordered: the one round
+	queues map[string][]outbox.Message // ordered: per topic and key, in write order
+	keys   []string                    // ordered: in order of first appearance
+}
+
+// roundKey is a message's key for ordering: its topic and key.
+func roundKey(m outbox.Message) string { return m.Topic + "\x00" + string(m.Key) }
+
+// next returns the next round's messages, and counts them as attempted.
+func (q *rounds) next() []outbox.Message {
+	if q.queues == nil {
+		all := q.all
+		q.all = nil
+		return all
+	}
+	var msgs []outbox.Message
+	for _, k := range q.keys {
+		if queue := q.queues[k]; len(queue) > 0 {
+			msgs = append(msgs, queue[0])
+			q.queues[k] = queue[1:]
+		}
+	}
+	return msgs
+}
+
+// drop removes the events queued behind m's key and returns their ids.
+func (q *rounds) drop(m outbox.Message) []uuid.UUID {
+	if q.queues == nil {
+		return nil
+	}
+	k := roundKey(m)
+	ids := idsOf(q.queues[k])
+	q.queues[k] = nil
+	return ids
+}
+
+// rest returns the ids of the messages not attempted.
+func (q *rounds) rest() []uuid.UUID {
+	ids := idsOf(q.all)
+	for _, k := range q.keys {
+		ids = append(ids, idsOf(q.queues[k])...)
+	}
+	return ids
+}
+
+func idsOf(msgs []outbox.Message) []uuid.UUID {
+	ids := make([]uuid.UUID, len(msgs))
+	for i := range msgs {
+		ids[i] = msgs[i].ID
+	}
+	return ids
+}
+
+// decodeAll turns a batch's rows into its rounds of messages; malformed
+// rows go to out.failures. An unordered batch is published oldest first
+// (UUIDv7 ids sort by creation time); an ordered one in the order its
+// transactions wrote it.
+func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
+	rows := b.rows
+	if b.ordered {
+		rows = slices.Clone(rows)
+		slices.SortFunc(rows, func(a, b row) int {
+			return cmp.Or(cmp.Compare(a.tx, b.tx), slices.Compare(a.id[:], b.id[:]))
+		})
+	}
+	msgs := make([]outbox.Message, 0, len(rows))
+	for _, row := range rows {
+		msg, err := r.decode(row)
+		if err != nil {
+			out.failures = append(out.failures, failure{row.id, err.Error()})
+			continue
+		}
+		msgs = append(msgs, msg)
+	}
+	if !b.ordered {
+		slices.SortFunc(msgs, func(a, b outbox.Message) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+		return &rounds{all: msgs}
+	}
+	q := &rounds{queues: map[string][]outbox.Message{}}
+	for _, msg := range msgs {
+		k := roundKey(msg)
+		if _, seen := q.queues[k]; !seen {
+			q.keys = append(q.keys, k)
+		}
+		q.queues[k] = append(q.queues[k], msg)
+	}
+	return q
+}
+
+// decode turns a claimed row into a message; an error means the row is
+// malformed (or rescued too often) and goes to failed with that reason.
+func (r *Relay) decode(x row) (outbox.Message, error) {
+	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt.Time}
+	if x.attempt > r.cfg.MaxAttempts {
+		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, r.cfg.MaxAttempts)
+	}
+	if !x.createdAt.Valid || x.createdAt.InfinityModifier != pgtype.Finite {
+		return msg, errors.New("malformed row: created_at is not a finite time")
+	}
+	if err := outbox.ValidateTopic(x.topic); err != nil {
+		return msg, fmt.Errorf("malformed row: %w", err)
+	}
+	// *string tells a JSON null value apart from "": the relay must not
+	// invent a value. A JSON null instead of the object means no headers.
+	var headers map[string]*string
+	if err := json.Unmarshal(x.headers, &headers); err != nil {
+		return msg, fmt.Errorf("malformed row: headers are not a JSON object of string values: %s", err)
+	}
+	if headers != nil {
+		msg.Headers = make(map[string]string, len(headers))
+	}
+	for name, value := range headers {
+		if value == nil {
+			return msg, fmt.Errorf("malformed row: headers are not a JSON object of string values: the value of %q is null", name)
+		}
+		msg.Headers[name] = *value
+	}
+	if err := outbox.ValidateHeaders(msg.Headers); err != nil {
+		return msg, fmt.Errorf("malformed row: %w", err)
+	}
+	return msg, nil
+}

@@ -1,0 +1,50 @@
+-- claim: the lease claim. It takes up to $1 rows and leases them to the
+-- claim's token $2 for $3 ms, with one more attempt: when $8, processing
+-- rows whose lease ran out first (their relay died or froze), then due
+-- pending rows, oldest first, from the floor ($4, $5) up (claim_floor.go).
+-- Each branch uses its own partial index; SKIP LOCKED lets replicas claim
+-- side by side without waiting on each other. Rows of ordered topics ($6:
+-- every topic, $7: these) that have a key are left to claim_ordered.sql;
+-- with $6 true the filter folds to "bucket IS NULL", which keyless_idx
+-- matches. The attempt saturates at the integer limit, so that a row whose
+-- attempt was set there by hand fails (attempt beyond MaxAttempts) instead
+-- of breaking every claim with "integer out of range". It returns
+-- next_retry_at for the next floor.
+--
+-- The lapsed branch reads processing_idx from its oldest entry, which
+-- until a VACUUM holds a dead entry for every row sent since: a busy relay
+-- asks for it only every lapsedEvery ($8 false folds the branch away).
+WITH picked AS (
+    SELECT id FROM (
+        SELECT id
+        FROM {{table}}
+        WHERE $8::bool
+          AND status = 'processing'
+          AND locked_until < now()
+          AND NOT (bucket IS NOT NULL AND ($6::bool OR topic = ANY($7::text[])))
+        ORDER BY locked_until
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) AS expired
+    UNION ALL
+    SELECT id FROM (
+        SELECT id
+        FROM {{table}}
+        WHERE status = 'pending'
+          AND next_retry_at <= now()
+          AND (next_retry_at, id) >= ($4, $5)
+          AND NOT (bucket IS NOT NULL AND ($6::bool OR topic = ANY($7::text[])))
+        ORDER BY next_retry_at, id
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+    LIMIT $1
+)
+UPDATE {{table}} AS o
+SET status = 'processing',
+    locked_by = $2,
+    locked_until = now() + $3 * interval '1 millisecond',
+    attempt = least(o.attempt, 2147483646) + 1
+FROM picked
+WHERE o.id = picked.id
+RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at

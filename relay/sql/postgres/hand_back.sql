@@ -1,0 +1,7 @@
+-- hand_back: returns shard $1 held by $2; locked_until = now() puts it at
+-- the end of the least-recently-served order.
+UPDATE {{shards}}
+SET locked_by = NULL,
+    locked_until = now()
+WHERE shard = $1
+  AND locked_by = $2

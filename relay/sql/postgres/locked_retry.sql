@@ -1,0 +1,10 @@
+-- locked_retry: mark_retry.sql for a lock claim (see locked_sent.sql).
+UPDATE {{table}} AS o
+SET status = 'pending',
+    next_retry_at = now() + r.delay_ms * interval '1 millisecond',
+    attempt = least(o.attempt, 2147483646) + 1 - r.refund,
+    last_error = r.error,
+    locked_by = $5,
+    locked_until = NULL
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
+WHERE o.id = r.id

@@ -1,0 +1,10 @@
+-- mark_failed: rows failed for good, each with its reason. Fenced by the
+-- claim $3.
+UPDATE {{table}} AS o
+SET status = 'failed',
+    last_error = r.error,
+    locked_until = NULL
+FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
+WHERE o.id = r.id
+  AND o.locked_by = $3
+  AND o.status = 'processing'

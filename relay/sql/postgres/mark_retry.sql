@@ -1,0 +1,13 @@
+-- mark_retry: rows go back to pending until their delay (ms) has passed.
+-- A refund of 1 gives the attempt back: the sink was down, the message
+-- was not at fault. Fenced by the claim $5.
+UPDATE {{table}} AS o
+SET status = 'pending',
+    next_retry_at = now() + r.delay_ms * interval '1 millisecond',
+    attempt = o.attempt - r.refund,
+    last_error = r.error,
+    locked_until = NULL
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
+WHERE o.id = r.id
+  AND o.locked_by = $5
+  AND o.status = 'processing'

@@ -1,0 +1,84 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The store's statements of ordered delivery (docs/ordering.md).
+
+// errShardCount means the shard table was made for another Ordering.Shards.
+var errShardCount = errors.New("shard count mismatch")
+
+// ensureShards creates the shard rows when there are none, and checks that
+// their number is the configured one.
+func (s *store) ensureShards(ctx context.Context, shards int) error {
+	var n int
+	if err := s.pool.QueryRow(ctx, s.q.shardCount).Scan(&n); err != nil {
+		return fmt.Errorf("count shards: %w", err)
+	}
+	if n == 0 {
+		if _, err := s.pool.Exec(ctx, s.q.shardCreate, shards); err != nil {
+			return fmt.Errorf("create shards: %w", err)
+		}
+		if err := s.pool.QueryRow(ctx, s.q.shardCount).Scan(&n); err != nil {
+			return fmt.Errorf("count shards: %w", err)
+		}
+	}
+	if n != shards {
+		return fmt.Errorf("%w: the shard table holds %d shards, this relay is configured for %d; every replica must use the same shard count (to change it, stop all replicas and empty the shard table)", errShardCount, n, shards)
+	}
+	return nil
+}
+
+// leaseShard leases a shard with work to owner; ok is false when none is
+// free.
+func (s *store) leaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
+	all, topics := s.orderedTopics()
+	err = s.pool.QueryRow(ctx, s.q.leaseShard, s.lease.Milliseconds(), owner, s.ordering.Shards, all, topics).Scan(&shard)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("lease shard: %w", err)
+	}
+	return shard, true, nil
+}
+
+func (s *store) handBack(ctx context.Context, shard int, owner string) error {
+	if _, err := s.pool.Exec(ctx, s.q.handBack, shard, owner); err != nil {
+		return fmt.Errorf("hand back shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+func (s *store) extendShard(ctx context.Context, shard int, owner string) error {
+	if _, err := s.pool.Exec(ctx, s.q.extendShard, shard, owner, s.lease.Milliseconds()); err != nil {
+		return fmt.Errorf("extend shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+// claimOrdered claims up to limit rows of shard for owner, in write order
+// per key; lessee is the token of the shard lease.
+func (s *store) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) ([]row, error) {
+	all, topics := s.orderedTopics()
+	rows, err := s.pool.Query(ctx, s.q.claimOrdered, limit, owner, s.lease.Milliseconds(),
+		shard, lessee, bucketsOf(shard, s.ordering.Shards), all, topics)
+	if err != nil {
+		return nil, fmt.Errorf("claim ordered: %w", err)
+	}
+	return collectRows(rows, withTx)
+}
+
+// bucketsOf lists the buckets of shard: those with bucket % shards = shard.
+func bucketsOf(shard, shards int) []int16 {
+	var b []int16
+	for x := shard; x < Buckets; x += shards {
+		b = append(b, int16(x))
+	}
+	return b
+}

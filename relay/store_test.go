@@ -1,0 +1,126 @@
+package relay
+
+import (
+	"context"
+	"io/fs"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// Every file in sql/postgres is a statement the store loads, and every
+// statement the store holds comes from a file.
+func TestEveryStatementFileIsLoaded(t *testing.T) {
+	var read []string
+	q := loadStatements(outbox.Table{}.WithDefaults(), func(name string) { read = append(read, name+".sql") })
+	files, err := fs.Glob(postgresSQL, "sql/postgres/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range files {
+		files[i] = path.Base(files[i])
+	}
+	slices.Sort(read)
+	if !slices.Equal(read, files) {
+		t.Errorf("statements read %v; files %v", read, files)
+	}
+	v := reflect.ValueOf(q)
+	if v.NumField() != len(files) {
+		t.Errorf("statements has %d fields for %d files", v.NumField(), len(files))
+	}
+	for i := range v.NumField() {
+		if text := v.Field(i).String(); text == "" || strings.Contains(text, "{{") || strings.HasPrefix(text, "--") {
+			t.Errorf("statement %s is empty, has a name left to fill in, or begins with a comment:\n%s", v.Type().Field(i).Name, text)
+		}
+	}
+}
+
+// Every statement is valid SQL for a migrated table, whatever the table's
+// name: the server prepares each.
+func TestEveryStatementPrepares(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	v := reflect.ValueOf(newStore(pool, table, 30*time.Second, Ordering{}).q)
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if name == "vacuum" {
+			continue // a utility statement: it cannot be prepared
+		}
+		if _, err := conn.Conn().Prepare(ctx, "", v.Field(i).String()); err != nil {
+			t.Errorf("statement %s: %v", name, err)
+		}
+	}
+}
+
+// The claim's parameters choose its plan (custom plans, as ConfigurePool
+// sets): with every topic ordered its filter folds to "bucket IS NULL",
+// which keyless_idx matches, and without lapsed it does not read
+// processing_idx at all.
+func TestClaimPlanFollowsItsParameters(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+` (id, topic, key, payload, status, locked_until)
+SELECT gen_random_uuid(), 'orders', CASE WHEN i % 2 = 0 THEN int4send(i) END, '\x00',
+       (ARRAY['pending', 'processing', 'sent'])[1 + i % 3],
+       CASE WHEN i % 3 = 1 THEN now() + interval '1 hour' END
+FROM generate_series(1, 20000) AS i`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_custom_plan"); err != nil {
+		t.Fatal(err)
+	}
+	q := newStore(pool, table, 30*time.Second, Ordering{}).q.claim
+	explain := func(all bool, topics []string, lapsed bool) string {
+		t.Helper()
+		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.due, bottom.id, all, topics, lapsed)
+	}
+	if testing.Verbose() {
+		t.Logf("every topic ordered, no lapsed look-up:\n%s", explain(true, []string{}, false))
+	}
+	if p := explain(true, []string{}, false); !strings.Contains(p, "keyless_idx") || strings.Contains(p, "processing_idx") {
+		t.Errorf("every topic ordered, no lapsed look-up: want keyless_idx and no processing_idx:\n%s", p)
+	}
+	if p := explain(false, []string{"orders"}, true); !strings.Contains(p, "pending_idx") || !strings.Contains(p, "processing_idx") {
+		t.Errorf("some topics ordered, lapsed look-up: want pending_idx and processing_idx:\n%s", p)
+	}
+}
+
+// explainPlan returns the plan of q with args, planned on db without
+// running it.
+func explainPlan(t *testing.T, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), "EXPLAIN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
