@@ -41,6 +41,14 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	cfg.relay.Logger = logger
+	var obs *observeFile
+	if o.observeFile != "" {
+		if obs, err = openObserveFile(o.observeFile, logger); err != nil {
+			return usageError("invalid value for --observe-file (%s): %v", envName("observe-file"), err)
+		}
+		defer obs.close() // deferred first: runs after the pool and the sink are closed
+		cfg.relay.Observer = obs
+	}
 
 	pub, err := o.sinks[o.sink].open(cfg.relay, logger, stdout)
 	if err != nil {
@@ -59,6 +67,9 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	r, err := relay.New(pool, pub, cfg.relay)
 	if err != nil {
 		return asUsage(err)
+	}
+	if obs != nil {
+		obs.relayID = r.ID() // before Run, which reports every event
 	}
 	if o.pprofAddr != "" {
 		bound, stop, err := servePprof(o.pprofAddr)
