@@ -60,7 +60,7 @@ const (
 	DefaultJanitorInterval    = 5 * time.Second
 	DefaultJanitorBatch       = 1000 // relay.Config's default
 	DefaultSampleEvery        = 30 * time.Second
-	DefaultSoakSampleInterval = time.Second // pg_stat_activity, for oldest_xact_s; the claim comes from the logs
+	DefaultSoakSampleInterval = time.Second // pg_stat_activity, for oldest_xact_s; the claim comes from the relays' events
 	minSampleEvery            = 100 * time.Millisecond
 	minJanitorInterval        = 10 * time.Millisecond // relay.Config's bounds
 	maxJanitorInterval        = 24 * time.Hour
@@ -101,7 +101,9 @@ type Config struct {
 	// relay's default.
 	PollInterval time.Duration
 	// RelayArgs are appended to every relay's command line, after the
-	// harness's own flags, e.g. ["--listen=false"]. Defaults to none.
+	// harness's own flags, e.g. ["--listen=false"]; they must leave
+	// --observe-file and --log-format alone, which the harness reads.
+	// Defaults to none.
 	RelayArgs []string
 	// NoNotify disables the table's notify trigger (migration 003) after
 	// migrating and runs the relays with --listen=false, so that they poll
@@ -160,7 +162,7 @@ type Config struct {
 	// SampleInterval is how often Run samples pg_stat_activity for the
 	// duration of the relays' statements. Negative disables sampling.
 	// Defaults to 20ms (1s in soak mode, whose claim latency comes from
-	// the relays' logs).
+	// the relays' observer events).
 	SampleInterval time.Duration
 	// Timeout bounds each run. Defaults to 30m.
 	Timeout time.Duration

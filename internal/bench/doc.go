@@ -7,10 +7,14 @@
 // # What runs where
 //
 //   - The relays are child processes of the relay binary
-//     (`relay run --log-level debug --log-format json ...`), one per
-//     replica, so that each one's CPU time and peak RSS come from the
-//     kernel (getrusage after SIGTERM) and its "batch done" log lines can
-//     be read. Their connections carry the application_name
+//     (`relay run --observe-file /dev/fd/3 --log-format json ...`), one
+//     per replica, so that each one's CPU time and peak RSS come from the
+//     kernel (getrusage after SIGTERM). Each writes its observer events
+//     (relay.Event, as JSON lines: see cmd/relay/observe.go) into a pipe
+//     the harness reads: a relay is ready at its "started" line (its
+//     first claim ran), and the events say what it did. Its standard
+//     error is read only for warnings and errors, and for the last lines
+//     shown when it fails. Their connections carry the application_name
 //     "relay-bench <schema> bench-r<i>", which is how the harness finds
 //     their backends in pg_stat_activity.
 //   - Without Config.Brokers, the broker is kfake in a process of its own
@@ -50,9 +54,10 @@
 // each counted on its partial index under a 1s statement_timeout; the
 // retention job's row of <table>_jobs; and the oldest transaction. After
 // the run, each sample gets the figures of its window (the time since the
-// previous sample): the claim_ms of the relays' "batch done" lines written
-// in it, the end-to-end latency of the events that arrived in it, and the
-// relays' "retention run" lines. SoakStats draws the verdicts: size growth
+// previous sample): the durations of the relays' claims that took rows and
+// ended in it ("claimed" events), the end-to-end latency of the events
+// that arrived in it, and the relays' retention runs ("janitor_ran"
+// events). SoakStats draws the verdicts: size growth
 // over the second half, the dead tuples' trend, claim latency at the end
 // against the start, and Leveled.
 //
@@ -65,10 +70,11 @@
 //
 // # Where a batch's time goes
 //
-// Result.Claim, Publish and Record come from the claim_ms, publish_ms and
-// record_ms fields of the relays' "batch done" lines (the relay's own
-// timing of each phase). A relay that does not log claim_ms still gets a
-// Claim from sampling pg_stat_activity every Config.SampleInterval: a
+// Result.Claim, Publish and Record come from the relays' observer events,
+// one per phase of a batch: "claimed" (the claim statements that took
+// rows), "published" and "recorded", each with the relay's own timing of
+// its phase. A run whose claims took no rows (idle mode) gets a Claim from
+// sampling pg_stat_activity every Config.SampleInterval instead: a
 // backend that went idle after a claim shows the claim's query_start and
 // state_change. The sampler also records the oldest transaction of the
 // database (Result.OldestXactSeconds), which explains most bad runs on a

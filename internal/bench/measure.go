@@ -75,7 +75,7 @@ func (r *runner) abort() {
 }
 
 // stopRelays stops the sampler and the relays, waits until their backends
-// are gone, and fills the Result's resource and log fields.
+// are gone, and fills the Result's resource, event and warning fields.
 func (r *runner) stopRelays(ctx context.Context) error {
 	var smp samples
 	if r.sampler != nil {
@@ -128,15 +128,15 @@ func (r *runner) fillUsage(u relayUsage, smp samples, dbCPU *float64, end cpuRea
 		b := end.broker - start.broker
 		res.BrokerCPUSeconds = &b
 	}
-	res.Batches, res.RelayWarningMessages = u.logs.batches, u.logs.warnings
-	for _, n := range u.logs.warnings {
+	res.Batches, res.RelayWarningMessages = u.events.batches, u.warnings
+	for _, n := range u.warnings {
 		res.RelayWarnings += n
 	}
-	res.BatchCycle = percentilesOf(u.logs.cycleMS)
-	res.Publish, res.Record = percentilesOf(u.logs.publishMS), percentilesOf(u.logs.recordMS)
+	res.BatchCycle = percentilesOf(u.events.cycleMS)
+	res.Publish, res.Record = percentilesOf(u.events.publishMS), percentilesOf(u.events.recordMS)
 	switch {
-	case len(u.logs.claimMS) > 0:
-		res.Claim, res.ClaimSource = percentilesOf(u.logs.claimMS), "log"
+	case len(u.events.claimMS) > 0:
+		res.Claim, res.ClaimSource = percentilesOf(u.events.claimMS), "observer"
 	case len(smp.claimMS) > 0:
 		res.Claim, res.ClaimSource = percentilesOf(smp.claimMS), "pg_stat_activity"
 	}

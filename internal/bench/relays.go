@@ -18,13 +18,19 @@ const (
 	relayStopTimeout  = 20 * time.Second
 )
 
+// observeFD is where a relay writes its observer events (--observe-file):
+// its file descriptor 3, the write end of a pipe whose read end the
+// harness reads.
+const observeFD = "/dev/fd/3"
+
 // relayProc is one `relay run` child process.
 type relayProc struct {
 	id      string
 	appName string // its connections' application_name
 	cmd     *exec.Cmd
-	log     *relayLog
-	done    chan struct{} // closed once it exited and its stderr is read
+	log     *relayLog     // its standard error: warnings
+	events  *relayEvents  // its observer events: what it did
+	done    chan struct{} // closed once it exited and its stderr and events are read
 	err     error         // cmd.Wait's, valid once done is closed
 }
 
@@ -47,9 +53,9 @@ func relayEnv(databaseURL, appName string) []string {
 	return append(env, "OUTBOX_DATABASE_URL="+databaseURL, "PGAPPNAME="+appName)
 }
 
-// relayArgs are the flags of one relay: JSON logs at debug level, so that
-// the harness sees "relay started" and every "batch done", in soak mode
-// the retention janitor's settings, then cfg.RelayArgs.
+// relayArgs are the flags of one relay: its observer events to observeFD,
+// JSON logs (for the warnings), in soak mode the retention janitor's
+// settings, then cfg.RelayArgs.
 func relayArgs(cfg Config, brokers []string, id string) []string {
 	args := []string{"run",
 		"--schema", cfg.Schema, "--table", "outbox", "--sink", "kafka",
@@ -57,7 +63,8 @@ func relayArgs(cfg Config, brokers []string, id string) []string {
 		"--batch-size", fmt.Sprint(cfg.BatchSize),
 		"--poll-interval", cfg.PollInterval.String(),
 		"--relay-id", id,
-		"--log-level", "debug", "--log-format", "json",
+		"--observe-file", observeFD,
+		"--log-format", "json",
 	}
 	if cfg.Mode == ModeSoak {
 		args = append(args,
@@ -91,6 +98,7 @@ func startRelay(cfg Config, brokers []string, id string) (*relayProc, error) {
 		id:      id,
 		appName: fmt.Sprintf("relay-bench %s %s", cfg.Schema, id),
 		log:     newRelayLog(),
+		events:  newRelayEvents(),
 		done:    make(chan struct{}),
 	}
 	p.cmd = exec.Command(cfg.RelayBinary, relayArgs(cfg, brokers, id)...)
@@ -100,24 +108,40 @@ func startRelay(cfg Config, brokers []string, id string) (*relayProc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay %s: %w", id, err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	events, eventsW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("relay %s: observe pipe: %w", id, err)
+	}
+	p.cmd.ExtraFiles = []*os.File{eventsW} // observeFD
+	err = p.cmd.Start()
+	eventsW.Close() // the child has its own: the pipe ends when the relay exits
+	if err != nil {
+		events.Close()
 		return nil, fmt.Errorf("start relay %s (%s): %w", id, cfg.RelayBinary, err)
 	}
+	eventsRead := make(chan struct{})
+	go func() {
+		p.events.consume(events)
+		events.Close()
+		close(eventsRead)
+	}()
 	go func() {
 		p.log.consume(stderr) // until the process closes stderr
 		p.err = p.cmd.Wait()
+		<-eventsRead
 		close(p.done)
 	}()
 	return p, nil
 }
 
-// awaitReady waits until every relay logged "relay started".
+// awaitReady waits until every relay wrote its started line: its first
+// claim ran.
 func (s *relaySet) awaitReady(ctx context.Context) error {
 	timeout := time.NewTimer(relayStartTimeout)
 	defer timeout.Stop()
 	for _, p := range s.procs {
 		select {
-		case <-p.log.started:
+		case <-p.events.started:
 		case <-p.done:
 			return fmt.Errorf("relay %s exited before it started (%v):\n%s", p.id, p.err, p.log.lastLines())
 		case <-timeout.C:
@@ -142,11 +166,11 @@ func (s *relaySet) exited() error {
 	return nil
 }
 
-// logs returns the relays' logs, which stay readable after stop.
-func (s *relaySet) logs() []*relayLog {
-	out := make([]*relayLog, len(s.procs))
+// events returns the relays' events, which stay readable after stop.
+func (s *relaySet) events() []*relayEvents {
+	out := make([]*relayEvents, len(s.procs))
 	for i, p := range s.procs {
-		out[i] = p.log
+		out[i] = p.events
 	}
 	return out
 }
@@ -165,7 +189,10 @@ type relayUsage struct {
 	cpuSeconds float64
 	peakRSS    int64 // bytes, the largest of the relays
 	perRelay   []RelayUsage
-	logs       logStats
+	events     eventStats
+	// warnings counts the relays' WARN and ERROR log lines by message, and
+	// the events the harness did not get (see relayEvents.addWarnings).
+	warnings map[string]int
 }
 
 // stop sends SIGTERM to every relay, waits for them to exit (killing those
@@ -205,11 +232,12 @@ func (s *relaySet) stop(batchSize int) (relayUsage, error) {
 			rss = peakRSS(ps)
 		}
 		one := RelayUsage{ID: p.id, CPUSeconds: (ps.UserTime() + ps.SystemTime()).Seconds(), PeakRSSMB: float64(rss) / (1 << 20)}
-		one.Batches, one.Claimed = p.log.batchCount()
+		one.Batches, one.Claimed = p.events.batchCount()
 		u.perRelay = append(u.perRelay, one)
 		u.cpuSeconds += one.CPUSeconds
 		u.peakRSS = max(u.peakRSS, rss)
-		u.logs.collect(p.log, batchSize)
+		u.events.collect(p.events, batchSize)
+		u.warnings = p.events.addWarnings(p.log.addWarnings(u.warnings))
 	}
 	return u, errors.Join(errs...)
 }

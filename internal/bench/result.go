@@ -119,24 +119,25 @@ type Result struct {
 
 	// Claim is the duration of the relays' claim statement, in ms.
 	Claim *Percentiles `json:"claim_ms"`
-	// ClaimSource says where Claim comes from: "log" (the claim_ms field
-	// of the relays' "batch done" debug lines: the relay's own timing,
-	// round trip and reading the rows included) or "pg_stat_activity"
+	// ClaimSource says where Claim comes from: "observer" (the relays'
+	// "claimed" events of claims that took rows: the relay's own timing,
+	// round trip and reading the rows included; "log" before the relays
+	// had an observe file) or "pg_stat_activity"
 	// (statements sampled every Config.SampleInterval: query_start to
 	// state_change of a backend gone idle after a claim, the server's
 	// side only); "" when neither gave any.
 	ClaimSource string `json:"claim_source"`
-	// Publish and Record are the other phases of a batch as the relays log
-	// them (publish_ms: handing the batch to the sink until it
-	// acknowledged; record_ms: the write-backs), in ms; null when the
-	// relays do not log them.
+	// Publish and Record are the other phases of a batch as the relays
+	// time them, from their "published" events (handing the batch to the
+	// sink until it acknowledged) and "recorded" events (the write-backs),
+	// in ms; null when there were none.
 	Publish *Percentiles `json:"publish_ms"`
 	Record  *Percentiles `json:"record_ms"`
 	// MarkSent is the duration of the mark-sent statement, in ms, sampled
 	// from pg_stat_activity like Claim (rarely caught in burn-down, where
 	// the next claim follows at once).
 	MarkSent *Percentiles `json:"mark_sent_ms"`
-	// BatchCycle is the time between two "batch done" lines of one relay
+	// BatchCycle is the time between two "recorded" events of one relay
 	// when the first batch was full (so no poll wait in between): claim,
 	// publish and record of one batch, in ms.
 	BatchCycle *Percentiles `json:"batch_cycle_ms"`
@@ -149,9 +150,13 @@ type Result struct {
 	// them all: a run with a large value measured the server's other
 	// clients as much as the relay.
 	OldestXactSeconds *float64 `json:"oldest_xact_s"`
-	// Batches is the number of "batch done" lines, over all relays.
+	// Batches is the number of batches recorded ("recorded" events), over
+	// all relays.
 	Batches int `json:"batches"`
-	// RelayWarnings counts the relays' log lines at level WARN or ERROR;
+	// RelayWarnings counts the relays' log lines at level WARN or ERROR,
+	// and the observer events the harness did not get (dropped by a relay
+	// that could not write them fast enough, or lines that did not
+	// decode), which leave the figures above incomplete;
 	// RelayWarningMessages counts them by message.
 	RelayWarnings        int            `json:"relay_warnings"`
 	RelayWarningMessages map[string]int `json:"relay_warning_messages,omitempty"`
@@ -187,8 +192,8 @@ type RelayUsage struct {
 	// set in MiB.
 	CPUSeconds float64 `json:"cpu_s"`
 	PeakRSSMB  float64 `json:"peak_rss_mb"`
-	// Batches and Claimed count its "batch done" lines and the rows they
-	// claimed.
+	// Batches and Claimed count its recorded batches ("recorded" events)
+	// and the rows they claimed.
 	Batches int `json:"batches"`
 	Claimed int `json:"claimed"`
 }
@@ -226,7 +231,7 @@ type SteadyStats struct {
 }
 
 // IdleStats is what idle mode measures: the database load of relays with
-// nothing to do, over the time from the last relay's "relay started" to
+// nothing to do, over the time from the last relay's "started" event to
 // SIGTERM.
 type IdleStats struct {
 	// DBXactPerSecond is the growth of pg_stat_database's xact_commit +
@@ -330,7 +335,7 @@ type SoakStats struct {
 	// ClaimFirstWindowS and ClaimLastWindowS are the windows compared,
 	// [from, to] in elapsed seconds: the first window that starts at or
 	// after WarmupS, and the last window, each the first or last with
-	// claims logged. Null when there are none.
+	// claims. Null when there are none.
 	ClaimFirstWindowS []float64 `json:"claim_first_window_s"`
 	ClaimLastWindowS  []float64 `json:"claim_last_window_s"`
 	// ClaimP50Ratio and ClaimP99Ratio are the last window's claim_ms p50
@@ -388,8 +393,8 @@ type SoakSample struct {
 	// since it began, nor can index scans mark their entries dead.
 	OldestXactS float64 `json:"oldest_xact_s"`
 
-	// Claim is the relays' claim_ms, from the "batch done" lines written
-	// in the window (non-empty claims only: an empty claim logs nothing);
+	// Claim is the duration of the relays' claims that took rows and
+	// ended in the window ("claimed" events; an empty claim is a poll);
 	// null when there were none.
 	Claim *Percentiles `json:"claim_ms"`
 	// Latency is the end-to-end latency (commit's return to arrival) of
@@ -399,9 +404,9 @@ type SoakSample struct {
 	// in the window.
 	Written  int `json:"written"`
 	Received int `json:"received"`
-	// JanitorRuns and JanitorDeleted count the relays' "retention run"
-	// lines in the window (runs that held the job) and the rows they
-	// deleted.
+	// JanitorRuns and JanitorDeleted count the relays' retention runs
+	// ("janitor_ran" events: runs that held the job) in the window and
+	// the rows they deleted.
 	JanitorRuns    int   `json:"janitor_runs"`
 	JanitorDeleted int64 `json:"janitor_deleted"`
 }

@@ -85,7 +85,7 @@ func (r *runner) soak(ctx context.Context) error {
 	if !autovacuum {
 		fmt.Fprintf(r.cfg.Progress, "soak: warning: autovacuum is off on this server; only the harness's --vacuum-every (%v; 0 is never) vacuums the table\n", r.cfg.VacuumEvery)
 	}
-	logs := r.procs.logs()
+	events := r.procs.events()
 	r.startSampler(ctx)
 	fmt.Fprintf(r.cfg.Progress, "soak: %d relays: writing %d events/s for %v, retention %v, janitor every %v, a sample every %v\n",
 		r.relays, r.cfg.Rate, r.cfg.Duration, r.cfg.Retention, r.cfg.JanitorInterval, r.cfg.SampleEvery)
@@ -96,7 +96,7 @@ func (r *runner) soak(ctx context.Context) error {
 	if err := r.finishFollowing(ctx, a, writes, elapsed, stopConsumer); err != nil {
 		return err
 	}
-	fillWindows(samples, edges, logs, writes, a)
+	fillWindows(samples, edges, events, writes, a)
 	if r.sampler != nil {
 		oldestInWindows(samples, edges, r.sampler.finish().oldestAt)
 	}
@@ -113,8 +113,8 @@ func (r *runner) soak(ctx context.Context) error {
 // writers start, every cfg.SampleEvery after, and once they have stopped;
 // with cfg.VacuumEvery it vacuums the table meanwhile (see vacuumLoop),
 // until the writers stop. edges are the samples' times (on the wall clock,
-// for comparing with the relays' log lines); vacuumMS the durations of the
-// vacuums.
+// for comparing with the times of the relays' events); vacuumMS the
+// durations of the vacuums.
 func (r *runner) writeAndSample(ctx context.Context) (writes []write, elapsed time.Duration, edges []time.Time, samples []SoakSample, vacuumMS []float64, err error) {
 	type written struct {
 		writes  []write
@@ -341,12 +341,12 @@ func readJanitorJob(ctx context.Context, c *pgxpool.Conn, table outbox.Table) (*
 
 // fillWindows fills the window fields of samples: sample i (i >= 1) covers
 // the time after edges[i-1] up to edges[i]. Claims and janitor runs come
-// from the relays' log lines written in the window, latencies from the
-// events that arrived in it.
-func fillWindows(samples []SoakSample, edges []time.Time, logs []*relayLog, writes []write, a *arrivals) {
-	w := newLogWindows(edges)
-	for _, l := range logs {
-		w.collect(l)
+// from the relays' observer events reported in the window, latencies from
+// the outbox events that arrived in it.
+func fillWindows(samples []SoakSample, edges []time.Time, events []*relayEvents, writes []write, a *arrivals) {
+	w := newEventWindows(edges)
+	for _, ev := range events {
+		w.collect(ev)
 	}
 	latency := make([][]float64, len(edges))
 	for _, x := range writes {

@@ -36,37 +36,70 @@ func TestRelayLog(t *testing.T) {
 	l := newRelayLog()
 	lines := []string{
 		`{"time":"2026-01-01T00:00:00.000Z","level":"INFO","msg":"relay started","batch_size":10}`,
-		`{"time":"2026-01-01T00:00:00.010Z","level":"DEBUG","msg":"batch done","claimed":10,"sent":10}`,
-		`{"time":"2026-01-01T00:00:00.030Z","level":"DEBUG","msg":"batch done","claimed":10,"sent":10,"claim_ms":4.5,"publish_ms":9,"record_ms":2.25}`,
-		`{"time":"2026-01-01T00:00:00.035Z","level":"DEBUG","msg":"batch done","claimed":3,"sent":3,"claim_ms":1.5}`,
-		`{"time":"2026-01-01T00:00:01.000Z","level":"DEBUG","msg":"batch done","claimed":1,"sent":1}`,
 		`{"time":"2026-01-01T00:00:01.000Z","level":"WARN","msg":"database error; retrying"}`,
+		`{"time":"2026-01-01T00:00:01.100Z","level":"ERROR","msg":"event failed permanently"}`,
+		`{"time":"2026-01-01T00:00:01.200Z","level":"WARN","msg":"database error; retrying"}`,
 		`panic: not JSON`,
 	}
 	l.consume(strings.NewReader(strings.Join(lines, "\n")))
-	select {
-	case <-l.started:
-	default:
-		t.Error("relay started not seen")
-	}
-	var s logStats
-	s.collect(l, 10)
-	if s.batches != 4 || len(s.warnings) != 1 || s.warnings["database error; retrying"] != 1 {
-		t.Errorf("batches %d, warnings %v: want 4 and one database error", s.batches, s.warnings)
-	}
-	// Cycles only after full batches: 10 -> 30 ms and 30 -> 35 ms; the
-	// wait after the partial batch of 3 is a poll, not a cycle.
-	if len(s.cycleMS) != 2 || s.cycleMS[0] != 20 || s.cycleMS[1] != 5 {
-		t.Errorf("cycles %v, want [20 5]", s.cycleMS)
-	}
-	if len(s.claimMS) != 2 || s.claimMS[0] != 4.5 || len(s.publishMS) != 1 || s.publishMS[0] != 9 || len(s.recordMS) != 1 || s.recordMS[0] != 2.25 {
-		t.Errorf("claim %v, publish %v, record %v: want [4.5 1.5], [9], [2.25]", s.claimMS, s.publishMS, s.recordMS)
+	w := l.addWarnings(nil)
+	if len(w) != 2 || w["database error; retrying"] != 2 || w["event failed permanently"] != 1 {
+		t.Errorf("warnings %v: want 2 database errors and 1 failed event", w)
 	}
 	if !strings.Contains(l.lastLines(), "panic: not JSON") {
 		t.Errorf("tail lacks the last line:\n%s", l.lastLines())
 	}
 }
 
+// The relay's observer events in the form of cmd/relay/observe.go (its
+// tests check that form; TestBurnDown and the other runs that the real
+// relay writes what this reads).
+func TestRelayEvents(t *testing.T) {
+	ev := newRelayEvents()
+	lines := []string{
+		`{"time":"2026-01-01T00:00:00.000Z","kind":"claimed","claim":"lease","rows":0,"duration_ms":0.5}`,
+		`{"time":"2026-01-01T00:00:00.000Z","kind":"started","relay_id":"r1"}`,
+		`{"time":"2026-01-01T00:00:00.004Z","kind":"claimed","claim":"lease","rows":10,"duration_ms":4.5}`,
+		`{"time":"2026-01-01T00:00:00.007Z","kind":"published","claim":"lease","rows":10,"duration_ms":3}`,
+		`{"time":"2026-01-01T00:00:00.010Z","kind":"recorded","claim":"lease","duration_ms":2.25,"result":{"claimed":10,"sent":10}}`,
+		`{"time":"2026-01-01T00:00:00.012Z","kind":"claimed","claim":"lease","rows":10,"duration_ms":1.5}`,
+		`{"time":"2026-01-01T00:00:00.020Z","kind":"published","claim":"lease","rows":10,"duration_ms":9}`,
+		`{"time":"2026-01-01T00:00:00.030Z","kind":"recorded","claim":"lease","duration_ms":1,"result":{"claimed":10,"sent":10}}`,
+		`{"time":"2026-01-01T00:00:00.035Z","kind":"recorded","claim":"lease","duration_ms":1,"result":{"claimed":3,"sent":3}}`,
+		`{"time":"2026-01-01T00:00:00.036Z","kind":"dropped","events":7}`,
+		`{"time":"2026-01-01T00:00:01.000Z","kind":"recorded","claim":"lease","duration_ms":1,"result":{"claimed":1,"sent":1}}`,
+		`{"time":"2026-01-01T00:00:01.100Z","kind":"outage_started","rows":3,"err":"down"}`,
+		`{"time":"2026-01-01T00:00:01.2`,
+	}
+	ev.consume(strings.NewReader(strings.Join(lines, "\n")))
+	select {
+	case <-ev.started:
+	default:
+		t.Error("started line not seen")
+	}
+	var s eventStats
+	s.collect(ev, 10)
+	if s.batches != 4 {
+		t.Errorf("%d batches, want the 4 recorded", s.batches)
+	}
+	// Cycles only after full batches: 10 -> 30 ms and 30 -> 35 ms; the
+	// wait after the partial batch of 3 is a poll, not a cycle.
+	if len(s.cycleMS) != 2 || s.cycleMS[0] != 20 || s.cycleMS[1] != 5 {
+		t.Errorf("cycles %v, want [20 5]", s.cycleMS)
+	}
+	// The empty claim is a poll, left out.
+	if len(s.claimMS) != 2 || s.claimMS[0] != 4.5 || s.claimMS[1] != 1.5 || len(s.publishMS) != 2 || s.publishMS[1] != 9 ||
+		len(s.recordMS) != 4 || s.recordMS[0] != 2.25 {
+		t.Errorf("claim %v, publish %v, record %v: want [4.5 1.5], [3 9], [2.25 1 1 1]", s.claimMS, s.publishMS, s.recordMS)
+	}
+	if batches, claimed := ev.batchCount(); batches != 4 || claimed != 24 {
+		t.Errorf("batch count %d claiming %d, want 4 claiming 24", batches, claimed)
+	}
+	w := ev.addWarnings(map[string]int{"database error; retrying": 1})
+	if len(w) != 3 || w[msgEventsDropped] != 7 || w[msgEventsUnreadable] != 1 {
+		t.Errorf("warnings %v: want the log's, 7 events dropped and 1 line unreadable", w)
+	}
+}
 func TestParseCeilingScript(t *testing.T) {
 	out := []byte("ceiling mark_sent clients=1 events_per_s=34123\nnoise\nceiling delete_sent clients=2 events_per_s=51000\n")
 	got := parseCeilingScript(out, 400000, 1000)
@@ -127,6 +160,9 @@ func TestConfigValidation(t *testing.T) {
 	if !strings.Contains(args, "--retention 30s --janitor-interval 5s --janitor-batch 1000") {
 		t.Errorf("soak relay args %q lack the janitor's settings", args)
 	}
+	if !strings.Contains(args, "--observe-file "+observeFD) || !strings.Contains(args, "--log-format json") {
+		t.Errorf("relay args %q do not send the events to %s and the log as JSON", args, observeFD)
+	}
 	if args := strings.Join(relayArgs(valid.withDefaults(), []string{"b:9092"}, "r1"), " "); strings.Contains(args, "--retention") {
 		t.Errorf("burn-down relay args %q set the retention", args)
 	}
@@ -159,21 +195,23 @@ func TestWindowIndex(t *testing.T) {
 	}
 }
 
-func TestLogWindows(t *testing.T) {
-	l := newRelayLog()
+func TestEventWindows(t *testing.T) {
+	ev := newRelayEvents()
 	lines := []string{
-		`{"time":"2026-01-01T00:00:00.500Z","level":"DEBUG","msg":"batch done","claimed":3,"claim_ms":1}`,
-		`{"time":"2026-01-01T00:00:01.000Z","level":"DEBUG","msg":"batch done","claimed":3,"claim_ms":2}`,
-		`{"time":"2026-01-01T00:00:01.200Z","level":"INFO","msg":"retention run","deleted":40,"batches":1}`,
-		`{"time":"2026-01-01T00:00:01.700Z","level":"DEBUG","msg":"retention run","deleted":0,"batches":1}`,
-		`{"time":"2026-01-01T00:00:01.900Z","level":"DEBUG","msg":"batch done","claimed":1,"claim_ms":3}`,
-		`{"time":"2026-01-01T00:00:02.100Z","level":"DEBUG","msg":"batch done","claimed":1,"claim_ms":9}`,
+		`{"time":"2026-01-01T00:00:00.500Z","kind":"claimed","rows":3,"duration_ms":1}`,
+		`{"time":"2026-01-01T00:00:01.000Z","kind":"claimed","rows":3,"duration_ms":2}`,
+		`{"time":"2026-01-01T00:00:01.100Z","kind":"claimed","rows":0,"duration_ms":7}`,
+		`{"time":"2026-01-01T00:00:01.200Z","kind":"janitor_ran","rows":40,"duration_ms":3}`,
+		`{"time":"2026-01-01T00:00:01.700Z","kind":"janitor_ran","rows":0,"duration_ms":1}`,
+		`{"time":"2026-01-01T00:00:01.900Z","kind":"claimed","rows":1,"duration_ms":3}`,
+		`{"time":"2026-01-01T00:00:02.100Z","kind":"claimed","rows":1,"duration_ms":9}`,
 	}
-	l.consume(strings.NewReader(strings.Join(lines, "\n")))
+	ev.consume(strings.NewReader(strings.Join(lines, "\n")))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := newLogWindows([]time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)})
-	w.collect(l)
-	// The line at 2.1s is after the last sample: in no window.
+	w := newEventWindows([]time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)})
+	w.collect(ev)
+	// The claim at 2.1s is after the last sample: in no window; the empty
+	// one at 1.1s is a poll.
 	if len(w.claimMS[1]) != 2 || w.claimMS[1][1] != 2 || len(w.claimMS[2]) != 1 || w.claimMS[2][0] != 3 {
 		t.Errorf("claims by window %v, want [] [1 2] [3]", w.claimMS)
 	}
