@@ -9,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // newConfig returns a config for mode on the test database, in a schema of
@@ -129,6 +134,83 @@ func TestBurnDown(t *testing.T) {
 			t.Errorf("ceiling %+v: want %d events at a positive rate", c, want)
 		}
 	}
+}
+
+// The SQL ceiling runs on an outbox table made by the migrations: it is
+// current for migrations.Check, has the columns, indexes and triggers of
+// the table the relays get, and the ceiling's statements run on it.
+func TestCeilingTableIsMigrated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, relays := testdb.New(t)
+	cfg := newConfig(t, ModeBurnDown)
+	cfg.CeilingRows, cfg.BatchSize = 400, 100
+	cfg = cfg.withDefaults()
+	table, drop, err := ceilingTable(ctx, cfg, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	if err := migrations.Check(ctx, pool, table); err != nil {
+		t.Fatalf("the ceiling's table %s is not migrated: %v", table, err)
+	}
+	want, got := tableShape(t, pool, relays), tableShape(t, pool, table)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the ceiling's table:\n%s\n\nthe relays' table:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(want) < 20 || !strings.Contains(strings.Join(want, "\n"), "outbox_sent_idx") {
+		t.Fatalf("the shape %v lacks columns or indexes", want)
+	}
+
+	if err := fillCeiling(ctx, pool, table, cfg.CeilingRows, cfg.PayloadBytes); err != nil {
+		t.Fatal(err)
+	}
+	res, err := measureCeiling(ctx, cfg, table, lifecycles[0], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := statusCounts(ctx, pool, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three quarters of 400 rows, 100 per claim: 300 claimed and marked sent.
+	if res.Events != 300 || counts["sent"] != 300 || counts["pending"] != 100 {
+		t.Errorf("ceiling %+v, rows %v: want 300 events, 300 sent and 100 pending", res, counts)
+	}
+}
+
+// tableShape describes an outbox table without its schema's name: its
+// columns, indexes and triggers, one line each, sorted.
+func tableShape(t *testing.T, pool *pgxpool.Pool, table outbox.Table) []string {
+	t.Helper()
+	const q = `SELECT 'column ' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' ||
+       coalesce(column_default, '') || ' ' || coalesce(generation_expression, '')
+FROM information_schema.columns
+WHERE table_schema = $1
+  AND table_name = $2
+UNION ALL
+SELECT 'index ' || indexdef
+FROM pg_indexes
+WHERE schemaname = $1
+  AND tablename = $2
+UNION ALL
+SELECT 'trigger ' || tgname || ' ' || tgenabled::text || ' ' || pg_get_triggerdef(oid)
+FROM pg_trigger
+WHERE tgrelid = to_regclass($3)
+  AND NOT tgisinternal
+ORDER BY 1`
+	rows, err := pool.Query(context.Background(), q, table.Schema, table.Name, table.Ident())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines {
+		lines[i] = strings.ReplaceAll(l, table.Schema, "<schema>")
+	}
+	return lines
 }
 
 func TestSteady(t *testing.T) {

@@ -13,35 +13,16 @@ import (
 )
 
 // The SQL-only reference lifecycle of shared/bench/ceiling.sh: the
-// statements a lease relay must run, with no Go relay and no broker. The
-// table is the reference's (bigint ids, the two partial claim indexes), not
-// the project's. {{table}} is replaced by the quoted table name.
+// statements a lease relay must run, with no Go relay and no broker. They
+// run on an outbox table made by package migrations, as the relay's is, so
+// that the ceiling pays for the same columns, indexes and triggers (the
+// script's own table is a copy with bigint ids and only the two partial
+// claim indexes). {{table}} is replaced by the quoted table name.
 const (
-	ceilingTableSQL = `CREATE TABLE {{table}} (
-    id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    topic         text        NOT NULL,
-    key           bytea,
-    payload       bytea       NOT NULL,
-    headers       jsonb       NOT NULL DEFAULT '{}',
-    status        text        NOT NULL DEFAULT 'pending',
-    attempt       integer     NOT NULL DEFAULT 0,
-    next_retry_at timestamptz NOT NULL DEFAULT now(),
-    locked_by     text,
-    locked_until  timestamptz,
-    last_error    text,
-    created_at    timestamptz NOT NULL DEFAULT now(),
-    sent_at       timestamptz
-)`
-
-	ceilingPendingIndexSQL = `CREATE INDEX ON {{table}} (next_retry_at, id)
-WHERE status = 'pending'`
-
-	ceilingProcessingIndexSQL = `CREATE INDEX ON {{table}} (locked_until)
-WHERE status = 'processing'`
-
 	ceilingTruncateSQL = `TRUNCATE {{table}}`
 
-	// ceilingFillSQL inserts $1 rows with a 16-byte key and a $2-byte payload.
+	// ceilingFillSQL inserts $1 rows with a 16-byte key and a $2-byte
+	// payload; their ids are the table's default (migration 006).
 	ceilingFillSQL = `INSERT INTO {{table}} (topic, key, payload)
 SELECT 'orders', decode(md5(g::text), 'hex'), convert_to(repeat('x', $2), 'UTF8')
 FROM generate_series(1, $1) AS g`
@@ -103,24 +84,20 @@ func ceilingIterations(rows, batch, clients int) int {
 	return rows / batch / clients * 3 / 4
 }
 
-// runCeiling measures every lifecycle with every client count of cfg in
-// the schema cfg.Schema + "_ceiling", which it drops at the end.
+// runCeiling measures every lifecycle with every client count of cfg on
+// an outbox table migrated in the schema cfg.Schema + "_ceiling", which it
+// drops at the end.
 //
 // Like pgbench running the reference script, each client runs the claim
 // and then the second statement, each in its own (autocommit) transaction
 // and over the simple query protocol; one loop is one "transaction" of
 // pgbench. Connections are made before the clock starts.
 func runCeiling(ctx context.Context, cfg Config, pool *pgxpool.Pool) ([]CeilingResult, error) {
-	table := outbox.Table{Schema: cfg.Schema + ceilingSuffix, Name: "outbox"}
-	if err := resetSchema(ctx, pool, table.Schema); err != nil {
+	table, drop, err := ceilingTable(ctx, cfg, pool)
+	if err != nil {
 		return nil, err
 	}
-	defer dropSchema(context.WithoutCancel(ctx), pool, table.Schema) //nolint:errcheck // best effort
-	for _, q := range []string{ceilingTableSQL, ceilingPendingIndexSQL, ceilingProcessingIndexSQL} {
-		if _, err := pool.Exec(ctx, sqlFor(q, table)); err != nil {
-			return nil, fmt.Errorf("ceiling: create %s: %w", table, err)
-		}
-	}
+	defer drop()
 	var out []CeilingResult
 	for _, clients := range cfg.CeilingClients {
 		for _, lc := range lifecycles {
@@ -136,6 +113,23 @@ func runCeiling(ctx context.Context, cfg Config, pool *pgxpool.Pool) ([]CeilingR
 		}
 	}
 	return out, nil
+}
+
+// ceilingTable recreates the ceiling's schema, cfg.Schema + "_ceiling",
+// and migrates an outbox table in it. drop drops the schema.
+func ceilingTable(ctx context.Context, cfg Config, pool *pgxpool.Pool) (table outbox.Table, drop func(), err error) {
+	schema := cfg.Schema + ceilingSuffix
+	if err := resetSchema(ctx, pool, schema); err != nil {
+		return table, nil, err
+	}
+	drop = func() {
+		dropSchema(context.WithoutCancel(ctx), pool, schema) //nolint:errcheck // best effort
+	}
+	if table, err = migrateOutbox(ctx, pool, schema, true); err != nil {
+		drop()
+		return table, nil, fmt.Errorf("ceiling: %w", err)
+	}
+	return table, drop, nil
 }
 
 // fillCeiling empties the table and fills it with rows pending rows.

@@ -62,8 +62,10 @@
 // against the start, and Leveled.
 //
 // The SQL ceiling (burn-down only) runs the reference lifecycle of
-// shared/bench/ceiling.sh with pgx: fill Config.CeilingRows rows, VACUUM
-// ANALYZE, then clients looping a claim UPDATE of one batch followed by a
+// shared/bench/ceiling.sh with pgx, on an outbox table made by package
+// migrations in a schema of its own (the relay's columns, indexes and
+// triggers; the script makes a smaller table of its own): fill
+// Config.CeilingRows rows, VACUUM ANALYZE, then clients looping a claim UPDATE of one batch followed by a
 // mark-sent UPDATE (or a DELETE), each statement its own transaction as
 // under pgbench. Result.CeilingRatio divides the burn-down throughput by
 // the mark_sent figure at one client.

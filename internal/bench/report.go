@@ -12,7 +12,7 @@ import (
 // cost. `relay bench` prints it unless --json is given.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	writeCeiling(tw, "SQL ceiling (Go, same statements as shared/bench/ceiling.sh)", rep.Ceiling)
+	writeCeiling(tw, "SQL ceiling (Go: the statements of shared/bench/ceiling.sh on a migrated outbox table)", rep.Ceiling)
 	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh)", rep.CeilingScript)
 	writeRuns(tw, rep.Mode, rep.Runs)
 	fmt.Fprintln(tw)

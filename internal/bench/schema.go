@@ -115,10 +115,16 @@ func dropSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 // prepareOutbox recreates schema and migrates the outbox table in it;
 // without notify, inserts into it do not notify.
 func prepareOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, notify bool) (outbox.Table, error) {
-	table := outbox.Table{Schema: schema, Name: outbox.DefaultTable}
 	if err := resetSchema(ctx, pool, schema); err != nil {
-		return table, err
+		return outbox.Table{Schema: schema, Name: outbox.DefaultTable}, err
 	}
+	return migrateOutbox(ctx, pool, schema, notify)
+}
+
+// migrateOutbox migrates the outbox table in schema, which exists, with
+// package migrations; without notify, inserts into it do not notify.
+func migrateOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, notify bool) (outbox.Table, error) {
+	table := outbox.Table{Schema: schema, Name: outbox.DefaultTable}
 	if _, err := migrations.Up(ctx, pool, table); err != nil {
 		return table, fmt.Errorf("migrate %s: %w", table, err)
 	}
