@@ -14,6 +14,8 @@
 set -euo pipefail
 old=${1:?old ref} new=${2:?new ref} out=${3:?output directory} pairs=${4:-2}
 root=$(git rev-parse --show-toplevel)
+# A schema of its own, so that other bench runs on the machine do not drop it.
+export OUTBOX_SCHEMA=${OUTBOX_SCHEMA:-outbox_ab}
 work=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$work/old" >/dev/null 2>&1 || true; git -C "$root" worktree remove --force "$work/new" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 mkdir -p "$out"

@@ -33,13 +33,6 @@ var noFlag = map[string]string{
 	"Observer": "set from --observe-file",
 }
 
-// notInArchitectureYet lists the flags of relay run that
-// docs/architecture.md's configuration table may lack for now, and why.
-// Empty it once the table has them.
-var notInArchitectureYet = map[string]string{
-	"observe-file": "added while docs/architecture.md was being reshaped in another change; its row is to follow there",
-}
-
 // invertedFlag lists the boolean fields whose flag says the opposite:
 // --listen sets NoListen to false.
 var invertedFlag = map[string]bool{"NoListen": true, "NoVacuum": true}
@@ -478,14 +471,7 @@ func TestDocsListEveryRunFlagWithItsDefault(t *testing.T) {
 	flags := helpFlags(t, "run", "--help")
 	deprecated := func(hf helpFlag) bool { return strings.HasPrefix(hf.text, "deprecated") }
 	checkDocTable(t, "README.md", "## Configuration", flags, deprecated)
-	checkDocTable(t, "docs/architecture.md", "### `relay run`", flags, func(hf helpFlag) bool { return notInArchitectureYet[hf.name] != "" })
-	for _, row := range docTable(t, "docs/architecture.md", "### `relay run`") {
-		for _, name := range row.flags {
-			if _, ok := notInArchitectureYet[name]; ok {
-				t.Errorf("docs/architecture.md:%d lists --%s now: delete it from notInArchitectureYet", row.line, name)
-			}
-		}
-	}
+	checkDocTable(t, "docs/architecture.md", "### `relay run`", flags, nil)
 	checkDocTable(t, "docs/architecture.md", "### `relay migrate up|down|status`", helpFlags(t, "migrate", "--help"), nil)
 }
 
