@@ -33,7 +33,9 @@
 //     publisher is closed); the relay releases the rows without spending an
 //     attempt and backs off, probing the sink until it answers.
 //   - anything else is transient: the row is retried with backoff until it
-//     runs out of attempts.
+//     runs out of attempts. RetryAfter(err, d) is transient too, for a
+//     destination that said when to try again (HTTP Retry-After): the next
+//     attempt waits at least d, within the relay's BackoffMax.
 //
 // # Context and Close
 //

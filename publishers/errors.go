@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrUnavailable marks a failure of the whole sink (connection refused, no
@@ -47,6 +48,41 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p *PermanentError
 	return errors.As(err, &p)
+}
+
+// RetryAfterError is a transient failure for which the destination said
+// when to try again (an HTTP 429 or 503 with Retry-After, say).
+type RetryAfterError struct {
+	Err   error
+	After time.Duration
+}
+
+// Error implements error.
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("%v (retry after %v)", e.Err, e.After)
+}
+
+// Unwrap returns the cause.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter wraps err as a transient failure not to be retried before
+// after has passed. The relay waits at least that long, and at most
+// BackoffMax, before the message's next attempt. It returns nil for a nil
+// err.
+func RetryAfter(err error, after time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryAfterError{Err: err, After: after}
+}
+
+// RetryAfterOf returns the wait a RetryAfterError in err's chain asks for.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var r *RetryAfterError
+	if errors.As(err, &r) {
+		return r.After, true
+	}
+	return 0, false
 }
 
 // Errors is a per-message result of a partially failed Publish: Errors[i]

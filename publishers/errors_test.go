@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -188,5 +189,22 @@ func TestDescribe(t *testing.T) {
 				t.Fatalf("Describe returned %d bytes, want at most 1003", len(got))
 			}
 		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	if RetryAfter(nil, time.Second) != nil {
+		t.Error("RetryAfter(nil) is not nil")
+	}
+	cause := errors.New("429 too many requests")
+	err := fmt.Errorf("post: %w", RetryAfter(cause, 3*time.Second))
+	if d, ok := RetryAfterOf(err); !ok || d != 3*time.Second {
+		t.Errorf("RetryAfterOf = %v, %v; want 3s, true", d, ok)
+	}
+	if !errors.Is(err, cause) || IsPermanent(err) || errors.Is(err, ErrUnavailable) {
+		t.Error("a RetryAfter error must wrap its cause and be transient")
+	}
+	if _, ok := RetryAfterOf(cause); ok {
+		t.Error("RetryAfterOf found a wait in a plain error")
 	}
 }

@@ -48,7 +48,13 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 		case msg.Attempt >= r.cfg.MaxAttempts:
 			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
 		default:
-			out.retries = append(out.retries, retry{msg.ID, retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax), publishers.Describe(err), false})
+			delay := retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
+			if after, ok := publishers.RetryAfterOf(err); ok {
+				// The destination said when: wait that long, within
+				// BackoffMax.
+				delay = min(max(delay, after), r.cfg.BackoffMax)
+			}
+			out.retries = append(out.retries, retry{msg.ID, delay, publishers.Describe(err), false})
 		}
 		if len(out.failures) > failed {
 			finished[i] = true // failed for good

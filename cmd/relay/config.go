@@ -30,7 +30,7 @@ func (o *runOptions) register(f *flags) {
 	o.rf.register(f)
 	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
 	f.String(&o.observeFile, "observe-file", "", "append every event the relay reports to its observer (claims, publishes, recorded outcomes, outages, janitor runs, ...) to this file as JSON lines, after a \"started\" line at the first claim; the form is documented in cmd/relay/observe.go; off when empty")
-	f.String(&o.sink, "sink", sinks[0].name, sinkHelp())
+	f.String(&o.sink, "sink", defaultSink, sinkHelp())
 	f.String(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.String(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }

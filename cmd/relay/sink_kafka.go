@@ -13,6 +13,8 @@ import (
 
 // kafkaSink publishes to Kafka (publishers/kafka); its flags are
 // --kafka-*.
+func init() { registerSink(kafkaSink) }
+
 var kafkaSink = sink{
 	name: "kafka",
 	flags: func(f *flags) sinkSettings {

@@ -9,6 +9,8 @@ import (
 )
 
 // stdoutSink prints JSON lines on standard output; it has no flags.
+func init() { registerSink(stdoutSink) }
+
 var stdoutSink = sink{
 	name:  "stdout",
 	about: "JSON lines, for debugging",

@@ -3,18 +3,29 @@ package main
 import (
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// sinks are the sinks relay run can publish to, the default first; --sink
-// picks one by name. A sink is a package under publishers/ (which passes
-// publishers/publisherstest), a file here that declares its flags, and one
-// line in this list.
-var sinks = []sink{
-	kafkaSink,
-	stdoutSink,
+// sinks are the sinks relay run can publish to, in the order of their
+// names; --sink picks one by name, defaultSink when it is not set. A sink
+// is a package under publishers/ (which passes publishers/publisherstest)
+// and a file here, sink_<name>.go, that declares its flags and registers
+// it with one line: func init() { registerSink(xSink) }.
+var sinks []sink
+
+// defaultSink is the sink --sink defaults to.
+const defaultSink = "kafka"
+
+// registerSink adds s to sinks; sink files call it from init.
+func registerSink(s sink) {
+	if _, dup := sinkNamed(s.name); dup {
+		panic("relay: sink " + s.name + " registered twice")
+	}
+	sinks = append(sinks, s)
+	slices.SortFunc(sinks, func(a, b sink) int { return strings.Compare(a.name, b.name) })
 }
 
 // sink is what relay run knows of one sink.
