@@ -10,13 +10,17 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers/route"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // runOptions are the settings of relay run.
 type runOptions struct {
+	f                   *flags // for isSet, once parsed
 	db                  dbFlags
 	sinks               sinkFlagSet
+	routes              routeFlags
+	rules               []route.Rule // parsed by config
 	rf                  relayFlags
 	sink                string
 	logFormat, logLevel string
@@ -25,8 +29,10 @@ type runOptions struct {
 }
 
 func (o *runOptions) register(f *flags) {
+	o.f = f
 	o.db.register(f, "")
 	o.sinks.register(f)
+	o.routes.register(f)
 	o.rf.register(f)
 	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
 	f.String(&o.observeFile, "observe-file", "", "append every event the relay reports to its observer (claims, publishes, recorded outcomes, outages, janitor runs, ...) to this file as JSON lines, after a \"started\" line at the first claim; the form is documented in cmd/relay/observe.go; off when empty")
@@ -62,9 +68,17 @@ func (o *runOptions) config() (runConfig, error) {
 	for _, ce := range relayProblems(c.relay) {
 		errs.add(asUsage(ce))
 	}
-	if sk, ok := sinkNamed(o.sink); ok {
-		errs.add(o.sinks[sk.name].check(c.relay))
-	} else {
+	o.rules, err = o.routes.parse()
+	errs.add(err)
+	switch _, known := sinkNamed(o.sink); {
+	case len(o.rules) > 0:
+		if o.f != nil && o.f.isSet("sink") {
+			errs.add(usageError("--sink (%s) and --route set together: with routes each rule names its sink; drop --sink", envName("sink")))
+		}
+		errs.add(o.checkRoutes(o.rules, c.relay))
+	case known:
+		errs.add(o.sinks[o.sink].check(c.relay))
+	default:
 		errs.add(usageError("invalid value for --sink (%s): %q; use %s", envName("sink"), o.sink, sinkNames()))
 	}
 	_, err = newLogger(io.Discard, o.logFormat, o.logLevel)

@@ -127,6 +127,24 @@ func (f *flags) String(p *string, name, def, usage string) {
 	f.add(name, "string", usage, func(s string) error { *p = s; return nil }, func() string { return *p }, false)
 }
 
+// Strings registers a flag that may be repeated, each value appended to
+// *p; its environment variable takes several values separated by spaces
+// or newlines.
+func (f *flags) Strings(p *[]string, name, usage string) {
+	f.add(name, "rule", usage, func(s string) error {
+		*p = append(*p, strings.Fields(s)...)
+		return nil
+	}, func() string { return strings.Join(*p, " ") }, false)
+}
+
+// isSet reports whether the flag was given on the command line or by its
+// environment variable.
+func (f *flags) isSet(name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set || f.getenv(envName(name)) != ""
+}
+
 func (f *flags) Int(p *int, name string, def int, usage string) {
 	*p = def
 	f.add(name, "int", usage, func(s string) error {

@@ -50,7 +50,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.relay.Observer = obs
 	}
 
-	pub, err := o.sinks[o.sink].open(cfg.relay, logger, stdout)
+	pub, err := o.openSink(cfg.relay, logger, stdout)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		defer stop()
 		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
 	}
-	logger.Info("connecting", "database", redactDSN(o.db.url), "table", cfg.table.String(), "sink", o.sink)
+	logger.Info("connecting", "database", redactDSN(o.db.url), "table", cfg.table.String(), "sink", o.sinkName())
 	err = runBounded(ctx, r.Run, cfg.relay.ShutdownTimeout+runGrace)
 	if errors.Is(err, migrations.ErrNotMigrated) {
 		return &notMigratedError{err: err, command: migrateUpCommand(f, o.db)}

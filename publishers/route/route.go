@@ -1,0 +1,246 @@
+// Package route sends each message to one of several sinks by its topic.
+// A Rule maps a topic pattern to a sink and a destination template; the
+// first rule whose pattern matches a message's topic takes it, and the
+// message reaches that sink with its topic replaced by the destination
+// (the template with {topic} filled in). A message no rule matches fails
+// permanently with a reason: it is never dropped silently.
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+)
+
+// Rule sends the messages whose topic matches Pattern to the sink named
+// Sink, at Destination.
+type Rule struct {
+	// Pattern is a topic, or a pattern in which each * stands for any run
+	// of characters, dots included: "orders.*" matches "orders.created";
+	// "*" matches every topic.
+	Pattern string
+	// Sink names the sink (kafka, nats, ...).
+	Sink string
+	// Destination is where the sink delivers the message, in the sink's
+	// terms (a Kafka topic, a NATS subject, a webhook URL, ...), with
+	// {topic} standing for the message's topic. Empty means "{topic}".
+	Destination string
+}
+
+// ParseRule parses "PATTERN=SINK" or "PATTERN=SINK:DESTINATION", e.g.
+// "orders.*=kafka:orders" or "*=nats:events.{topic}". The destination is
+// everything after the first colon, so it may hold colons itself (a URL).
+func ParseRule(s string) (Rule, error) {
+	pattern, target, ok := strings.Cut(strings.TrimSpace(s), "=")
+	if !ok {
+		return Rule{}, fmt.Errorf("route %q: want PATTERN=SINK or PATTERN=SINK:DESTINATION", s)
+	}
+	sink, dest, _ := strings.Cut(target, ":")
+	r := Rule{Pattern: strings.TrimSpace(pattern), Sink: strings.TrimSpace(sink), Destination: strings.TrimSpace(dest)}
+	return r, r.validate()
+}
+
+// validate reports a rule that cannot match or has no sink.
+func (r Rule) validate() error {
+	if r.Pattern == "" || r.Sink == "" {
+		return fmt.Errorf("route %s: the pattern and the sink must not be empty", r)
+	}
+	if err := outbox.ValidateTopic(strings.ReplaceAll(r.Pattern, "*", "x")); err != nil {
+		return fmt.Errorf("route %s: the pattern matches no valid topic: %w", r, err)
+	}
+	if strings.Count(r.Destination, "{") != strings.Count(r.Destination, "{topic}") {
+		return fmt.Errorf("route %s: the destination may hold {topic} and no other {...}", r)
+	}
+	return nil
+}
+
+// String returns the rule in the form ParseRule reads.
+func (r Rule) String() string {
+	if r.Destination == "" {
+		return r.Pattern + "=" + r.Sink
+	}
+	return r.Pattern + "=" + r.Sink + ":" + r.Destination
+}
+
+// Matches reports whether topic matches the rule's pattern.
+func (r Rule) Matches(topic string) bool { return match(r.Pattern, topic) }
+
+// DestinationFor returns where the rule sends a message of topic.
+func (r Rule) DestinationFor(topic string) string {
+	if r.Destination == "" {
+		return topic
+	}
+	return strings.ReplaceAll(r.Destination, "{topic}", topic)
+}
+
+// match reports whether s matches pattern, where * stands for any run of
+// characters.
+func match(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return len(s) >= len(last) && strings.HasSuffix(s, last)
+}
+
+// Find returns the first of rules whose pattern matches topic.
+func Find(rules []Rule, topic string) (Rule, bool) {
+	for _, r := range rules {
+		if r.Matches(topic) {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+// Sink is what the router needs of a sink: relay.Publisher.
+type Sink interface {
+	Publish(ctx context.Context, msgs []outbox.Message) error
+	Close() error
+}
+
+// prober is a sink that can be probed (relay.Prober).
+type prober interface {
+	Probe(ctx context.Context) error
+}
+
+// ErrNoRoute fails a message whose topic no rule matches.
+var ErrNoRoute = errors.New("no route for the topic")
+
+// Router publishes each message to the sink its rule names. It is a
+// relay.Publisher; when every sink can be probed it is also a
+// relay.Prober (see New).
+type Router struct {
+	rules []Rule
+	sinks map[string]Sink
+}
+
+// New returns a router over sinks, by name, with rules tried in order.
+// Every sink a rule names must be in sinks. The result implements
+// relay.Prober when every sink does: its Probe succeeds when any sink
+// answers, so that one sink's outage does not hold back the others (their
+// messages keep flowing; the dead sink's are retried until it is back).
+func New(rules []Rule, sinks map[string]Sink) (Sink, error) {
+	if len(rules) == 0 {
+		return nil, errors.New("route: no rules")
+	}
+	for _, r := range rules {
+		if err := r.validate(); err != nil {
+			return nil, err
+		}
+		if sinks[r.Sink] == nil {
+			return nil, fmt.Errorf("route %s: no sink named %q", r, r.Sink)
+		}
+	}
+	rt := &Router{rules: rules, sinks: sinks}
+	for _, s := range sinks {
+		if _, ok := s.(prober); !ok {
+			return rt, nil
+		}
+	}
+	return &probingRouter{rt}, nil
+}
+
+// Publish sends each message to its rule's sink, under its destination,
+// every sink's share at once; a message's result is its sink's. One key's
+// messages share a topic, hence a sink, and keep their order.
+func (rt *Router) Publish(ctx context.Context, msgs []outbox.Message) error {
+	results := make([]error, len(msgs))
+	type share struct {
+		msgs  []outbox.Message
+		index []int // into msgs
+	}
+	shares := map[string]*share{}
+	for i, m := range msgs {
+		r, ok := Find(rt.rules, m.Topic)
+		if !ok {
+			results[i] = publishers.Permanent(fmt.Errorf("%w %q: add a --route rule for it (or a catch-all \"*=SINK\")", ErrNoRoute, m.Topic))
+			continue
+		}
+		sh := shares[r.Sink]
+		if sh == nil {
+			sh = &share{}
+			shares[r.Sink] = sh
+		}
+		m.Topic = r.DestinationFor(m.Topic)
+		sh.msgs, sh.index = append(sh.msgs, m), append(sh.index, i)
+	}
+	var wg sync.WaitGroup
+	for name, sh := range shares {
+		wg.Go(func() {
+			errs := publishers.PerMessage(rt.sinks[name].Publish(ctx, sh.msgs), len(sh.msgs))
+			for j, err := range errs {
+				results[sh.index[j]] = err
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range results {
+		if err != nil {
+			return publishers.Errors(results)
+		}
+	}
+	return nil
+}
+
+// Close closes every sink at once and returns their errors joined.
+func (rt *Router) Close() error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for name, s := range rt.sinks {
+		wg.Go(func() {
+			if err := s.Close(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("close %s: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// probingRouter is a Router whose sinks can all be probed.
+type probingRouter struct{ *Router }
+
+// Probe probes every sink at once and returns nil as soon as one answers,
+// or, when none does, the first sink's error.
+func (rt *probingRouter) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(rt.sinks))
+	for _, s := range rt.sinks {
+		go func() { errc <- s.(prober).Probe(ctx) }()
+	}
+	var first error
+	for range rt.sinks {
+		err := <-errc
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
