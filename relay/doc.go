@@ -10,8 +10,16 @@
 // exponential backoff and jitter, or failed, in statements fenced by
 // locked_by = token AND status = 'processing': a claim that lost its lease
 // changes nothing. A sink that is down as a whole does not burn attempts: the
-// rows are deferred with their attempt given back, and the relay probes the
-// sink with single rows, backing off, until it answers.
+// rows are deferred with their attempt given back, and the relay claims
+// nothing until the sink answers a probe (Prober) or a one-row batch.
+//
+// Every batch goes through one pipeline (pipeline.go): claim, decode into
+// publish rounds, publish, classify each message's result, record. A claim
+// strategy (claim.go) decides how rows are claimed, held and recorded:
+// lease claims (ProcessBatch), Run's stream of lease claims, lock claims
+// (ClaimLock) and the ordered claims of a leased shard. Every statement is
+// a file in sql/postgres, run by the store (store.go). An Observer is told
+// what each step did.
 //
 // See docs/architecture.md for the row lifecycle and docs/guarantees.md for
 // what is promised.
