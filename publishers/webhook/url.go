@@ -1,0 +1,121 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// template is Config.URL, parsed: the text before the query (where the
+// topic is path-escaped) and the query (where it is query-escaped).
+type template struct {
+	path, query           string // query without its '?'; hasQuery tells "" from none
+	hasQuery              bool
+	shownPath, shownQuery string // path and query with the URL's password redacted, for errors
+	host                  string // host:port to dial, for Probe
+	tls                   bool   // https
+}
+
+// parseTemplate checks Config.URL and splits it.
+func parseTemplate(raw string) (*template, error) {
+	if raw == "" {
+		return nil, errors.New("required")
+	}
+	sample := strings.ReplaceAll(raw, TopicPlaceholder, "topic")
+	if strings.ContainsAny(sample, "{}") {
+		return nil, fmt.Errorf("%q holds a brace that is not part of %s, the only placeholder", raw, TopicPlaceholder)
+	}
+	u, err := parseEndpoint(sample)
+	if err != nil {
+		return nil, err
+	}
+	// The placeholder may not reach the scheme or the host: every topic
+	// goes to the one host the URL names.
+	afterScheme := strings.Index(raw, "://") + len("://")
+	authorityEnd := len(raw)
+	if i := strings.IndexAny(raw[afterScheme:], "/?"); i >= 0 {
+		authorityEnd = afterScheme + i
+	}
+	if i := strings.Index(raw, TopicPlaceholder); i >= 0 && i < authorityEnd {
+		return nil, fmt.Errorf("%s may appear only in the path or the query, not in the scheme or host", TopicPlaceholder)
+	}
+	t := &template{host: dialAddress(u), tls: u.Scheme == "https"}
+	t.path, t.query, t.hasQuery = strings.Cut(raw, "?")
+	shown := redactURL(raw)
+	t.shownPath, t.shownQuery, _ = strings.Cut(shown, "?")
+	return t, nil
+}
+
+// parseEndpoint parses an absolute http or https URL without a fragment.
+func parseEndpoint(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url's errors quote the URL, password included: say less.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%s is not a valid URL: %v", redactURL(raw), err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%s: the scheme must be http or https", redactURL(raw))
+	case u.Host == "" || u.Opaque != "":
+		return nil, fmt.Errorf("%s has no host: use an absolute URL such as https://hooks.example.com/events/%s", redactURL(raw), TopicPlaceholder)
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return nil, fmt.Errorf("%s has a fragment (#...), which is never sent", redactURL(raw))
+	}
+	return u, nil
+}
+
+// dialAddress returns u's host:port, the scheme's port when it has none.
+func dialAddress(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// expand returns the URL of topic, and the same with the URL's password
+// redacted, for errors and logs.
+func (t *template) expand(topic string) (target, shown string) {
+	return t.fill(t.path, t.query, topic), t.fill(t.shownPath, t.shownQuery, topic)
+}
+
+func (t *template) fill(path, query, topic string) string {
+	s := strings.ReplaceAll(path, TopicPlaceholder, url.PathEscape(topic))
+	if t.hasQuery {
+		s += "?" + strings.ReplaceAll(query, TopicPlaceholder, url.QueryEscape(topic))
+	}
+	return s
+}
+
+// redactURL replaces the password of a URL's user information, if any,
+// with [REDACTED]. It works on the text, so that a URL that does not parse
+// is redacted too.
+func redactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = i
+	}
+	authority := rest[:end]
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return raw
+	}
+	user, _, hasPassword := strings.Cut(authority[:at], ":")
+	if !hasPassword {
+		return raw
+	}
+	return scheme + "://" + user + ":" + redacted + authority[at:] + rest[end:]
+}
