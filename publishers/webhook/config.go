@@ -83,9 +83,9 @@ type Config struct {
 	Headers map[string]string
 
 	// ProbeURL, when set, is what Probe asks: a GET that must answer 2xx
-	// (a health endpoint of the receiver). Defaults to "": Probe opens a
-	// connection to URL's host (and completes the TLS handshake for https)
-	// without sending a request.
+	// (a health endpoint of the receiver). Defaults to "": Probe asks URL's
+	// host "OPTIONS *", which touches no resource, and takes any answer but
+	// 502, 503 and 504.
 	ProbeURL string
 
 	// TLS is the client TLS configuration for https URLs; LoadTLS builds
@@ -135,7 +135,7 @@ func (c Config) validate() error {
 	if c.MaxInFlight < 0 {
 		bad("MaxInFlight", "must not be negative")
 	}
-	if _, _, err := mime.ParseMediaType(c.ContentType); err != nil || !validValue(c.ContentType) {
+	if mt, _, err := mime.ParseMediaType(c.ContentType); err != nil || !strings.Contains(mt, "/") || !validValue(c.ContentType) {
 		bad("ContentType", "%q is not a media type such as application/json", c.ContentType)
 	}
 	canonical := map[string]string{}

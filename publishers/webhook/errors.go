@@ -128,8 +128,12 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
-		return min(time.Duration(min(secs, uint64(maxRetryAfter/time.Second)))*time.Second, maxRetryAfter)
+	secs, err := strconv.ParseUint(v, 10, 64)
+	switch {
+	case err == nil:
+		return time.Duration(min(secs, uint64(maxRetryAfter/time.Second))) * time.Second
+	case errors.Is(err, strconv.ErrRange):
+		return maxRetryAfter // digits, too many
 	}
 	if at, err := http.ParseTime(v); err == nil {
 		if d := at.Sub(now); d > 0 {

@@ -2,11 +2,9 @@ package webhook
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 
@@ -15,9 +13,9 @@ import (
 
 // Probe reports whether the receiver answers, without publishing anything.
 // With Config.ProbeURL it GETs that URL and wants a 2xx answer; otherwise
-// it opens a connection to the host of Config.URL, completing the TLS
-// handshake for https, and closes it without sending a request: exactly
-// what Publish finds missing when it reports the sink unavailable. It
+// it asks the host of Config.URL "OPTIONS *" and wants any answer from the
+// server (see probeServer): an HTTP answer is exactly what Publish found
+// missing when it reported the sink unavailable. It
 // returns nil when the receiver answers and a publishers.ErrUnavailable
 // error otherwise (the context's error included), within ctx and
 // Config.Timeout.
@@ -36,7 +34,7 @@ func (p *Publisher) Probe(ctx context.Context) error {
 	if p.cfg.ProbeURL != "" {
 		err = p.probeURL(ctx)
 	} else {
-		err = p.probeHost(ctx)
+		err = p.probeServer(ctx)
 	}
 	if err != nil {
 		return publishers.Unavailable(fmt.Errorf("webhook: probe: %w", err))
@@ -70,30 +68,33 @@ func (p *Publisher) probeURL(ctx context.Context) error {
 	return nil
 }
 
-// probeHost connects to the host of Config.URL, and completes a TLS
-// handshake for https.
-func (p *Publisher) probeHost(ctx context.Context) error {
-	dialer := &net.Dialer{Timeout: p.cfg.DialTimeout}
-	conn, err := dialer.DialContext(ctx, "tcp", p.url.host)
+// probeServer asks the host of Config.URL "OPTIONS *", the request
+// about the server as a whole (RFC 9110, 9.3.7), which touches no
+// resource. Any answer but 502, 503 and 504 (a gateway without its
+// server, or a server that says it is unavailable) means the receiver
+// answers: 404, 405 or 501 included.
+func (p *Publisher) probeServer(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodOptions, p.url.origin, nil)
 	if err != nil {
-		return err
+		return err // validate parsed the URL: not reached
 	}
-	defer conn.Close()
-	if !p.url.tls {
-		return nil
+	req.URL.Opaque = "*"
+	for name, values := range p.static {
+		req.Header[name] = values
 	}
-	cfg := p.cfg.TLS.Clone()
-	if cfg == nil {
-		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("OPTIONS * at %s: %w", p.url.origin, err)
 	}
-	if cfg.ServerName == "" {
-		host, _, _ := net.SplitHostPort(p.url.host)
-		cfg.ServerName = host
-	}
-	hctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
-	defer cancel()
-	if err := tls.Client(conn, cfg).HandshakeContext(hctx); err != nil {
-		return fmt.Errorf("TLS handshake with %s: %w", p.url.host, err)
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return fmt.Errorf("OPTIONS * at %s: %s", p.url.origin, resp.Status)
 	}
 	return nil
 }

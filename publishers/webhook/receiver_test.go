@@ -31,9 +31,9 @@ type receiver struct {
 	secrets []string          // expected signing secrets; none: no signature expected
 
 	// answer, when set, sees every request first (after its body was
-	// read); a status other than 0 is sent instead of accepting it, with
-	// the headers it set on w.
-	answer func(w http.ResponseWriter, d *delivery) int
+	// read); when it returns true it has answered, and the request is not
+	// accepted.
+	answer func(w http.ResponseWriter, d *delivery) bool
 
 	mu       sync.Mutex
 	accepted map[string][]delivery // by topic, in arrival order
@@ -42,6 +42,7 @@ type receiver struct {
 
 // delivery is one request as the receiver read it.
 type delivery struct {
+	URI    string // the request target, path and query
 	Topic  string
 	Header http.Header
 	Body   []byte
@@ -69,7 +70,7 @@ func withSecrets(secrets ...string) receiverOption {
 }
 
 // withAnswer sets receiver.answer.
-func withAnswer(f func(w http.ResponseWriter, d *delivery) int) receiverOption {
+func withAnswer(f func(w http.ResponseWriter, d *delivery) bool) receiverOption {
 	return func(r *receiver) { r.answer = f }
 }
 
@@ -113,16 +114,13 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		return // the connection broke: nothing was accepted
 	}
-	d := &delivery{Topic: topic, Header: req.Header.Clone(), Body: body, At: time.Now()}
+	d := &delivery{URI: req.RequestURI, Topic: topic, Header: req.Header.Clone(), Body: body, At: time.Now()}
 	if strings.HasPrefix(topic, "gone-") {
 		http.Error(w, "this topic is gone", http.StatusGone)
 		return
 	}
-	if r.answer != nil {
-		if code := r.answer(w, d); code != 0 {
-			w.WriteHeader(code)
-			return
-		}
+	if r.answer != nil && r.answer(w, d) {
+		return
 	}
 	for _, secret := range r.secrets {
 		if err := verifySignature(d.Header, d.Body, secret, time.Now()); err != nil {

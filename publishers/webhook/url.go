@@ -3,7 +3,6 @@ package webhook
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 )
@@ -14,8 +13,7 @@ type template struct {
 	path, query           string // query without its '?'; hasQuery tells "" from none
 	hasQuery              bool
 	shownPath, shownQuery string // path and query with the URL's password redacted, for errors
-	host                  string // host:port to dial, for Probe
-	tls                   bool   // https
+	origin                string // scheme://host[:port], for Probe
 }
 
 // parseTemplate checks Config.URL and splits it.
@@ -41,7 +39,7 @@ func parseTemplate(raw string) (*template, error) {
 	if i := strings.Index(raw, TopicPlaceholder); i >= 0 && i < authorityEnd {
 		return nil, fmt.Errorf("%s may appear only in the path or the query, not in the scheme or host", TopicPlaceholder)
 	}
-	t := &template{host: dialAddress(u), tls: u.Scheme == "https"}
+	t := &template{origin: u.Scheme + "://" + u.Host}
 	t.path, t.query, t.hasQuery = strings.Cut(raw, "?")
 	shown := redactURL(raw)
 	t.shownPath, t.shownQuery, _ = strings.Cut(shown, "?")
@@ -68,18 +66,6 @@ func parseEndpoint(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("%s has a fragment (#...), which is never sent", redactURL(raw))
 	}
 	return u, nil
-}
-
-// dialAddress returns u's host:port, the scheme's port when it has none.
-func dialAddress(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // expand returns the URL of topic, and the same with the URL's password
