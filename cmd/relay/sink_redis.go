@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// redisSink appends to Redis streams (publishers/redisstream); its flags
+// are --redis-*.
+func init() { registerSink(redisSink) }
+
+var redisSink = sink{
+	name:  "redis",
+	about: "Redis streams, one XADD per event",
+	flags: func(f *flags) sinkSettings {
+		r := &redisFlags{}
+		r.register(f)
+		return r
+	},
+}
+
+// redisFlags are the Redis sink's flags.
+type redisFlags struct {
+	cfg redisstream.Config // built by check
+
+	url, password, streamPrefix, clientName string
+	maxLen, waitReplicas, maxMessageBytes   int
+	poolSize                                int
+	waitTimeout, dialTimeout, timeout       time.Duration
+	tls, tlsInsecure                        bool
+	tlsCA, tlsCert, tlsKey                  string
+}
+
+func (r *redisFlags) register(f *flags) {
+	f.String(&r.url, "redis-url", redisstream.DefaultURL, "Redis server: redis://[user[:password]@]host[:port][/db], rediss://... for TLS, or unix:///path/to/redis.sock; no query parameters")
+	f.String(&r.password, "redis-password", "", "Redis password, replacing the URL's (prefer the environment variable; never logged)")
+	f.String(&r.streamPrefix, "redis-stream-prefix", "", "put before each topic to name its stream: the stream key is prefix+topic")
+	f.Int(&r.maxLen, "redis-maxlen", 0, "trim each stream to about this many entries as events are added (XADD MAXLEN ~); 0 never trims")
+	f.Int(&r.waitReplicas, "redis-wait-replicas", 0, "after each batch, WAIT until this many replicas acknowledged it; fewer within --redis-wait-timeout retries the batch; 0 does not wait")
+	f.Duration(&r.waitTimeout, "redis-wait-timeout", redisstream.DefaultWaitTimeout, "how long WAIT waits for --redis-wait-replicas")
+	f.Int(&r.maxMessageBytes, "redis-max-message-bytes", redisstream.DefaultMaxMessageBytes, "largest stream entry (fields and values) sent; a larger event fails permanently")
+	f.Duration(&r.dialTimeout, "redis-dial-timeout", redisstream.DefaultDialTimeout, "bound on connecting to Redis, TLS and authentication included")
+	f.Duration(&r.timeout, "redis-timeout", redisstream.DefaultTimeout, "bound on each read and write of a connection")
+	f.Int(&r.poolSize, "redis-pool-size", redisstream.DefaultPoolSize, "most connections to Redis; each publish uses one")
+	f.String(&r.clientName, "redis-client-name", redisstream.DefaultClientName, "connection name shown by CLIENT LIST")
+	f.Bool(&r.tls, "redis-tls", false, "connect with TLS (as a rediss:// URL does)")
+	f.String(&r.tlsCA, "redis-tls-ca", "", "PEM file of the CA that signed the server's certificate (default: system roots); implies --redis-tls")
+	f.String(&r.tlsCert, "redis-tls-cert", "", "PEM client certificate for mutual TLS; implies --redis-tls")
+	f.String(&r.tlsKey, "redis-tls-key", "", "PEM private key of --redis-tls-cert")
+	f.Bool(&r.tlsInsecure, "redis-tls-insecure-skip-verify", false, "do not verify the server's certificate (testing only)")
+}
+
+// check builds the redisstream.Config and reports every problem of the
+// flags, naming each flag.
+func (r *redisFlags) check(relay.Config) error {
+	var errs problems
+	cfg := redisstream.Config{
+		URL:             r.url,
+		Password:        r.password,
+		StreamPrefix:    r.streamPrefix,
+		MaxLen:          int64(r.maxLen),
+		WaitReplicas:    r.waitReplicas,
+		WaitTimeout:     r.waitTimeout,
+		MaxMessageBytes: r.maxMessageBytes,
+		DialTimeout:     r.dialTimeout,
+		Timeout:         r.timeout,
+		PoolSize:        r.poolSize,
+		ClientName:      r.clientName,
+	}
+	if r.tls || r.tlsCA != "" || r.tlsCert != "" || r.tlsKey != "" || r.tlsInsecure {
+		tlsCfg, err := redisstream.LoadTLS(r.tlsCA, r.tlsCert, r.tlsKey, r.tlsInsecure)
+		if err != nil {
+			errs.add(usageError("invalid TLS files (--redis-tls-ca, --redis-tls-cert, --redis-tls-key): %v", err))
+		}
+		cfg.TLS = tlsCfg
+	}
+	// The flags' zero values mean "the default" to redisstream, but not
+	// here: a 0 the user gave where 0 is no setting is refused by name.
+	for _, f := range []struct {
+		name string
+		zero bool
+	}{
+		{"redis-wait-timeout", r.waitTimeout == 0}, {"redis-max-message-bytes", r.maxMessageBytes == 0},
+		{"redis-dial-timeout", r.dialTimeout == 0}, {"redis-timeout", r.timeout == 0}, {"redis-pool-size", r.poolSize == 0},
+	} {
+		if f.zero {
+			errs.add(usageError("invalid value for --%s (%s): must be positive", f.name, envName(f.name)))
+		}
+	}
+	if p, err := redisstream.New(cfg); err != nil {
+		errs.add(redisUsage(err))
+	} else {
+		_ = p.Close() // it did not connect
+	}
+	r.cfg = cfg
+	return errs.err()
+}
+
+// open returns the Redis publisher and logs its configuration (passwords
+// redacted). go-redis' own log lines go to logger at Debug level.
+func (r *redisFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+	redisstream.SetClientLogger(logger)
+	p, err := redisstream.New(r.cfg)
+	if err != nil {
+		return nil, redisUsage(err)
+	}
+	logger.Info("redis sink", "config", p.Config())
+	return p, nil
+}
+
+// redisConfigFlag maps redisstream.Config fields to the flags that set
+// them.
+var redisConfigFlag = map[string]string{
+	"URL": "redis-url", "StreamPrefix": "redis-stream-prefix", "MaxLen": "redis-maxlen",
+	"WaitReplicas": "redis-wait-replicas", "WaitTimeout": "redis-wait-timeout",
+	"MaxMessageBytes": "redis-max-message-bytes", "DialTimeout": "redis-dial-timeout",
+	"Timeout": "redis-timeout", "PoolSize": "redis-pool-size", "ClientName": "redis-client-name",
+}
+
+// redisUsage turns the error of redisstream.New, which holds one
+// *ConfigError per invalid field, into usage errors naming the flags.
+func redisUsage(err error) error {
+	var errs problems
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	for _, e := range list {
+		var ce *redisstream.ConfigError
+		if errors.As(e, &ce) && redisConfigFlag[ce.Field] != "" {
+			name := redisConfigFlag[ce.Field]
+			errs.add(usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason))
+			continue
+		}
+		errs.add(usageError("invalid Redis configuration: %v", e))
+	}
+	return errs.err()
+}
