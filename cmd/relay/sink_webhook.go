@@ -1,0 +1,166 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/publishers/webhook"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// webhookSink POSTs each event to an HTTP endpoint (publishers/webhook);
+// its flags are --webhook-*.
+func init() { registerSink(webhookSink) }
+
+var webhookSink = sink{
+	name:  "webhook",
+	about: "HTTP POST per event, Standard Webhooks signatures",
+	flags: func(f *flags) sinkSettings {
+		w := &webhookFlags{}
+		w.register(f)
+		return w
+	},
+}
+
+// webhookFlags are the webhook sink's flags.
+type webhookFlags struct {
+	cfg webhook.Config // built by check
+
+	url, secrets, contentType, probeURL string
+	timeout                             time.Duration
+	maxInFlight                         int
+	headers                             []webhookHeader
+	tlsCA, tlsCert, tlsKey              string
+	tlsInsecure                         bool
+}
+
+// webhookHeader is one --webhook-header.
+type webhookHeader struct{ name, value string }
+
+func (w *webhookFlags) register(f *flags) {
+	f.String(&w.url, "webhook-url", "", "URL every event is POSTed to; {topic} in its path or query is replaced by the event's topic, e.g. https://hooks.example.com/events/{topic}")
+	f.String(&w.secrets, "webhook-secret", "", "comma-separated Standard Webhooks signing secrets, whsec_<base64 key>; each adds a signature, for rotation (prefer the environment variable; never logged)")
+	f.Duration(&w.timeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one request; an endpoint that has not answered by then fails the event transiently")
+	f.Int(&w.maxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "most requests open at once; one key has at most one")
+	f.String(&w.contentType, "webhook-content-type", webhook.DefaultContentType, "Content-Type of every request")
+	f.add("webhook-header", "header", `header added to every request, "Name: value"; repeat the flag, or put one per line in the variable (values are never logged)`,
+		func(s string) error {
+			for line := range strings.SplitSeq(s, "\n") {
+				if strings.TrimSpace(line) == "" {
+					continue
+				}
+				name, value, ok := strings.Cut(line, ":")
+				if !ok || strings.TrimSpace(name) == "" {
+					return errors.New(`each header must be "Name: value"`) // the value may be a credential: not quoted
+				}
+				w.headers = append(w.headers, webhookHeader{strings.TrimSpace(name), strings.TrimSpace(value)})
+			}
+			return nil
+		},
+		func() string {
+			names := make([]string, len(w.headers))
+			for i, h := range w.headers {
+				names[i] = h.name
+			}
+			return strings.Join(names, ",")
+		}, false)
+	f.String(&w.probeURL, "webhook-probe-url", "", "URL the relay GETs while the endpoint is down, wanting 2xx (default: OPTIONS * to the --webhook-url host)")
+	f.String(&w.tlsCA, "webhook-tls-ca", "", "PEM file of the CA that signed the endpoint's certificate (default: system roots)")
+	f.String(&w.tlsCert, "webhook-tls-cert", "", "PEM client certificate for mutual TLS")
+	f.String(&w.tlsKey, "webhook-tls-key", "", "PEM private key of --webhook-tls-cert")
+	f.Bool(&w.tlsInsecure, "webhook-tls-insecure-skip-verify", false, "do not verify the endpoint's certificate (testing only)")
+}
+
+// webhookConfigFlag maps webhook.Config fields to the flags that set them.
+var webhookConfigFlag = map[string]string{
+	"URL": "webhook-url", "Secrets": "webhook-secret", "Timeout": "webhook-timeout",
+	"MaxInFlight": "webhook-max-in-flight", "ContentType": "webhook-content-type",
+	"Headers": "webhook-header", "ProbeURL": "webhook-probe-url",
+}
+
+// check builds the webhook.Config and reports every problem of the flags,
+// naming each flag.
+func (w *webhookFlags) check(relay.Config) error {
+	var errs problems
+	cfg := webhook.Config{
+		URL:         w.url,
+		Secrets:     splitList(w.secrets),
+		Timeout:     w.timeout,
+		MaxInFlight: w.maxInFlight,
+		ContentType: w.contentType,
+		ProbeURL:    w.probeURL,
+	}
+	if w.url == "" {
+		errs.add(usageError("--webhook-url (%s) is required for the webhook sink", envName("webhook-url")))
+		cfg.URL = "http://localhost/" + webhook.TopicPlaceholder // reported: check the rest
+	}
+	if w.timeout <= 0 {
+		errs.add(usageError("invalid value for --webhook-timeout (%s): %v is not positive", envName("webhook-timeout"), w.timeout))
+		cfg.Timeout = 0
+	}
+	if w.maxInFlight <= 0 {
+		errs.add(usageError("invalid value for --webhook-max-in-flight (%s): %d is less than 1", envName("webhook-max-in-flight"), w.maxInFlight))
+		cfg.MaxInFlight = 0
+	}
+	if len(w.headers) > 0 {
+		cfg.Headers = make(map[string]string, len(w.headers))
+		for _, h := range w.headers {
+			if _, dup := cfg.Headers[h.name]; dup {
+				errs.add(usageError("invalid value for --webhook-header (%s): %s is given twice", envName("webhook-header"), h.name))
+			}
+			cfg.Headers[h.name] = h.value
+		}
+	}
+	if w.tlsCA != "" || w.tlsCert != "" || w.tlsKey != "" || w.tlsInsecure {
+		tlsCfg, err := webhook.LoadTLS(w.tlsCA, w.tlsCert, w.tlsKey, w.tlsInsecure)
+		if err != nil {
+			errs.add(usageError("invalid TLS files (--webhook-tls-ca, --webhook-tls-cert, --webhook-tls-key): %v", err))
+		}
+		cfg.TLS = tlsCfg
+	}
+	p, err := webhook.New(cfg)
+	if err == nil {
+		_ = p.Close() // it has not connected
+	}
+	for _, e := range joined(err) {
+		errs.add(webhookUsage(e))
+	}
+	w.cfg = cfg
+	return errs.err()
+}
+
+// open returns the webhook publisher and logs its configuration (secrets
+// and header values redacted).
+func (w *webhookFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+	p, err := webhook.New(w.cfg)
+	if err != nil {
+		return nil, webhookUsage(err)
+	}
+	logger.Info("webhook sink", "config", p.Config())
+	return p, nil
+}
+
+// webhookUsage turns an error of webhook.New into a usage error naming the
+// flag.
+func webhookUsage(err error) error {
+	var ce *webhook.ConfigError
+	if errors.As(err, &ce) && webhookConfigFlag[ce.Field] != "" {
+		name := webhookConfigFlag[ce.Field]
+		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+	}
+	return usageError("invalid webhook configuration: %v", err)
+}
+
+// joined returns the errors err joins (errors.Join), or err alone.
+func joined(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
