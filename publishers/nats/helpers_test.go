@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -47,6 +46,9 @@ func serverAddr(t testing.TB) string {
 type client struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+	// keepStreams leaves the streams newStream creates in place when the
+	// test ends: set for a private server, which goes with its streams.
+	keepStreams bool
 }
 
 // connect connects to url, failing t with how to start a server when none
@@ -83,8 +85,22 @@ func (c *client) newStream(t testing.TB, prefix string, edit func(*jetstream.Str
 	if edit != nil {
 		edit(&cfg)
 	}
-	if _, err := c.js.CreateStream(testCtx(t, 10*time.Second), cfg); err != nil {
-		t.Fatalf("create stream %s: %v", stream, err)
+	// nats-server 2.9 can fail a create with 10049 ("could not create
+	// storage directory") while another client deletes the account's last
+	// stream, which removes the directory: try again.
+	const storeCreateFailed = 10049
+	for attempt := 1; ; attempt++ {
+		_, err := c.js.CreateStream(testCtx(t, 10*time.Second), cfg)
+		if err == nil {
+			break
+		}
+		var api *jetstream.APIError
+		if attempt == 5 || !errors.As(err, &api) || api.ErrorCode != storeCreateFailed {
+			t.Fatalf("create stream %s: %v", stream, err)
+		}
+	}
+	if c.keepStreams {
+		return subject, stream
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -275,6 +291,3 @@ func (s *server) stop() {
 	_ = s.cmd.Wait()
 	s.cmd = nil
 }
-
-// storeDir is where the server keeps its streams.
-func (s *server) storeDir() string { return filepath.Join(s.dir, "jetstream") }
