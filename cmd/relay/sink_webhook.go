@@ -67,7 +67,7 @@ func (w *webhookFlags) register(f *flags) {
 			}
 			return strings.Join(names, ",")
 		}, false)
-	f.String(&w.probeURL, "webhook-probe-url", "", "URL the relay GETs while the endpoint is down, wanting 2xx (default: OPTIONS * to the --webhook-url host)")
+	f.String(&w.probeURL, "webhook-probe-url", "", "URL the relay GETs while the endpoint is down, wanting 2xx; without it the relay asks the --webhook-url host OPTIONS *")
 	f.String(&w.tlsCA, "webhook-tls-ca", "", "PEM file of the CA that signed the endpoint's certificate (default: system roots)")
 	f.String(&w.tlsCert, "webhook-tls-cert", "", "PEM client certificate for mutual TLS")
 	f.String(&w.tlsKey, "webhook-tls-key", "", "PEM private key of --webhook-tls-cert")
