@@ -1,0 +1,160 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// natsSink publishes to NATS JetStream streams (publishers/nats); its
+// flags are --nats-*.
+func init() { registerSink(natsSink) }
+
+var natsSink = sink{
+	name:  "nats",
+	about: "NATS JetStream",
+	flags: func(f *flags) sinkSettings {
+		n := &natsFlags{}
+		n.register(f)
+		return n
+	},
+}
+
+// natsFlags are the NATS sink's flags.
+type natsFlags struct {
+	cfg natssink.Config // built by check
+
+	url, creds, user, password, token string
+	tlsCA, tlsCert, tlsKey            string
+	publishTimeout                    time.Duration
+	maxInFlight                       int
+}
+
+func (n *natsFlags) register(f *flags) {
+	f.String(&n.url, "nats-url", natssink.DefaultURL, "comma-separated NATS server URLs, nats://host:port (tls://, ws://, wss:// too); one connection, to one of them")
+	f.String(&n.creds, "nats-creds", "", "NATS credentials file (user JWT and NKey seed)")
+	f.String(&n.user, "nats-user", "", "NATS user name")
+	f.String(&n.password, "nats-password", "", "NATS password of --nats-user (prefer the environment variable; never logged)")
+	f.String(&n.token, "nats-token", "", "NATS authentication token (prefer the environment variable; never logged)")
+	f.String(&n.tlsCA, "nats-tls-ca", "", "PEM file of the CA that signed the servers' certificates (default: system roots); turns TLS on")
+	f.String(&n.tlsCert, "nats-tls-cert", "", "PEM client certificate for mutual TLS; turns TLS on")
+	f.String(&n.tlsKey, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
+	f.Duration(&n.publishTimeout, "nats-publish-timeout", natssink.DefaultPublishTimeout, "how long a message waits for its stream's acknowledgement before it fails as unavailable")
+	f.Int(&n.maxInFlight, "nats-max-in-flight", natssink.DefaultMaxInFlight, "most messages sent and not yet acknowledged at a time, across the relay's workers")
+}
+
+// check builds the natssink.Config and reports every problem of the flags,
+// naming each flag.
+func (n *natsFlags) check(relay.Config) error {
+	var errs problems
+	cfg := natssink.Config{
+		URLs:            splitList(n.url),
+		CredentialsFile: n.creds,
+		User:            n.user,
+		Password:        n.password,
+		Token:           n.token,
+		PublishTimeout:  n.publishTimeout,
+		MaxInFlight:     n.maxInFlight,
+	}
+	if len(cfg.URLs) == 0 {
+		errs.add(usageError("--nats-url (%s) is required with --sink nats: a comma-separated list of nats://host:port", envName("nats-url")))
+	}
+	if n.publishTimeout <= 0 {
+		errs.add(usageError("invalid value for --nats-publish-timeout (%s): %v is not a positive duration", envName("nats-publish-timeout"), n.publishTimeout))
+	}
+	if n.maxInFlight <= 0 {
+		errs.add(usageError("invalid value for --nats-max-in-flight (%s): %d is not at least 1", envName("nats-max-in-flight"), n.maxInFlight))
+	}
+	if n.tlsCA != "" || n.tlsCert != "" || n.tlsKey != "" {
+		tlsCfg, err := natssink.LoadTLS(n.tlsCA, n.tlsCert, n.tlsKey)
+		if err != nil {
+			errs.add(usageError("invalid TLS files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key): %v", err))
+		}
+		cfg.TLS = tlsCfg
+	}
+	check := cfg // without what is reported above
+	if n.publishTimeout <= 0 {
+		check.PublishTimeout = 0
+	}
+	if n.maxInFlight <= 0 {
+		check.MaxInFlight = 0
+	}
+	for _, err := range natsProblems(check) {
+		errs.add(natsUsage(err))
+	}
+	n.cfg = cfg
+	return errs.err()
+}
+
+// open returns the NATS publisher and logs its configuration (secrets
+// redacted). It does not connect: the first publish or probe does.
+func (n *natsFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+	cfg := n.cfg
+	cfg.Logger = logger
+	p, err := natssink.New(cfg)
+	if err != nil {
+		return nil, natsUsage(err)
+	}
+	logger.Info("nats sink", "config", p.Config())
+	return p, nil
+}
+
+// natsProblems returns every error natssink.New finds in cfg, not only
+// the first: each refused field is set back to its default and cfg is
+// checked again. New does not connect.
+func natsProblems(cfg natssink.Config) []error {
+	var out []error
+	seen := map[string]bool{}
+	for {
+		p, err := natssink.New(cfg)
+		if err == nil {
+			_ = p.Close()
+			return out
+		}
+		var ce *natssink.ConfigError
+		if !errors.As(err, &ce) || seen[ce.Field] {
+			return append(out, err)
+		}
+		out, seen[ce.Field] = append(out, err), true
+		switch ce.Field {
+		case "URLs":
+			cfg.URLs = nil
+		case "CredentialsFile", "User":
+			cfg.CredentialsFile, cfg.User, cfg.Password, cfg.Token = "", "", "", ""
+		case "PublishTimeout":
+			cfg.PublishTimeout = 0
+		case "MaxInFlight":
+			cfg.MaxInFlight = 0
+		default:
+			return out
+		}
+	}
+}
+
+// natsConfigFlag maps natssink.Config fields to the flags that set them.
+var natsConfigFlag = map[string]string{
+	"URLs": "nats-url", "User": "nats-user", "PublishTimeout": "nats-publish-timeout", "MaxInFlight": "nats-max-in-flight",
+}
+
+// natsUsage turns an error of natssink.New into a usage error naming the
+// flag. The error holds no secret.
+func natsUsage(err error) error {
+	var ce *natssink.ConfigError
+	switch {
+	case !errors.As(err, &ce):
+	case ce.Field == "CredentialsFile" && strings.Contains(ce.Reason, "at most one"):
+		return usageError("--nats-creds (%s), --nats-user (%s) with --nats-password (%s), and --nats-token (%s): %s",
+			envName("nats-creds"), envName("nats-user"), envName("nats-password"), envName("nats-token"), ce.Reason)
+	case ce.Field == "CredentialsFile":
+		return usageError("invalid value for --nats-creds (%s): %s", envName("nats-creds"), ce.Reason)
+	case natsConfigFlag[ce.Field] != "":
+		name := natsConfigFlag[ce.Field]
+		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+	}
+	return usageError("invalid NATS configuration: %v", err)
+}
