@@ -297,7 +297,7 @@ func TestRunWithWebhookSink(t *testing.T) {
 	refused := map[string]receivedRequest{}
 	for _, r := range reqs {
 		id := r.Header.Get("webhook-id")
-		if r.Header.Get("outbox-event-id") != id || r.Header.Get("Idempotency-Key") != id {
+		if r.Header.Get("outbox-event-id") != id || r.Header.Get("Idempotency-Key") != `"`+id+`"` {
 			t.Errorf("request %s: outbox-event-id %q, Idempotency-Key %q, webhook-id %q differ", r.URI, r.Header.Get("outbox-event-id"), r.Header.Get("Idempotency-Key"), id)
 		}
 		for i, secret := range []string{webhookSecretA, webhookSecretB} {

@@ -18,8 +18,9 @@
 // (application/json by default). The headers are:
 //
 //   - webhook-id: the event id (canonical UUID), the same on every attempt,
-//     which receivers use to drop duplicates; outbox-event-id and
-//     Idempotency-Key carry it too;
+//     which receivers use to drop duplicates; outbox-event-id carries it
+//     too, and Idempotency-Key in double quotes (a structured-field
+//     string, as the IETF draft defines that header);
 //   - webhook-timestamp: the attempt's time, in Unix seconds;
 //   - webhook-signature: with Config.Secrets, one "v1,<base64>" per secret,
 //     space-separated, each the HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"

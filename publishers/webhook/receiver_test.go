@@ -175,7 +175,7 @@ func toRecord(t *testing.T, d delivery) publisherstest.Record {
 	}
 	for name, want := range map[string]string{
 		webhook.HeaderWebhookID: rec.EventID,
-		"Idempotency-Key":       rec.EventID,
+		"Idempotency-Key":       `"` + rec.EventID + `"`,
 		webhook.HeaderTopic:     d.Topic,
 		"Content-Type":          webhook.DefaultContentType,
 	} {

@@ -36,8 +36,9 @@ const (
 	// HeaderPrefix starts the name under which each of the message's
 	// headers is sent: "trace-id" becomes "Outbox-Header-trace-id".
 	HeaderPrefix = "Outbox-Header-"
-	// headerIdempotencyKey carries the event id as well: the key the
-	// draft IETF Idempotency-Key header defines, and what lets Go's
+	// headerIdempotencyKey carries the event id as well, as the
+	// structured-field string (in double quotes) that the draft IETF
+	// Idempotency-Key header defines; its presence also lets Go's
 	// transport resend a request over a fresh connection when a pooled one
 	// turns out closed before the request went out.
 	headerIdempotencyKey = "Idempotency-Key"
@@ -62,7 +63,7 @@ func (p *Publisher) prepare(m *outbox.Message) (request, error) {
 	id := m.ID.String()
 	h[HeaderWebhookID] = []string{id}
 	h[HeaderEventID] = []string{id}
-	h[headerIdempotencyKey] = []string{id}
+	h[headerIdempotencyKey] = []string{`"` + id + `"`}
 	h["Content-Type"] = p.contentType
 	h[HeaderTopic] = []string{m.Topic}
 	switch {
