@@ -105,9 +105,9 @@
 // Every call honours its context. go-redis bounds reads and writes by the
 // context's deadline, and by Config.Timeout; a cancellation makes Publish
 // and Probe return at once, with the pipeline's outcome unknown, while the
-// connection carrying it is closed when its replies come, when
-// Config.Timeout passes, or at Close. Close closes every connection and
-// returns at once.
+// connection carrying it goes back to the pool when its replies come, or
+// is closed when Config.Timeout passes without them, or at Close. Close
+// closes every connection and returns at once.
 //
 // # Security
 //

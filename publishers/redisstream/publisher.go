@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -41,9 +42,10 @@ func New(cfg Config) (*Publisher, error) {
 }
 
 // xadd is one message bound for the pipeline: its index in the call, its
-// stream and its entry.
+// event id, its stream and its entry.
 type xadd struct {
 	index  int
+	id     uuid.UUID
 	stream string
 	entry  entry
 }
@@ -68,8 +70,10 @@ type xadd struct {
 // message not acknowledged, and sends nothing more for them: no request is
 // retried or started in the background. A pipeline already written to
 // Redis may still be appended (its outcome is unknown); the connection
-// carrying it is closed when its replies come, or when Config.Timeout
-// passes without them.
+// carrying it goes back to the pool when its replies come, or is closed
+// when Config.Timeout passes without them, or at Close. Until then, a
+// pipeline still being written reads the keys and payloads of msgs;
+// nothing else of msgs is kept.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	if p.closed.Load() {
 		return publishers.Unavailable(ErrClosed) // not the messages' fault: spend no attempt
@@ -103,11 +107,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 				stream, m.ID, e.size, p.cfg.MaxMessageBytes, ErrTooLarge))
 			continue
 		}
-		batch = append(batch, xadd{index: i, stream: stream, entry: e})
+		batch = append(batch, xadd{index: i, id: m.ID, stream: stream, entry: e})
 	}
 	if len(batch) > 0 {
 		var errs []error
-		err := runCtx(ctx, func() { errs = p.pipeline(ctx, msgs, batch) })
+		err := runCtx(ctx, func() { errs = p.pipeline(ctx, batch) })
 		if err != nil {
 			err = classify(fmt.Errorf("redisstream: publish (%d XADDs): %w; a pipeline already written may still be appended", len(batch), err))
 		}
@@ -125,7 +129,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 // pipeline sends the XADDs of batch, and WAIT when configured, as one
 // pipeline and returns one classified error per XADD, nil for those Redis
 // acknowledged.
-func (p *Publisher) pipeline(ctx context.Context, msgs []outbox.Message, batch []xadd) []error {
+func (p *Publisher) pipeline(ctx context.Context, batch []xadd) []error {
 	pipe := p.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(batch))
 	for j := range batch {
@@ -156,7 +160,7 @@ func (p *Publisher) pipeline(ctx context.Context, msgs []outbox.Message, batch [
 		err := cmd.Err()
 		var rerr redis.Error
 		if err != nil && errors.As(err, &rerr) { // Redis' reply to this XADD
-			errs[j] = classify(fmt.Errorf("redisstream: stream %q: event %s: %w", batch[j].stream, msgs[batch[j].index].ID, err))
+			errs[j] = classify(fmt.Errorf("redisstream: stream %q: event %s: %w", batch[j].stream, batch[j].id, err))
 			continue
 		}
 		if whole == nil {
