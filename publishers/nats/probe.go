@@ -24,7 +24,7 @@ func (p *Publisher) Probe(ctx context.Context) error {
 	reqCtx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
 	defer cancel()
 	if _, err := c.js.AccountInfo(reqCtx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if errors.Is(err, context.DeadlineExceeded) { // this timeout or the caller's deadline; not a cancellation
 			p.drop(c)
 		}
 		return classify(fmt.Errorf("nats: probe: JetStream account info: %w", err))
