@@ -44,6 +44,9 @@ func TestRunWithNATSSink(t *testing.T) {
 		"OUTBOX_DATABASE_URL": testdb.URL(t),
 		"OUTBOX_SCHEMA":       table.Schema,
 		"OUTBOX_NATS_URL":     natsURL,
+		// The local server has no authentication and ignores a token;
+		// the relay must not show it.
+		"OUTBOX_NATS_TOKEN": "hunter2-token",
 	}
 	ctx := context.Background()
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
@@ -92,8 +95,11 @@ func TestRunWithNATSSink(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("relay run exit %d; stderr:\n%s", code, syncbuf.Tail(runErr.String(), 4000))
 	}
-	if !strings.Contains(runErr.String(), `"msg":"nats sink"`) {
-		t.Errorf("relay run did not log the NATS sink's configuration:\n%s", syncbuf.Tail(runErr.String(), 4000))
+	if !strings.Contains(runErr.String(), `"msg":"nats sink"`) || !strings.Contains(runErr.String(), `"token":"[REDACTED]"`) {
+		t.Errorf("relay run did not log the NATS sink's configuration, token redacted:\n%s", syncbuf.Tail(runErr.String(), 4000))
+	}
+	if strings.Contains(runErr.String()+runOut.String(), "hunter2") {
+		t.Errorf("relay run shows the token:\n%s", syncbuf.Tail(runErr.String(), 4000))
 	}
 
 	got := readNATSStream(t, js, stream)

@@ -98,6 +98,9 @@ func (p *Publisher) connect() (*conn, error) {
 	}
 	logger := p.logger
 	opts := append([]nats.Option{
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			logger.Warn("nats: asynchronous error from the server", "err", err) // a permissions violation, say
+		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			c.markDead()
 			if err := nc.LastError(); err != nil {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -346,6 +348,42 @@ func TestMaxInFlightAndEndedContextStopSending(t *testing.T) {
 	want := []string{"warm", "stalled 0", "stalled 1", "stalled 2", "stalled 3", "marker"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the stream holds %q, want %q: the first %d stalled messages (sent before the deadline), none after", got, want, maxInFlight)
+	}
+}
+
+// A subject the credentials may not publish to: the server drops the
+// message with an asynchronous permissions error, which the sink logs; the
+// message fails as unavailable when its PubAck times out.
+func TestPermissionViolation(t *testing.T) {
+	t.Parallel()
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	err := os.WriteFile(conf, []byte(`
+jetstream {}
+authorization {
+  users = [
+    {user: relay, password: relay-pass, permissions: {publish: {deny: ["forbidden.>"]}}}
+    {user: admin, password: admin-pass}
+  ]
+}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "-c", conf)
+	admin := connect(t, strings.Replace(s.URL, "nats://", "nats://admin:admin-pass@", 1))
+	admin.keepStreams = true
+	admin.newStream(t, "perm", func(cfg *jetstream.StreamConfig) { cfg.Subjects = []string{"forbidden.>"} })
+	var logs syncbuf.Buffer
+	p := newPublisher(t, natssink.Config{
+		URLs: []string{s.URL}, User: "relay", Password: "relay-pass", PublishTimeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+	})
+	err = p.Publish(testCtx(t, 10*time.Second), []outbox.Message{newMsg("forbidden.orders", "k", "x")})
+	if kind(err) != "unavailable" {
+		t.Errorf("Publish to a forbidden subject = %v (%s), want unavailable", err, kind(err))
+	}
+	if !strings.Contains(logs.String(), "Permissions Violation") {
+		t.Errorf("the permissions violation was not logged:\n%s", logs.String())
 	}
 }
 
