@@ -43,7 +43,7 @@ func proxied(t *testing.T, addr string) string {
 }
 
 // brokerAddr is the host:port of brokerURL.
-func brokerAddr(t *testing.T) string {
+func brokerAddr(t testing.TB) string {
 	t.Helper()
 	uri, err := amqp.ParseURI(brokerURL())
 	if err != nil {
@@ -59,7 +59,7 @@ func brokerAddr(t *testing.T) string {
 // admin is the test's own connection to the broker, to declare queues and
 // exchanges and to read messages back, closed when the test ends. It
 // fails the test, saying how to start a broker, when none answers.
-func admin(t *testing.T) *amqp.Connection {
+func admin(t testing.TB) *amqp.Connection {
 	t.Helper()
 	conn, err := amqp.DialConfig(brokerURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
@@ -89,13 +89,13 @@ type broker struct {
 	read map[string][]amqp.Delivery // by queue
 }
 
-func newBroker(t *testing.T) *broker {
+func newBroker(t testing.TB) *broker {
 	t.Helper()
 	return &broker{conn: admin(t), read: map[string][]amqp.Delivery{}}
 }
 
 // do runs f on a channel of its own.
-func (b *broker) do(t *testing.T, f func(ch *amqp.Channel) error) {
+func (b *broker) do(t testing.TB, f func(ch *amqp.Channel) error) {
 	t.Helper()
 	ch, err := b.conn.Channel()
 	if err != nil {
@@ -113,7 +113,7 @@ func name(kind string) string { return "outboxrelay-test-" + kind + "-" + uuid.N
 // queue declares a fresh durable queue, deleted when the test ends (and
 // by the broker 10 minutes after its last use, should the test crash).
 // args are more queue arguments.
-func (b *broker) queue(t *testing.T, args amqp.Table) string {
+func (b *broker) queue(t testing.TB, args amqp.Table) string {
 	t.Helper()
 	q := name("queue")
 	table := amqp.Table{"x-expires": int32(10 * time.Minute / time.Millisecond)}
@@ -225,7 +225,7 @@ func record(t *testing.T, topic, queue string, d amqp.Delivery) publisherstest.R
 }
 
 // newPublisher returns a publisher closed at the end of the test.
-func newPublisher(t *testing.T, cfg rabbitmq.Config) *rabbitmq.Publisher {
+func newPublisher(t testing.TB, cfg rabbitmq.Config) *rabbitmq.Publisher {
 	t.Helper()
 	if cfg.URL == "" {
 		cfg.URL = brokerURL()

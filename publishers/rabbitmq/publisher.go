@@ -223,26 +223,13 @@ func (p *Publisher) checkExchange(ctx context.Context, c *channel, exchange stri
 // clean: every message sent was confirmed and its return, if any, read.
 func (p *Publisher) send(ctx context.Context, c *channel, msgs []outbox.Message, out []outgoing, results []error) bool {
 	confirms := make([]*amqp.DeferredConfirmation, len(out))
-	returned := make([]*ReturnedError, len(out))
-	var byID map[string][]int // message_id -> positions in out, built at the first return
+	// Returns are matched to messages by message_id, the event id.
+	returns := map[string][]*ReturnedError{}
 	onReturn := func(r amqp.Return) {
-		if byID == nil {
-			byID = make(map[string][]int, len(out))
-			for j := range out {
-				byID[out[j].pub.MessageId] = append(byID[out[j].pub.MessageId], j)
-			}
-		}
-		// The returns of one channel come in publishing order, each before
-		// its message's confirm: the first unreturned message of that id.
-		for _, j := range byID[r.MessageId] {
-			if returned[j] == nil {
-				returned[j] = &ReturnedError{
-					Destination: Destination{Exchange: r.Exchange, RoutingKey: r.RoutingKey},
-					Code:        int(r.ReplyCode), Text: r.ReplyText,
-				}
-				return
-			}
-		}
+		returns[r.MessageId] = append(returns[r.MessageId], &ReturnedError{
+			Destination: Destination{Exchange: r.Exchange, RoutingKey: r.RoutingKey},
+			Code:        int(r.ReplyCode), Text: r.ReplyText,
+		})
 	}
 
 	// Each return is queued before its message's confirm is settled: once a
@@ -324,6 +311,7 @@ func (p *Publisher) send(ctx context.Context, c *channel, msgs []outbox.Message,
 	}
 	drain()
 
+	returned := matchReturns(out, returns)
 	clean := stopped == nil
 	for j := range out {
 		o := &out[j]
@@ -347,6 +335,42 @@ func (p *Publisher) send(ctx context.Context, c *channel, msgs []outbox.Message,
 		results[o.index] = classify(fmt.Errorf("rabbitmq: event %s: %w", msgs[o.index].ID, err))
 	}
 	return clean
+}
+
+// errAmbiguousReturn is the error of the messages of an event id that
+// appears more than once in a call when some, not all, were returned: it
+// is unknown which, so none is failed permanently and none is taken as
+// delivered.
+var errAmbiguousReturn = errors.New("rabbitmq: the event id appears more than once in the call and the broker returned some of its messages, not all: which is unknown")
+
+// matchReturns gives each message of out the return the broker sent for
+// it, by message_id: nil when it was not returned. An id that several
+// messages share, of which fewer were returned, gets errAmbiguousReturn
+// for all of them.
+func matchReturns(out []outgoing, returns map[string][]*ReturnedError) []error {
+	matched := make([]error, len(out))
+	if len(returns) == 0 {
+		return matched
+	}
+	count := map[string]int{}
+	for j := range out {
+		if id := out[j].pub.MessageId; len(returns[id]) > 0 {
+			count[id]++
+		}
+	}
+	for j := range out {
+		id := out[j].pub.MessageId
+		switch rs := returns[id]; {
+		case len(rs) == 0:
+		case len(rs) >= count[id]:
+			matched[j] = rs[0]
+			returns[id] = rs[1:]
+			count[id]--
+		default:
+			matched[j] = errAmbiguousReturn
+		}
+	}
+	return matched
 }
 
 // stuckWriteGrace is how long a write may go on after its Publish's
