@@ -12,6 +12,10 @@ import (
 // and otherwise the error, classified like Publish's
 // (publishers.ErrUnavailable for an unreachable broker); it honours ctx.
 //
+// A Probe whose ctx ends before the broker answered also breaks off the
+// connection, should it be dead without knowing it yet (a broker gone
+// without closing it): the next Probe dials afresh.
+//
 // The relay probes a sink it found down this way (relay.Prober) rather
 // than with rows.
 func (p *Publisher) Probe(ctx context.Context) error {
@@ -23,6 +27,14 @@ func (p *Publisher) Probe(ctx context.Context) error {
 	}
 	c, err := p.newChannel(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// A connection that cannot open a channel in time may be dead
+			// without knowing it yet (a broker gone without a word): the
+			// next probe dials afresh instead of waiting for heartbeats.
+			if l := p.current(); l != nil {
+				l.abort()
+			}
+		}
 		return classify(fmt.Errorf("rabbitmq: probe: %w", err))
 	}
 	p.release(c, true)

@@ -465,3 +465,27 @@ func TestCloseDuringStalledDial(t *testing.T) {
 		t.Errorf("Publish after Close = %v, want unavailable ErrClosed", err)
 	}
 }
+
+// A Probe that the broker does not answer in time breaks the connection
+// off, so that the next one dials afresh rather than wait for heartbeats
+// to declare a dead connection dead.
+func TestProbeTimeoutRedials(t *testing.T) {
+	t.Parallel()
+	proxy := startProxy(t)
+	p := newPublisher(t, rabbitmq.Config{URL: proxied(t, proxy.Addr())})
+	if err := p.Probe(testCtx(t, 10*time.Second)); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	proxy.Stall()
+	defer proxy.Heal()
+	if err := p.Probe(testCtx(t, 200*time.Millisecond)); class(err) != "unavailable" {
+		t.Errorf("Probe of a silent broker = %s (%v), want unavailable", class(err), err)
+	}
+	proxy.Heal()
+	if err := p.Probe(testCtx(t, 10*time.Second)); err != nil {
+		t.Errorf("first Probe after the broker answers again: %v", err)
+	}
+	if s := proxy.Stats(); s.Accepted < 2 {
+		t.Errorf("the proxy accepted %d connections; want a second one, dialed after the timed-out probe", s.Accepted)
+	}
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// rabbitmqSink publishes to RabbitMQ (publishers/rabbitmq); its flags are
+// --rabbitmq-*.
+func init() { registerSink(rabbitmqSink) }
+
+var rabbitmqSink = sink{
+	name:  "rabbitmq",
+	about: "AMQP 0-9-1, publisher confirms",
+	flags: func(f *flags) sinkSettings {
+		r := &rabbitmqFlags{}
+		r.register(f)
+		return r
+	},
+}
+
+// rabbitmqFlags are the RabbitMQ sink's flags.
+type rabbitmqFlags struct {
+	cfg rabbitmq.Config // built by check
+
+	url, exchange                string
+	maxInFlight, maxMessageBytes int
+	publishTimeout, dialTimeout  time.Duration
+	tlsCA, tlsCert, tlsKey       string
+	tlsInsecure                  bool
+}
+
+func (r *rabbitmqFlags) register(f *flags) {
+	f.String(&r.url, "rabbitmq-url", rabbitmq.DefaultURL, "AMQP URI of the broker, amqp://user:password@host:port/vhost (amqps:// for TLS); percent-encode reserved characters; the password is never logged")
+	f.String(&r.exchange, "rabbitmq-exchange", "", `exchange of the topics without "/", whose topic is the routing key (default: the default exchange, where the routing key names the queue); a topic "exchange/routing-key" names both`)
+	f.Int(&r.maxInFlight, "rabbitmq-max-in-flight", rabbitmq.DefaultMaxInFlight, "most messages one publish has sent on its channel and not yet had confirmed")
+	f.Int(&r.maxMessageBytes, "rabbitmq-max-message-bytes", rabbitmq.DefaultMaxMessageBytes, "largest payload sent; a larger one fails permanently; at most the broker's max_message_size")
+	f.Duration(&r.publishTimeout, "rabbitmq-publish-timeout", rabbitmq.DefaultPublishTimeout, "bound on one publish: its wait for a channel and for the broker's confirms")
+	f.Duration(&r.dialTimeout, "rabbitmq-dial-timeout", rabbitmq.DefaultDialTimeout, "bound on connecting: TCP, TLS and AMQP handshakes")
+	f.String(&r.tlsCA, "rabbitmq-tls-ca", "", "PEM file of the CA that signed the broker's certificate (default: system roots); needs an amqps:// URL")
+	f.String(&r.tlsCert, "rabbitmq-tls-cert", "", "PEM client certificate for mutual TLS; needs an amqps:// URL")
+	f.String(&r.tlsKey, "rabbitmq-tls-key", "", "PEM private key of --rabbitmq-tls-cert")
+	f.Bool(&r.tlsInsecure, "rabbitmq-tls-insecure-skip-verify", false, "do not verify the broker's certificate (testing only)")
+}
+
+// check builds the rabbitmq.Config and reports every problem of the
+// flags, naming each flag.
+func (r *rabbitmqFlags) check(relay.Config) error {
+	var errs problems
+	cfg := rabbitmq.Config{
+		URL:             r.url,
+		Exchange:        r.exchange,
+		MaxInFlight:     r.maxInFlight,
+		MaxMessageBytes: r.maxMessageBytes,
+		PublishTimeout:  r.publishTimeout,
+		DialTimeout:     r.dialTimeout,
+	}
+	for _, f := range []struct {
+		name string
+		ok   bool
+		v    any
+	}{
+		{"rabbitmq-max-in-flight", r.maxInFlight > 0, r.maxInFlight},
+		{"rabbitmq-max-message-bytes", r.maxMessageBytes > 0, r.maxMessageBytes},
+		{"rabbitmq-publish-timeout", r.publishTimeout > 0, r.publishTimeout},
+		{"rabbitmq-dial-timeout", r.dialTimeout > 0, r.dialTimeout},
+	} {
+		if !f.ok {
+			errs.add(usageError("invalid value for --%s (%s): %v is not positive", f.name, envName(f.name), f.v))
+		}
+	}
+	if r.tlsCA != "" || r.tlsCert != "" || r.tlsKey != "" || r.tlsInsecure {
+		tlsCfg, err := rabbitmq.LoadTLS(r.tlsCA, r.tlsCert, r.tlsKey, r.tlsInsecure)
+		if err != nil {
+			errs.add(usageError("invalid TLS files (--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key): %v", err))
+		}
+		cfg.TLS = tlsCfg
+		if u, err := url.Parse(r.url); err == nil && u.Scheme != "amqps" {
+			errs.add(usageError("--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key and --rabbitmq-tls-insecure-skip-verify need an amqps:// --rabbitmq-url (%s)", envName("rabbitmq-url")))
+			cfg.TLS = nil
+		}
+	}
+	check := cfg // without what is reported above
+	check.MaxInFlight, check.MaxMessageBytes = max(check.MaxInFlight, 0), max(check.MaxMessageBytes, 0)
+	check.PublishTimeout, check.DialTimeout = max(check.PublishTimeout, 0), max(check.DialTimeout, 0)
+	for _, err := range rabbitmqProblems(check) {
+		errs.add(rabbitmqUsage(err))
+	}
+	r.cfg = cfg
+	return errs.err()
+}
+
+// open returns the RabbitMQ publisher and logs its configuration (the
+// password redacted). It does not connect: the first publish or probe
+// does.
+func (r *rabbitmqFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+	cfg := r.cfg
+	cfg.Logger = logger
+	p, err := rabbitmq.New(cfg)
+	if err != nil {
+		return nil, rabbitmqUsage(err)
+	}
+	logger.Info("rabbitmq sink", "config", p.Config())
+	return p, nil
+}
+
+// rabbitmqProblems returns every error rabbitmq.New finds in cfg, not
+// only the first: each refused field is set back to its default and cfg
+// is checked again. New does not connect.
+func rabbitmqProblems(cfg rabbitmq.Config) []error {
+	var out []error
+	seen := map[string]bool{}
+	for {
+		p, err := rabbitmq.New(cfg)
+		if err == nil {
+			_ = p.Close()
+			return out
+		}
+		var ce *rabbitmq.ConfigError
+		if !errors.As(err, &ce) || seen[ce.Field] {
+			return append(out, err)
+		}
+		out, seen[ce.Field] = append(out, err), true
+		if ce.Field == "URL" {
+			cfg.URL, cfg.TLS = "", nil
+		} else if !zeroField(&cfg, ce.Field) {
+			return out
+		}
+	}
+}
+
+// rabbitmqConfigFlag maps rabbitmq.Config fields to the flags that set
+// them.
+var rabbitmqConfigFlag = map[string]string{
+	"URL": "rabbitmq-url", "Exchange": "rabbitmq-exchange", "TLS": "rabbitmq-url",
+	"MaxInFlight": "rabbitmq-max-in-flight", "MaxMessageBytes": "rabbitmq-max-message-bytes",
+	"PublishTimeout": "rabbitmq-publish-timeout", "DialTimeout": "rabbitmq-dial-timeout",
+}
+
+// rabbitmqUsage turns an error of rabbitmq.New into a usage error naming
+// the flag. The error holds no password.
+func rabbitmqUsage(err error) error {
+	var ce *rabbitmq.ConfigError
+	if errors.As(err, &ce) && rabbitmqConfigFlag[ce.Field] != "" {
+		name := rabbitmqConfigFlag[ce.Field]
+		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+	}
+	return usageError("invalid RabbitMQ configuration: %v", err)
+}
