@@ -38,7 +38,7 @@ type rabbitmqFlags struct {
 
 func (r *rabbitmqFlags) register(f *flags) {
 	f.String(&r.url, "rabbitmq-url", rabbitmq.DefaultURL, "AMQP URI of the broker, amqp://user:password@host:port/vhost (amqps:// for TLS); percent-encode reserved characters; the password is never logged")
-	f.String(&r.exchange, "rabbitmq-exchange", "", `exchange of the topics without "/", whose topic is the routing key (default: the default exchange, where the routing key names the queue); a topic "exchange/routing-key" names both`)
+	f.String(&r.exchange, "rabbitmq-exchange", "", `exchange of the topics without "/", whose topic is the routing key; empty is the default exchange, where the routing key names the queue; a topic "exchange/routing-key" names both`)
 	f.Int(&r.maxInFlight, "rabbitmq-max-in-flight", rabbitmq.DefaultMaxInFlight, "most messages one publish has sent on its channel and not yet had confirmed")
 	f.Int(&r.maxMessageBytes, "rabbitmq-max-message-bytes", rabbitmq.DefaultMaxMessageBytes, "largest payload sent; a larger one fails permanently; at most the broker's max_message_size")
 	f.Duration(&r.publishTimeout, "rabbitmq-publish-timeout", rabbitmq.DefaultPublishTimeout, "bound on one publish: its wait for a channel and for the broker's confirms")
