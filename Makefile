@@ -53,6 +53,22 @@ demo:
 demo-ordered:
 	go run ./cmd/relay demo --ordered
 
+# The demo against the other sinks, each on the service of this machine
+# (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379; the
+# webhook demo runs its own receiver). Add --ordered with DEMO_FLAGS.
+.PHONY: demo-nats demo-rabbitmq demo-redis demo-webhook
+demo-nats:
+	go run ./cmd/relay demo --sink nats $(DEMO_FLAGS)
+
+demo-rabbitmq:
+	go run ./cmd/relay demo --sink rabbitmq $(DEMO_FLAGS)
+
+demo-redis:
+	go run ./cmd/relay demo --sink redis $(DEMO_FLAGS)
+
+demo-webhook:
+	go run ./cmd/relay demo --sink webhook $(DEMO_FLAGS)
+
 # -buildvcs=auto records the commit for relay version, even where GOFLAGS
 # turns it off.
 build:

@@ -2,30 +2,93 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/demo"
+	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // defaultDemoURL is the local PostgreSQL of a development machine.
 const defaultDemoURL = "postgres://postgres@127.0.0.1:5432/postgres"
 
+// demoSinks are the sinks relay demo can read back: each returns the
+// demo's view of the sink for topic, reading the sink's flags (those of
+// relay run), and may point them at what it started (an embedded Kafka
+// broker, a webhook receiver). The demo's relays publish with the sink
+// itself, built by the registry from the same flags.
+var demoSinks = map[string]func(f *flags, topic string) (demo.Sink, error){
+	"kafka": func(f *flags, topic string) (demo.Sink, error) {
+		k, err := demo.NewKafka(splitList(flagValue(f, "kafka-brokers")), topic)
+		if err == nil {
+			setFlag(f, "kafka-brokers", strings.Join(k.Brokers(), ","))
+		}
+		return k, err
+	},
+	"nats": func(f *flags, _ string) (demo.Sink, error) {
+		return demo.NewNATS(demo.NATSConfig{
+			URLs: splitList(flagValue(f, "nats-url")), CredentialsFile: flagValue(f, "nats-creds"),
+			User: flagValue(f, "nats-user"), Password: flagValue(f, "nats-password"), Token: flagValue(f, "nats-token"),
+		}), nil
+	},
+	"rabbitmq": func(f *flags, _ string) (demo.Sink, error) {
+		return demo.NewRabbitMQ(demo.RabbitMQConfig{URL: flagValue(f, "rabbitmq-url"), Exchange: flagValue(f, "rabbitmq-exchange")}), nil
+	},
+	"redis": func(f *flags, _ string) (demo.Sink, error) {
+		return demo.NewRedis(demo.RedisConfig{
+			URL: flagValue(f, "redis-url"), Password: flagValue(f, "redis-password"), StreamPrefix: flagValue(f, "redis-stream-prefix"),
+		}), nil
+	},
+	"webhook": func(f *flags, _ string) (demo.Sink, error) {
+		if f.isSet("webhook-url") {
+			return nil, usageError("relay demo --sink webhook POSTs to a receiver of its own: leave --webhook-url (%s) unset", envName("webhook-url"))
+		}
+		w, err := demo.StartWebhook()
+		if err == nil {
+			setFlag(f, "webhook-url", w.URL())
+		}
+		return w, err
+	},
+}
+
+// demoDefaults are the defaults of sink flags in relay demo where they
+// differ from relay run's, or where relay run has none: the services of a
+// development machine. A flag that is not registered is skipped.
+var demoDefaults = []struct{ name, value, usage string }{
+	{"kafka-brokers", "", "; empty starts an embedded Kafka-protocol broker"},
+	{"nats-url", "nats://127.0.0.1:4222", ""},
+	{"rabbitmq-url", "amqp://guest:guest@127.0.0.1:5672/", ""},
+	{"redis-url", "redis://127.0.0.1:6379/0", ""},
+	{"webhook-url", "", "; relay demo sets it to a receiver of its own on 127.0.0.1 and refuses another"},
+}
+
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay demo", "Usage: relay demo [flags]\n\n"+
-		"Migrates an outbox table in its own schema (dropped and recreated), starts an embedded\n"+
-		"Kafka-protocol broker unless --kafka-brokers is given, writes orders and their events in real\n"+
-		"transactions (some rolled back), runs several relays, consumes the topic back and checks that\n"+
-		"every committed event arrived intact and no rolled-back one did. Exits 0 when it did.", stdout, getenv)
+		"Migrates an outbox table in its own schema (dropped and recreated), prepares the destination of\n"+
+		"its topic on the sink --sink names (Kafka: an embedded Kafka-protocol broker unless --kafka-brokers\n"+
+		"is given; NATS: a JetStream stream; RabbitMQ: a queue where the sink routes the topic; Redis: a\n"+
+		"stream; webhook: a receiver on 127.0.0.1), writes orders and their events in real transactions\n"+
+		"(some rolled back), runs several relays publishing with that sink and its --<sink>-* flags, as\n"+
+		"relay run does, reads the destination back and checks that every committed event arrived intact\n"+
+		"and no rolled-back one did. Exits 0 when it did.", stdout, getenv)
 	var (
-		url, schema, brokers, topic string
-		logLevel, logFormat         string
-		cfg                         demo.Config
+		url, schema, topic, sinkName string
+		logLevel, logFormat          string
+		sinkFlags                    sinkFlagSet
+		cfg                          demo.Config
 	)
 	f.String(&url, "database-url", defaultDemoURL, "PostgreSQL connection URL")
 	f.String(&schema, "schema", "outbox_demo", "schema the demo creates afresh (it is dropped first)")
-	f.String(&brokers, "kafka-brokers", "", "Kafka brokers to use instead of the embedded broker")
-	f.String(&topic, "topic", "demo.orders", "topic to publish to")
+	f.String(&sinkName, "sink", defaultSink, "where the relays publish: "+orList(demoSinkNames(), ", or ")+"; the sink's flags are those of relay run")
+	sinkFlags.register(f)
+	for _, d := range demoDefaults {
+		setDefault(f, d.name, d.value, d.usage)
+	}
+	f.String(&topic, "topic", "demo.orders", "topic to publish to; with a sink other than kafka, the demo adds a suffix unique to the run (demo.orders.r1a2b3c4d), so that each run has a destination of its own")
 	f.Int(&cfg.Events, "events", 3000, "events to write, committed or rolled back")
 	f.Int(&cfg.Writers, "writers", 4, "concurrent writer goroutines")
 	f.Int(&cfg.Relays, "relays", 3, "relay replicas")
@@ -37,6 +100,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := f.parse(args); err != nil {
 		return err
 	}
+	openDemoSink, known := demoSinks[sinkName]
+	if _, registered := sinkNamed(sinkName); !registered {
+		known = false
+	}
 	switch {
 	case cfg.Events < 1:
 		return usageError("--events (%s) must be at least 1", envName("events"))
@@ -46,6 +113,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return usageError("--relays (%s) must be at least 1", envName("relays"))
 	case cfg.RollbackEvery < 2:
 		return usageError("--rollback-every (%s) must be at least 2", envName("rollback-every"))
+	case !known:
+		return usageError("invalid value for --sink (%s): %q; relay demo reads back %s", envName("sink"), sinkName, orList(demoSinkNames(), " or "))
 	}
 	logger, err := newLogger(stderr, logFormat, logLevel)
 	if err != nil {
@@ -55,8 +124,69 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if _, err := d.outboxTable(); err != nil {
 		return err
 	}
-	cfg.DatabaseURL, cfg.Schema, cfg.Brokers, cfg.Topic = url, schema, splitList(brokers), topic
+	if sinkName != "kafka" {
+		topic = demo.UniqueTopic(topic)
+	}
+	cfg.DatabaseURL, cfg.Schema, cfg.Topic = url, schema, topic
 	cfg.Out, cfg.Logger = stdout, logger
+
+	sink, err := openDemoSink(f, topic)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := sink.Close(); err != nil {
+			logger.Warn("demo sink not cleaned up", "sink", sinkName, "error", err)
+		}
+	}()
+	settings := sinkFlags[sinkName]
+	if err := settings.check(cfg.RelayConfig(1)); err != nil {
+		return err
+	}
+	cfg.Sink = sink
+	cfg.Publisher = func(rc relay.Config) (relay.Publisher, error) {
+		return settings.open(rc, logger.With("relay", rc.ID), stdout)
+	}
 	_, err = demo.Run(ctx, cfg)
 	return err
+}
+
+// demoSinkNames lists the sinks relay demo can run against, sorted.
+func demoSinkNames() []string {
+	var names []string
+	for _, name := range slices.Sorted(maps.Keys(demoSinks)) {
+		if _, ok := sinkNamed(name); ok {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// flagValue returns the value of flag name, "" when no such flag is
+// registered.
+func flagValue(f *flags, name string) string {
+	if fl := f.fs.Lookup(name); fl != nil {
+		return fl.Value.String()
+	}
+	return ""
+}
+
+// setFlag gives flag name the value s, as the command line would; it was
+// checked when registered.
+func setFlag(f *flags, name, s string) {
+	if fl := f.fs.Lookup(name); fl != nil {
+		if err := fl.Value.(*value).set(s); err != nil {
+			panic(errors.New("relay demo: " + name + ": " + err.Error())) // a value of the demo's own
+		}
+	}
+}
+
+// setDefault makes s the default of flag name, before parse, and adds
+// usage to its help; a flag that is not registered is skipped.
+func setDefault(f *flags, name, s, usage string) {
+	if fl := f.fs.Lookup(name); fl != nil {
+		setFlag(f, name, s)
+		fl.DefValue = s
+		fl.Usage += usage
+	}
 }

@@ -1,9 +1,12 @@
 // Package demo runs the end-to-end demonstration behind `relay demo`: it
-// migrates an outbox table on a real PostgreSQL, starts an embedded
-// Kafka-protocol broker (kfake) unless brokers are given, writes orders and
-// their events in real transactions (some rolled back), runs several relays
-// side by side, consumes the topic back and proves that every committed
-// event arrived intact and no rolled-back one did.
+// migrates an outbox table on a real PostgreSQL, prepares the destination
+// of its topic on a sink (a Sink: Kafka, with an embedded kfake broker
+// unless brokers are given, NATS JetStream, RabbitMQ, Redis streams or a
+// webhook receiver of its own), writes orders and their events in real
+// transactions (some rolled back), runs several relays side by side that
+// publish with the real sink, reads the destination back with the
+// broker's own client and proves that every committed event arrived intact
+// and no rolled-back one did.
 package demo
 
 import (
@@ -21,10 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -34,9 +35,14 @@ type Config struct {
 	DatabaseURL string
 	// Schema is created afresh (dropped first if present) for the run.
 	Schema string
-	// Brokers, when empty, makes the demo start kfake on 127.0.0.1.
-	Brokers []string
-	// Topic receives the events. It is created when missing.
+	// Sink prepares the destination of Topic and reads it back. Required.
+	// Run opens it; the caller closes it after Run.
+	Sink Sink
+	// Publisher returns a new publisher for the relay configured by rc,
+	// one per relay: the sink the relays publish to, configured to reach
+	// what Sink prepared. Run closes each. Required.
+	Publisher func(rc relay.Config) (relay.Publisher, error)
+	// Topic receives the events. Sink creates its destination.
 	Topic string
 	// Events is how many events the writers attempt, committed or not.
 	Events int
@@ -104,46 +110,25 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	fmt.Fprintf(out, "postgres: schema %s migrated to version %03d\n", cfg.Schema, migrations.Latest())
 
-	brokers := cfg.Brokers
-	if len(brokers) == 0 {
-		b, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{cfg.Topic}, Partitions: 3})
-		if err != nil {
-			return Summary{}, fmt.Errorf("start embedded broker: %w", err)
-		}
-		defer b.Close()
-		brokers = b.Addrs()
-		fmt.Fprintf(out, "kafka:    embedded kfake broker on %v, topic %s (3 partitions)\n", brokers, cfg.Topic)
-	} else {
-		if err := ensureTopic(ctx, brokers, cfg.Topic); err != nil {
-			return Summary{}, err
-		}
-		fmt.Fprintf(out, "kafka:    brokers %v, topic %s\n", brokers, cfg.Topic)
-	}
-
-	cons, err := newConsumer(ctx, brokers, cfg.Topic)
+	in := newInbox()
+	desc, err := cfg.Sink.Open(ctx, cfg.Topic, in.record)
 	if err != nil {
 		return Summary{}, err
 	}
-	defer cons.close()
+	fmt.Fprintln(out, desc)
 
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	var relays sync.WaitGroup
-	for i := 0; i < cfg.Relays; i++ {
-		pub, err := kafka.New(kafka.Config{Brokers: brokers})
+	defer func() { stopRelays(); relays.Wait() }() // on an early return; a no-op after the explicit stop
+	for i := 1; i <= cfg.Relays; i++ {
+		rcfg := cfg.RelayConfig(i)
+		pub, err := cfg.Publisher(rcfg)
 		if err != nil {
-			stopRelays()
-			return Summary{}, fmt.Errorf("kafka sink: %w", err)
-		}
-		rcfg := relay.Config{
-			Table: table, ID: fmt.Sprintf("demo-relay-%d", i+1), BatchSize: 100,
-			PollInterval: 50 * time.Millisecond, Logger: cfg.Logger,
-		}
-		if cfg.Ordered {
-			rcfg.Ordering = relay.Ordering{Topics: []string{"*"}, Shards: 8}
+			return Summary{}, fmt.Errorf("sink: %w", err)
 		}
 		r, err := relay.New(pool, pub, rcfg)
 		if err != nil {
-			stopRelays()
+			_ = pub.Close()
 			return Summary{}, err
 		}
 		relays.Add(1)
@@ -173,11 +158,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// Wait until every committed event has arrived, printing progress.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for cons.countKnown(events) < committed && ctx.Err() == nil {
+	for in.countKnown(events) < committed && ctx.Err() == nil {
 		select {
 		case <-tick.C:
-			fmt.Fprintf(out, "progress: %d of %d committed events delivered\n", cons.countKnown(events), committed)
-		case <-cons.changed():
+			fmt.Fprintf(out, "progress: %d of %d committed events delivered\n", in.countKnown(events), committed)
+		case <-in.changed():
 		case <-ctx.Done():
 		}
 	}
@@ -185,16 +170,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	relays.Wait()
 	// Anything a rolled-back transaction wrote would have been published by
 	// now; read what is left on the wire.
-	cons.drain(500 * time.Millisecond)
+	in.drain(500 * time.Millisecond)
 
-	sum := summarize(events, cons.snapshot())
+	sum := summarize(events, in.snapshot())
 	sum.Elapsed = time.Since(start)
 	sum.SentByRelay, err = sentByRelay(context.WithoutCancel(ctx), pool, table)
 	if err != nil {
 		return sum, err
 	}
 	if sum.Ordered = cfg.Ordered; cfg.Ordered {
-		if sum.OrderViolations, err = orderViolations(context.WithoutCancel(ctx), pool, table, cons.arrivals()); err != nil {
+		if sum.OrderViolations, err = orderViolations(context.WithoutCancel(ctx), pool, table, in.arrivals()); err != nil {
 			return sum, err
 		}
 	}
@@ -206,6 +191,20 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, errors.New("demo failed: see the summary")
 	}
 	return sum, nil
+}
+
+// RelayConfig returns the configuration of relay n (1 to Relays), as Run
+// runs it: table Schema.outbox, ID demo-relay-n, batches of 100, polls
+// every 50 ms, per-key ordering of every topic over 8 shards with Ordered.
+func (cfg Config) RelayConfig(n int) relay.Config {
+	rc := relay.Config{
+		Table: outbox.Table{Schema: cfg.Schema, Name: "outbox"}, ID: fmt.Sprintf("demo-relay-%d", n), BatchSize: 100,
+		PollInterval: 50 * time.Millisecond, Logger: cfg.Logger,
+	}
+	if cfg.Ordered {
+		rc.Ordering = relay.Ordering{Topics: []string{"*"}, Shards: 8}
+	}
+	return rc
 }
 
 // prepareSchema drops and recreates the demo schema, migrates the outbox
