@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What `make test` needs besides Go, checked before it spends minutes
-# compiling: the test database, kcat, and PostgreSQL's server programs.
+# compiling: the test database, kcat, PostgreSQL's server programs, and the
+# brokers of the sinks' tests (NATS with JetStream, RabbitMQ, Redis).
 # Prints every missing piece with the command that installs or starts it,
 # and exits 1 when something is missing; prints one line and exits 0 when
 # all is there.
@@ -11,6 +12,9 @@
 #                             initdb and postgres instead of where
 #                             internal/pgserver looks (pg_config --bindir,
 #                             /usr/lib/postgresql/*/bin, PATH)
+#   OUTBOX_TEST_NATS_URL, OUTBOX_TEST_RABBITMQ_URL, OUTBOX_TEST_REDIS_ADDR
+#                             the brokers the sinks' tests use (default the
+#                             local ones: 127.0.0.1:4222, :5672, :6379)
 set -u
 
 missing=()
@@ -73,6 +77,28 @@ elif [ -n "$server" ]; then
   say "psql: not on PATH, so the test database cannot be checked; it comes with the server:
     sudo apt-get install -y postgresql-client"
 fi
+
+# The sinks' brokers: each test talks to the local one (or the one its
+# variable names).
+hostport() { # URL or host:port -> host:port
+  local x="${1#*://}"
+  x="${x#*@}"
+  echo "${x%%/*}"
+}
+answers() { # host:port
+  local hp="$1"
+  (exec 3<>"/dev/tcp/${hp%:*}/${hp##*:}") 2>/dev/null
+}
+broker() { # name, address, how to start it
+  answers "$2" || say "$1 does not answer on $2 (the sinks' tests publish to it);
+    $3"
+}
+broker "NATS with JetStream" "$(hostport "${OUTBOX_TEST_NATS_URL:-nats://127.0.0.1:4222}")" \
+  "start it: nats-server -js -a 127.0.0.1 -p 4222 -sd /tmp/nats &   (sudo apt-get install -y nats-server), or set OUTBOX_TEST_NATS_URL"
+broker "RabbitMQ" "$(hostport "${OUTBOX_TEST_RABBITMQ_URL:-amqp://guest:guest@127.0.0.1:5672/}")" \
+  "start it: sudo rabbitmq-server -detached   (sudo apt-get install -y rabbitmq-server), or set OUTBOX_TEST_RABBITMQ_URL"
+broker "Redis" "$(hostport "${OUTBOX_TEST_REDIS_ADDR:-127.0.0.1:6379}")" \
+  "start it: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ''   (sudo apt-get install -y redis-server), or set OUTBOX_TEST_REDIS_ADDR"
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "make test needs what is missing below (see README.md, \"Quick start\"):" >&2

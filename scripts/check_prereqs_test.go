@@ -71,7 +71,9 @@ func TestCheckPrereqsNamesWhatIsMissing(t *testing.T) {
 	path := fakePath(t, []string{"go", "psql"}, nil)
 	code, stdout, stderr := runCheck(t, "PATH="+path, "HOME="+t.TempDir(),
 		"PG_SERVER_DIRS="+filepath.Join(t.TempDir(), "none"),
-		"OUTBOX_TEST_DATABASE_URL=postgres://app:hunter2@127.0.0.1:1/postgres")
+		"OUTBOX_TEST_DATABASE_URL=postgres://app:hunter2@127.0.0.1:1/postgres",
+		"OUTBOX_TEST_NATS_URL=nats://127.0.0.1:1", "OUTBOX_TEST_RABBITMQ_URL=amqp://guest:secret@127.0.0.1:1/",
+		"OUTBOX_TEST_REDIS_ADDR=127.0.0.1:1")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -81,6 +83,8 @@ func TestCheckPrereqsNamesWhatIsMissing(t *testing.T) {
 		"initdb, postgres: PostgreSQL's server programs are not installed", "sudo apt-get install -y postgresql",
 		"the test database does not answer: postgres://app:xxxxx@127.0.0.1:1/postgres: ", "pg_ctlcluster",
 		"make test OUTBOX_TEST_DATABASE_URL=",
+		"NATS with JetStream does not answer on 127.0.0.1:1", "RabbitMQ does not answer on 127.0.0.1:1",
+		"Redis does not answer on 127.0.0.1:1", "redis-server --daemonize yes",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)

@@ -30,7 +30,7 @@ const usage = `relay: transactional outbox relay for PostgreSQL
 Usage:
   relay run [flags]              claim and publish outbox rows until SIGTERM/SIGINT
   relay migrate up|down|status   manage the outbox table's schema
-  relay demo [flags]             end-to-end demo: local PostgreSQL, embedded Kafka-protocol broker
+  relay demo [flags]             end-to-end demo: local PostgreSQL, an embedded Kafka-protocol broker or --sink nats|rabbitmq|redis|webhook
   relay bench <mode> [flags]     benchmark: burn-down, steady or idle, against the SQL ceiling
   relay version                  print the version
 
