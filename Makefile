@@ -22,6 +22,14 @@ unit: prereqs
 chaos-short: prereqs
 	OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
 
+# The short profile against another sink: the broker of this machine
+# (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379; the
+# webhook run has its own receiver) behind a fault proxy, a destination of
+# the run's own. broker-errors runs against Kafka and the webhook only.
+.PHONY: chaos-short-nats chaos-short-rabbitmq chaos-short-redis chaos-short-webhook
+chaos-short-nats chaos-short-rabbitmq chaos-short-redis chaos-short-webhook: chaos-short-%: prereqs
+	OUTBOX_CHAOS_SINK=$* OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
+
 # The long profile: random faults for CHAOS_DURATION (default 10m); relay
 # logs are kept in CHAOS_LOGDIR. Replay a run with OUTBOX_CHAOS_SEED.
 CHAOS_DURATION ?= 10m

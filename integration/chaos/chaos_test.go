@@ -19,7 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/internal/history"
-	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
 	"github.com/outboxrelay/outboxrelay/internal/leakcheck"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -39,43 +38,59 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
-	leakcheck.Main(m, leakcheck.KafkaGo, leakcheck.PgxPool, leakcheck.Puddle, leakcheck.KFake)
+	leakcheck.Main(m, leakcheck.KafkaGo, leakcheck.PgxPool, leakcheck.Puddle, leakcheck.KFake,
+		"github.com/nats-io/nats.go", "github.com/rabbitmq/amqp091-go", "github.com/redis/go-redis/")
 }
 
 // malformedRows are inserted by hand during the run, as a buggy application
-// or a manual fix might: each must end failed with its reason while
-// everything else flows.
-var malformedRows = []struct{ topic, headers string }{
-	{plainTopic, `[1, 2]`},
-	{plainTopic, `{"n": 1}`},
-	{"bad topic!", `{}`},
+// or a manual fix might, in the plain topic and elsewhere: each must end
+// failed with its reason while everything else flows.
+func malformedRows(plain string) []struct{ topic, headers string } {
+	return []struct{ topic, headers string }{
+		{plain, `[1, 2]`},
+		{plain, `{"n": 1}`},
+		{"bad topic!", `{}`},
+	}
 }
 
 // TestChaos runs the fault schedule of the profile (OUTBOX_CHAOS_PROFILE)
-// against relays, PostgreSQL and the broker while the producer writes, then
-// drains and checks the history. See the package comment.
+// against relays, PostgreSQL and the broker of the sink (OUTBOX_CHAOS_SINK)
+// while the producer writes, then drains and checks the history. See the
+// package comment.
 func TestChaos(t *testing.T) {
 	p, seed, err := settings()
 	if err != nil {
 		t.Fatal(err)
 	}
+	sinkName, sk, err := sinkFromEnv(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ordered, plain := sk.topics()
 	rng := rand.New(rand.NewPCG(seed, 1))
-	steps := schedule(p, rng)
+	steps := schedule(p, sk.kinds(), rng)
+	// The Kafka run's lines are as they were before other sinks came;
+	// another sink's name their own.
+	sinkTag := ""
+	if sinkName != "kafka" {
+		sinkTag = "sink=" + sinkName + " "
+		t.Logf("sink %s (replay: OUTBOX_CHAOS_SINK=%s OUTBOX_CHAOS_SEED=%d), topics %s (ordered) and %s", sinkName, sinkName, seed, ordered, plain)
+	}
 	t.Logf("profile %s, seed %d (replay: OUTBOX_CHAOS_SEED=%d), %d relays, %d faults: %v", p.name, seed, seed, p.relays, len(steps), steps)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	begin := time.Now()
 	at := func() string { return "+" + time.Since(begin).Round(100*time.Millisecond).String() }
-	c := startCluster(ctx, t, relayBin, p, seed)
-	t.Logf("%s cluster up: PostgreSQL on :%d, broker at %v", at(), c.pg.Port(), c.broker.Addrs())
+	c := startCluster(ctx, t, relayBin, p, sk)
+	t.Logf("%s cluster up: PostgreSQL on :%d, broker at %s", at(), c.pg.Port(), sk.where())
 
 	// The producer writes until the last fault is over.
 	w, err := outbox.NewWriter(outbox.WriterConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := &producer{pool: c.pool, w: w}
+	prod := &producer{pool: c.pool, w: w, ordered: ordered, plain: plain}
 	prodCtx, stopProducer := context.WithCancel(ctx)
 	var prodDone sync.WaitGroup
 	prodDone.Add(1)
@@ -87,7 +102,7 @@ func TestChaos(t *testing.T) {
 	defer stopProducer()
 
 	insertMalformed := func() {
-		for _, r := range malformedRows {
+		for _, r := range malformedRows(plain) {
 			_, err := c.pool.Exec(ctx, "INSERT INTO public.outbox (id, topic, payload, headers) VALUES ($1, $2, 'malformed', $3::jsonb)",
 				uuid.Must(uuid.NewV7()), r.topic, r.headers)
 			if err != nil {
@@ -144,19 +159,24 @@ func TestChaos(t *testing.T) {
 		c.saveLogs(dir)
 	}
 
-	// The consumer reads everything back; the checker compares.
-	var deliveries []history.Delivery
-	for _, topic := range []string{orderedTopic, plainTopic} {
-		for _, r := range kafkatest.ReadTopic(t, c.broker.Addrs(), topic, nil) {
-			deliveries = append(deliveries, history.Delivery{EventID: r.EventID(), Topic: topic, Key: string(r.Key),
-				Partition: r.Partition, Offset: r.Offset, Time: r.Time})
-		}
+	// The consumer reads everything back with the broker's own client;
+	// the checker compares.
+	records := sk.read(ctx, t)
+	deliveries := make([]history.Delivery, 0, len(records))
+	for _, r := range records {
+		deliveries = append(deliveries, r.Delivery)
+	}
+	txns := prod.history()
+	if bad := corrupted(txns, records); len(bad) > 0 {
+		t.Errorf("%d records arrived with another payload than their event's, e.g. %v", len(bad), bad[:min(len(bad), 5)])
+	} else if sinkTag != "" {
+		t.Logf("%d records read back, every payload as written", len(records))
 	}
 	rep := history.Check(history.Input{
-		Txns: prod.history(), Deliveries: deliveries, Faults: windows, OrderedTopics: []string{orderedTopic},
+		Txns: txns, Deliveries: deliveries, Faults: windows, OrderedTopics: []string{ordered},
 		Before: time.Second, After: publishTimeout + time.Second,
 		Rows:         history.Rows{Pending: st["pending"], Processing: st["processing"], Sent: st["sent"], Failed: st["failed"]},
-		ExpectFailed: 2 * len(malformedRows),
+		ExpectFailed: 2 * len(malformedRows(plain)),
 	})
 	var failed []string
 	rows, err := c.pool.Query(ctx, "SELECT topic || ': ' || coalesce(last_error, '') FROM public.outbox WHERE status = 'failed' ORDER BY 1")
@@ -196,9 +216,9 @@ func TestChaos(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(kinds)
-	t.Logf("chaos summary: profile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d "+
+	t.Logf("chaos summary: %sprofile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d "+
 		"sigterm_exits=[%s] (bound %s) drain=%s | %s",
-		p.name, seed, p.relays, len(windows), strings.Join(kinds, " "), len(c.all), c.refused.Load(), fenced,
+		sinkTag, p.name, seed, p.relays, len(windows), strings.Join(kinds, " "), len(c.all), sk.refused(), fenced,
 		strings.Join(exits, " "), exitBound, drain.Round(time.Millisecond), rep.Summary())
 	t.Logf("chaos table row: | %s | %d | %s | %d | %d | %d | %d | %d (%.2f%%) | %d | %s |",
 		p.name, seed, strings.Join(kinds, ", "), len(windows), rep.Written, rep.Delivered-rep.UnknownDelivered-rep.RolledBackDelivered,
@@ -206,10 +226,10 @@ func TestChaos(t *testing.T) {
 	if err := rep.Err(); err != nil {
 		t.Error(err)
 	}
-	if byKind[brokerErrors] > 0 && c.refused.Load() == 0 {
+	if byKind[brokerErrors] > 0 && sk.refused() == 0 {
 		t.Error("broker-errors ran but no produce request was refused: the fault did nothing")
 	}
-	if missing := slices.DeleteFunc(slices.Clone(allKinds), func(k string) bool { return byKind[k] > 0 }); p.duration == 0 && len(missing) > 0 {
+	if missing := slices.DeleteFunc(slices.Clone(sk.kinds()), func(k string) bool { return byKind[k] > 0 }); p.duration == 0 && len(missing) > 0 {
 		t.Errorf("fault kinds that never ran: %v", missing)
 	}
 }
@@ -224,4 +244,23 @@ func await(ctx context.Context, timeout time.Duration, cond func() bool) bool {
 		sleep(ctx, 20*time.Millisecond)
 	}
 	return true
+}
+
+// corrupted lists the records whose payload is not the one their event was
+// written with (records of events the producer never wrote are the
+// checker's foreign records).
+func corrupted(txns []history.Txn, records []record) []string {
+	want := map[string]string{}
+	for _, tx := range txns {
+		for _, ev := range tx.Events {
+			want[ev.ID] = string(payload(ev.Key, ev.Seq))
+		}
+	}
+	var bad []string
+	for _, r := range records {
+		if w, ok := want[r.EventID]; ok && r.payload != w {
+			bad = append(bad, fmt.Sprintf("%s (%s/%s)", r.EventID, r.Topic, r.Key))
+		}
+	}
+	return bad
 }

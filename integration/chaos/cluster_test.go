@@ -3,24 +3,16 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
-	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/internal/pgserver"
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 )
@@ -35,14 +27,10 @@ type cluster struct {
 	pg   *pgserver.Server
 	pool *pgxpool.Pool // the harness's own connections, not proxied
 
-	broker      *kfakebroker.Broker
+	// sink is the broker the relays publish to; brokerProxy the fault
+	// proxy in front of it.
+	sink        sink
 	brokerProxy *faultproxy.Proxy
-	// refuseProduce, when set, is the share of produce requests the
-	// broker refuses with retriable errors (broker-errors).
-	refuseProduce atomic.Pointer[float64]
-	produceRng    *rand.Rand // guarded by produceMu
-	produceMu     sync.Mutex
-	refused       atomic.Int64
 
 	slots []*slot
 	all   []*relayProc // every process started, for the cleanup
@@ -84,10 +72,10 @@ func (p *relayProc) exited() bool {
 	}
 }
 
-// startCluster starts PostgreSQL, the broker and its proxy, migrates the
-// outbox table and starts p.relays relays.
-func startCluster(ctx context.Context, t *testing.T, bin string, p profile, seed uint64) *cluster {
-	c := &cluster{t: t, bin: bin, produceRng: rand.New(rand.NewPCG(seed, 7))}
+// startCluster starts PostgreSQL, the sink's broker and its proxy,
+// migrates the outbox table and starts p.relays relays.
+func startCluster(ctx context.Context, t *testing.T, bin string, p profile, sk sink) *cluster {
+	c := &cluster{t: t, bin: bin, sink: sk}
 	var err error
 	if c.pg, err = pgserver.Start(ctx, pgserver.Options{}); err != nil {
 		t.Fatalf("private PostgreSQL: %v", err)
@@ -105,27 +93,7 @@ func startCluster(ctx context.Context, t *testing.T, bin string, p profile, seed
 	}
 	t.Cleanup(c.pool.Close)
 
-	// The broker advertises the proxy's address, so every client
-	// connection, including those metadata leads to, goes through it.
-	c.broker, err = kfakebroker.Start(kfakebroker.Options{
-		Topics: []string{orderedTopic, plainTopic},
-		Listen: func(network, address string) (net.Listener, error) {
-			ln, err := faultproxy.Listen(network, address)
-			if err != nil {
-				return nil, err
-			}
-			c.brokerProxy = ln.Proxy
-			return ln, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.broker.Close()
-		c.brokerProxy.Close()
-	})
-	c.broker.Cluster().ControlKey(int16(kmsg.Produce), c.produceControl)
+	c.brokerProxy = sk.start(ctx, t)
 
 	if out, err := c.command(ctx, "migrate", "up").CombinedOutput(); err != nil {
 		t.Fatalf("relay migrate up: %v\n%s", err, out)
@@ -145,23 +113,6 @@ func startCluster(ctx context.Context, t *testing.T, bin string, p profile, seed
 	return c
 }
 
-// produceControl refuses a share of produce requests during broker-errors.
-func (c *cluster) produceControl(req kmsg.Request) (kmsg.Response, error, bool) {
-	c.broker.Cluster().KeepControl()
-	share := c.refuseProduce.Load()
-	if share == nil {
-		return nil, nil, false
-	}
-	c.produceMu.Lock()
-	refuse := c.produceRng.Float64() < *share
-	c.produceMu.Unlock()
-	if !refuse {
-		return nil, nil, false
-	}
-	c.refused.Add(1)
-	return kfakebroker.ProduceErrorResponse(req.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
-}
-
 // command is a relay command against the private server, not proxied.
 func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.bin, args...)
@@ -170,7 +121,7 @@ func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 }
 
 // startRelay starts a new relay process in s, connected to PostgreSQL
-// through the slot's proxy and to the broker through the broker's.
+// through the slot's proxy and to the sink's broker through its proxy.
 func (c *cluster) startRelay(s *slot) {
 	s.gen++
 	name := fmt.Sprintf("r%d.%d", s.index, s.gen)
@@ -181,18 +132,21 @@ func (c *cluster) startRelay(s *slot) {
 		claimMode = "lock"
 	}
 	dsn := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&application_name=%s", s.pgProxy.Addr(), name)
-	cmd := exec.Command(c.bin, "run",
+	ordered, _ := c.sink.topics()
+	sinkArgs, sinkEnv := c.sink.relayArgs()
+	args := []string{"run",
 		"--relay-id", name,
-		"--ordered-topics", orderedTopic, "--shards", "8",
+		"--ordered-topics", ordered, "--shards", "8",
 		"--batch-size", "50", "--poll-interval", "50ms",
 		"--lease", lease.String(), "--publish-timeout", publishTimeout.String(),
 		"--backoff-min", "100ms", "--backoff-max", "2s", "--max-attempts", "25",
 		"--outage-backoff-min", "50ms", "--outage-backoff-max", "1s",
 		"--shutdown-timeout", shutdownTimeout.String(),
 		// Odd slots run two batches in flight, so both loops meet the faults.
-		"--workers", fmt.Sprint(1+s.index%2),
-		"--claim-mode", claimMode)
-	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+dsn, "OUTBOX_KAFKA_BROKERS="+strings.Join(c.broker.Addrs(), ","))
+		"--workers", fmt.Sprint(1 + s.index%2),
+		"--claim-mode", claimMode}
+	cmd := exec.Command(c.bin, append(args, sinkArgs...)...)
+	cmd.Env = append(append(os.Environ(), "OUTBOX_DATABASE_URL="+dsn), sinkEnv...)
 	p := &relayProc{name: name, cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {

@@ -2,7 +2,24 @@
 // processes, a producer writing events in real transactions (some rolled
 // back), faults from a seeded schedule, and an independent checker
 // (internal/history) that compares the producer's record of committed
-// transactions with what a Kafka consumer read back.
+// transactions with what a consumer read back from the sink.
+//
+// The sink is Kafka unless OUTBOX_CHAOS_SINK names another: nats, rabbitmq,
+// redis or webhook. Each has its broker behind the broker fault proxy and a
+// destination of the run's own, read back with the broker's own client:
+//
+//	kafka     a kfake broker of the run, topics chaos.ordered and chaos.plain
+//	nats      the NATS server (OUTBOX_TEST_NATS_URL, default this machine's),
+//	          a JetStream stream capturing the run's two subjects, deleted after
+//	rabbitmq  the RabbitMQ broker (OUTBOX_TEST_RABBITMQ_URL), two queues on the
+//	          default exchange, exclusive to the harness, consumed as they fill
+//	redis     the Redis server (OUTBOX_TEST_REDIS_ADDR), two streams, deleted after
+//	webhook   a receiver in the test process that records every POST in order
+//
+// The other sinks' topics carry a suffix unique to the run
+// (chaos.ordered.r1a2b3c4d), so that a shared broker keeps runs apart.
+// broker-errors runs against Kafka (NOT_LEADER_FOR_PARTITION) and the
+// webhook (503); the other brokers have no such switch and leave it out.
 //
 // The harness owns every component it breaks: a private PostgreSQL server
 // (internal/pgserver) it can crash and restart, a kfake broker, and TCP
@@ -25,6 +42,7 @@
 //	broker-stall         stall every connection to the broker
 //	broker-slow          delay every connection to the broker
 //	broker-errors        the broker refuses a share of produce requests with retriable errors
+//	                     (Kafka and webhook only)
 //
 // A relay sent SIGTERM (sigterm, sigterm-broker-stall) must exit 0 within
 // its --shutdown-timeout + 2s, holding no claimed rows; each exit time is
@@ -39,5 +57,6 @@
 // schedule and random choices; the test logs the seed it used.
 //
 //	go test -count=1 -v -run TestChaos ./integration/chaos
+//	OUTBOX_CHAOS_SINK=nats go test -count=1 -v -run TestChaos ./integration/chaos
 //	OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_SEED=42 go test -count=1 -v -timeout 60m -run TestChaos ./integration/chaos
 package chaos

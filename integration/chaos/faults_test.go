@@ -102,9 +102,9 @@ func (c *cluster) inject(ctx context.Context, s step, rng *rand.Rand) history.Wi
 		w.End = time.Now()
 	case brokerErrors:
 		share := 0.2 + 0.5*rng.Float64()
-		c.refuseProduce.Store(&share)
+		c.sink.refuse(&share)
 		sleep(ctx, s.length)
-		c.refuseProduce.Store(nil)
+		c.sink.refuse(nil)
 		w.End = time.Now()
 	}
 	return w

@@ -26,6 +26,8 @@ const rollbackShare = 0.1
 type producer struct {
 	pool *pgxpool.Pool
 	w    *outbox.Writer
+	// ordered and plain are the topics written to.
+	ordered, plain string
 
 	mu   sync.Mutex
 	txns []history.Txn
@@ -55,8 +57,8 @@ func (p *producer) writer(ctx context.Context, id int, every time.Duration, rng 
 	var keys []*keyState
 	for k := range keysPerWriter {
 		keys = append(keys,
-			&keyState{topic: orderedTopic, name: fmt.Sprintf("o%d-%d", id, k)},
-			&keyState{topic: plainTopic, name: fmt.Sprintf("p%d-%d", id, k)})
+			&keyState{topic: p.ordered, name: fmt.Sprintf("o%d-%d", id, k)},
+			&keyState{topic: p.plain, name: fmt.Sprintf("p%d-%d", id, k)})
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()

@@ -63,7 +63,9 @@ const (
 	shutdownTimeout = 2 * time.Second
 	// exitBound is how long a relay may take to exit after SIGTERM,
 	// whatever the sink or the database does: --shutdown-timeout + 2s.
-	exitBound    = shutdownTimeout + 2*time.Second
+	exitBound = shutdownTimeout + 2*time.Second
+	// orderedTopic and plainTopic are the Kafka run's topics; other sinks
+	// add a suffix unique to the run (runTopics).
 	orderedTopic = "chaos.ordered"
 	plainTopic   = "chaos.plain"
 )
@@ -83,10 +85,10 @@ func (s step) String() string {
 	return fmt.Sprintf("%s(slot %d, %s)", s.kind, s.slot, s.length.Round(time.Millisecond))
 }
 
-// schedule draws the run's faults from rng: every kind once in random order
-// for a profile without a duration, random kinds until the duration is
-// spent otherwise.
-func schedule(p profile, rng *rand.Rand) []step {
+// schedule draws the run's faults of the given kinds from rng: every kind
+// once in random order for a profile without a duration, random kinds until
+// the duration is spent otherwise.
+func schedule(p profile, kinds []string, rng *rand.Rand) []step {
 	draw := func(kind string) step {
 		s := step{kind: kind, slot: rng.IntN(p.relays), length: p.faultMin + time.Duration(rng.Int64N(int64(p.faultMax-p.faultMin)+1))}
 		if kind == freeze || kind == pgStall {
@@ -96,14 +98,14 @@ func schedule(p profile, rng *rand.Rand) []step {
 	}
 	var steps []step
 	if p.duration == 0 {
-		for _, i := range rng.Perm(len(allKinds)) {
-			steps = append(steps, draw(allKinds[i]))
+		for _, i := range rng.Perm(len(kinds)) {
+			steps = append(steps, draw(kinds[i]))
 		}
 		return steps
 	}
 	var total time.Duration
 	for total < p.duration {
-		s := draw(allKinds[rng.IntN(len(allKinds))])
+		s := draw(kinds[rng.IntN(len(kinds))])
 		steps = append(steps, s)
 		total += s.length + p.gap
 	}
