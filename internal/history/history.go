@@ -74,14 +74,19 @@ type Txn struct {
 
 // Delivery is one record a consumer received.
 type Delivery struct {
-	// EventID is the record's outbox-event-id header.
+	// EventID is the record's outbox-event-id header (or the sink's field
+	// for it).
 	EventID string
 	// Topic, Key and Partition locate the record; Offset orders it within
-	// its partition.
+	// its partition. A sink without partitions leaves Partition 0 and
+	// orders its records by their place in the destination: a stream's
+	// sequence, a queue's delivery order, a receiver's arrival order.
 	Topic, Key string
 	Partition  int
 	Offset     int64
-	// Time is the record's timestamp: when it was produced.
+	// Time is the record's timestamp: when it was produced (Kafka's
+	// CreateTime), or, for a sink that keeps no producer's time, when the
+	// broker stored it or the consumer received it.
 	Time time.Time
 }
 
