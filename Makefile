@@ -19,8 +19,11 @@ prereqs:
 unit: prereqs
 	go test -race -count=1 $$(go list ./... | grep -v /integration/chaos)
 
+# CHAOS_SINK picks the sink of chaos-short and chaos (default kafka).
+CHAOS_SINK ?= kafka
+
 chaos-short: prereqs
-	OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
+	OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
 
 # The short profile against another sink: the broker of this machine
 # (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379; the
@@ -35,7 +38,7 @@ chaos-short-nats chaos-short-rabbitmq chaos-short-redis chaos-short-webhook: cha
 CHAOS_DURATION ?= 10m
 CHAOS_LOGDIR ?= /tmp/outbox-chaos-logs
 chaos:
-	OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_LOGDIR=$(CHAOS_LOGDIR) \
+	OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_LOGDIR=$(CHAOS_LOGDIR) \
 		go test -count=1 -v -timeout 90m -run '^TestChaos$$' $(CHAOS_PKG)
 
 # Every go test -fuzz target (func FuzzXxx in any package), one after
