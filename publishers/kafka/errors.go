@@ -2,12 +2,9 @@ package kafka
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
-	"net"
-	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/publishers/internal/sinknet"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -90,7 +87,7 @@ func classify(err error) error {
 			return err
 		}
 	}
-	if isNetworkError(err) {
+	if sinknet.IsNetworkError(err) {
 		return publishers.Unavailable(err)
 	}
 	return err
@@ -101,49 +98,4 @@ func classify(err error) error {
 func isRecordLevel(err error) bool {
 	var code kafkago.Error
 	return errors.As(err, &code) && recordCodes[code]
-}
-
-// isNetworkError reports whether err means the brokers could not be reached
-// or the connection broke: dial and connection failures, I/O timeouts, a
-// publish deadline, a failed TLS handshake.
-func isNetworkError(err error) bool {
-	for _, target := range []error{
-		context.DeadlineExceeded,
-		io.EOF,
-		io.ErrUnexpectedEOF,
-		net.ErrClosed,
-		syscall.ECONNREFUSED,
-		syscall.ECONNRESET,
-		syscall.ECONNABORTED,
-		syscall.EPIPE,
-		syscall.ETIMEDOUT,
-		syscall.EHOSTUNREACH,
-		syscall.ENETUNREACH,
-		syscall.ENETDOWN,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var (
-		netErr     net.Error
-		opErr      *net.OpError
-		dnsErr     *net.DNSError
-		recordErr  tls.RecordHeaderError
-		alertErr   tls.AlertError
-		verifyErr  *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-		invalidErr x509.CertificateInvalidError
-	)
-	switch {
-	case errors.As(err, &opErr), errors.As(err, &dnsErr):
-		return true
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return true
-	case errors.As(err, &recordErr), errors.As(err, &alertErr), errors.As(err, &verifyErr),
-		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
-		return true
-	}
-	return false
 }

@@ -2,12 +2,9 @@ package natssink
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
-	"net"
-	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/publishers/internal/sinknet"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,7 +94,7 @@ func classify(err error) error {
 		return err
 	}
 	var connect *connectError
-	if errors.As(err, &connect) || isSinkError(err) || isNetworkError(err) {
+	if errors.As(err, &connect) || isSinkError(err) || sinknet.IsNetworkError(err) {
 		return publishers.Unavailable(err)
 	}
 	return err
@@ -135,51 +132,6 @@ func isSinkError(err error) bool {
 		if errors.Is(err, target) {
 			return true
 		}
-	}
-	return false
-}
-
-// isNetworkError reports whether err means the server could not be
-// reached or the connection broke: dial and connection failures, I/O
-// timeouts, a deadline, a failed TLS handshake.
-func isNetworkError(err error) bool {
-	for _, target := range []error{
-		context.DeadlineExceeded,
-		io.EOF,
-		io.ErrUnexpectedEOF,
-		net.ErrClosed,
-		syscall.ECONNREFUSED,
-		syscall.ECONNRESET,
-		syscall.ECONNABORTED,
-		syscall.EPIPE,
-		syscall.ETIMEDOUT,
-		syscall.EHOSTUNREACH,
-		syscall.ENETUNREACH,
-		syscall.ENETDOWN,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var (
-		netErr     net.Error
-		opErr      *net.OpError
-		dnsErr     *net.DNSError
-		recordErr  tls.RecordHeaderError
-		alertErr   tls.AlertError
-		verifyErr  *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-		invalidErr x509.CertificateInvalidError
-	)
-	switch {
-	case errors.As(err, &opErr), errors.As(err, &dnsErr):
-		return true
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return true
-	case errors.As(err, &recordErr), errors.As(err, &alertErr), errors.As(err, &verifyErr),
-		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
-		return true
 	}
 	return false
 }

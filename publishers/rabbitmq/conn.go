@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/internal/sinknet"
 )
 
 // closeTimeout bounds the graceful close of the connection in Close.
@@ -202,10 +203,27 @@ func (p *Publisher) newChannel(ctx context.Context) (*channel, error) {
 			return nil, err
 		}
 		c, err := p.openChannel(ctx, l)
-		if err == nil || retried || l.alive() || ctx.Err() != nil {
+		if err == nil || retried || ctx.Err() != nil {
 			return c, err
 		}
+		if l.alive() && !sinknet.IsNetworkError(err) {
+			return c, err
+		}
+		// The write failed or the connection closed: it is dead, whether
+		// or not amqp091-go has noticed yet. Drop it and dial afresh.
+		p.drop(l)
 	}
+}
+
+// drop forgets l, if it is the publisher's connection, and breaks it off:
+// the next caller dials a new one.
+func (p *Publisher) drop(l *link) {
+	p.mu.Lock()
+	if p.link == l {
+		p.link, p.idle = nil, nil
+	}
+	p.mu.Unlock()
+	l.abort()
 }
 
 // release hands c back for later calls when it is clean (every message

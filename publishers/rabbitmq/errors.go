@@ -2,15 +2,12 @@ package rabbitmq
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"regexp"
 	"strconv"
-	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/publishers/internal/sinknet"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -129,54 +126,10 @@ func classify(err error) error {
 			return err
 		}
 	}
-	if isNetworkError(err) {
+	if sinknet.IsNetworkError(err) {
 		return publishers.Unavailable(err)
 	}
 	return err
-}
-
-// isNetworkError reports whether err means the broker could not be reached
-// or the connection broke: dial and connection failures, I/O timeouts, a
-// failed TLS handshake.
-func isNetworkError(err error) bool {
-	for _, target := range []error{
-		io.EOF,
-		io.ErrUnexpectedEOF,
-		net.ErrClosed,
-		syscall.ECONNREFUSED,
-		syscall.ECONNRESET,
-		syscall.ECONNABORTED,
-		syscall.EPIPE,
-		syscall.ETIMEDOUT,
-		syscall.EHOSTUNREACH,
-		syscall.ENETUNREACH,
-		syscall.ENETDOWN,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var (
-		netErr     net.Error
-		opErr      *net.OpError
-		dnsErr     *net.DNSError
-		recordErr  tls.RecordHeaderError
-		alertErr   tls.AlertError
-		verifyErr  *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-		invalidErr x509.CertificateInvalidError
-	)
-	switch {
-	case errors.As(err, &opErr), errors.As(err, &dnsErr):
-		return true
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return true
-	case errors.As(err, &recordErr), errors.As(err, &alertErr), errors.As(err, &verifyErr),
-		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
-		return true
-	}
-	return false
 }
 
 // missingExchangeRE finds the exchange in RabbitMQ's 404 reply text:

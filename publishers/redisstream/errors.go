@@ -2,13 +2,11 @@ package redisstream
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
-	"net"
 	"strings"
 	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/publishers/internal/sinknet"
 
 	"github.com/redis/go-redis/v9"
 
@@ -105,47 +103,8 @@ func classify(err error) error {
 }
 
 // isNetworkError reports whether err means Redis could not be reached or
-// the connection broke: dial and connection failures, I/O timeouts, a
-// publish deadline, a failed TLS handshake.
+// the connection broke (sinknet.IsNetworkError), or a unix socket is not
+// there.
 func isNetworkError(err error) bool {
-	for _, target := range []error{
-		context.DeadlineExceeded,
-		io.EOF,
-		io.ErrUnexpectedEOF,
-		net.ErrClosed,
-		syscall.ECONNREFUSED,
-		syscall.ECONNRESET,
-		syscall.ECONNABORTED,
-		syscall.EPIPE,
-		syscall.ETIMEDOUT,
-		syscall.EHOSTUNREACH,
-		syscall.ENETUNREACH,
-		syscall.ENETDOWN,
-		syscall.ENOENT, // a unix socket that is not there
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var (
-		netErr     net.Error
-		opErr      *net.OpError
-		dnsErr     *net.DNSError
-		recordErr  tls.RecordHeaderError
-		alertErr   tls.AlertError
-		verifyErr  *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-		invalidErr x509.CertificateInvalidError
-	)
-	switch {
-	case errors.As(err, &opErr), errors.As(err, &dnsErr):
-		return true
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return true
-	case errors.As(err, &recordErr), errors.As(err, &alertErr), errors.As(err, &verifyErr),
-		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
-		return true
-	}
-	return false
+	return sinknet.IsNetworkError(err) || errors.Is(err, syscall.ENOENT)
 }

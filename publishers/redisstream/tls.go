@@ -2,10 +2,8 @@ package redisstream
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"fmt"
-	"os"
+
+	"github.com/outboxrelay/outboxrelay/publishers/internal/sinknet"
 )
 
 // LoadTLS builds a client TLS configuration from PEM files, for Config.TLS.
@@ -17,30 +15,5 @@ import (
 // With every argument empty it returns a configuration that verifies the
 // server against the system roots. The minimum version is TLS 1.2.
 func LoadTLS(caFile, certFile, keyFile string, insecureSkipVerify bool) (*tls.Config, error) {
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		InsecureSkipVerify: insecureSkipVerify, //nolint:gosec // explicit opt-in, documented as test-only
-	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("redisstream: read TLS CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redisstream: TLS CA file %s holds no PEM certificate", caFile)
-		}
-		cfg.RootCAs = pool
-	}
-	switch {
-	case certFile != "" && keyFile != "":
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("redisstream: load TLS client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	case certFile != "" || keyFile != "":
-		return nil, errors.New("redisstream: a TLS client certificate needs both a certificate file and a key file")
-	}
-	return cfg, nil
+	return sinknet.LoadTLS("redisstream", caFile, certFile, keyFile, insecureSkipVerify)
 }
