@@ -106,6 +106,30 @@ func (e Errors) Error() string {
 	return fmt.Sprintf("%d of %d messages failed; first: %v", failed, len(e), first)
 }
 
+// Summarize turns per-message results into a Publish's return value, the
+// inverse of PerMessage: nil when every message succeeded, the first error
+// when every message failed because the sink is unavailable (one error for
+// the batch), and an Errors otherwise.
+func Summarize(results []error) error {
+	failed, unavailable := 0, 0
+	for _, err := range results {
+		if err != nil {
+			failed++
+			if errors.Is(err, ErrUnavailable) {
+				unavailable++
+			}
+		}
+	}
+	switch {
+	case failed == 0:
+		return nil
+	case unavailable == len(results):
+		return results[0]
+	default:
+		return Errors(results)
+	}
+}
+
 // PerMessage expands the result of a Publish of n messages into one error
 // per message: nil when all succeeded, the entries of an Errors of length n,
 // or the same error for every message otherwise.

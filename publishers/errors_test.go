@@ -208,3 +208,18 @@ func TestRetryAfter(t *testing.T) {
 		t.Error("RetryAfterOf found a wait in a plain error")
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	down := Unavailable(errors.New("refused"))
+	bad := Permanent(errors.New("too large"))
+	if err := Summarize([]error{nil, nil}); err != nil {
+		t.Errorf("all acknowledged: %v", err)
+	}
+	if err := Summarize([]error{down, down}); err != down {
+		t.Errorf("all unavailable: %v; want the first error", err)
+	}
+	err := Summarize([]error{nil, bad})
+	if each := PerMessage(err, 2); each[0] != nil || each[1] != bad {
+		t.Errorf("mixed: %v; want an Errors that PerMessage gives back", err)
+	}
+}

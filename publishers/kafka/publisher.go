@@ -135,7 +135,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 		if err != nil && len(groups[topics[0]]) == len(msgs) {
 			return err // one topic holding every message failed as a whole
 		}
-		return summarize(results)
+		return publishers.Summarize(results)
 	}
 	// Each topic's goroutine writes only the results of its own messages.
 	var wg sync.WaitGroup
@@ -143,30 +143,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 		wg.Go(func() { p.publishTopic(ctx, topic, records, groups[topic], results) })
 	}
 	wg.Wait()
-	return summarize(results)
-}
-
-// summarize turns per-message results into Publish's return value: nil
-// when all succeeded, the first error when every message failed because
-// the sink is unavailable, a publishers.Errors otherwise.
-func summarize(results []error) error {
-	failed, unavailable := 0, 0
-	for _, err := range results {
-		if err != nil {
-			failed++
-			if errors.Is(err, publishers.ErrUnavailable) {
-				unavailable++
-			}
-		}
-	}
-	switch {
-	case failed == 0:
-		return nil
-	case unavailable == len(results):
-		return results[0]
-	default:
-		return publishers.Errors(results)
-	}
+	return publishers.Summarize(results)
 }
 
 // publishTopic writes the messages records[i] for i in idxs, all of one

@@ -101,7 +101,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 			results[i] = classify(fmt.Errorf("nats: subject %q: event %s: %w", msgs[i].Topic, msgs[i].ID, err))
 		}
 	}
-	return summarize(results)
+	return publishers.Summarize(results)
 }
 
 // future is a message sent and awaiting its PubAck.
@@ -227,29 +227,6 @@ func (p *Publisher) noStreamVerdict(ctx context.Context, c *conn, subject string
 		return fmt.Errorf("no responders for the subject, and %w: %w", ErrNoJetStream, err)
 	default:
 		return fmt.Errorf("no responders for the subject, and the stream lookup failed: %w", err)
-	}
-}
-
-// summarize turns per-message results into Publish's return value: nil
-// when all succeeded, the first error when every message failed because
-// the sink is unavailable, a publishers.Errors otherwise.
-func summarize(results []error) error {
-	failed, unavailable := 0, 0
-	for _, err := range results {
-		if err != nil {
-			failed++
-			if errors.Is(err, publishers.ErrUnavailable) {
-				unavailable++
-			}
-		}
-	}
-	switch {
-	case failed == 0:
-		return nil
-	case unavailable == len(results):
-		return results[0]
-	default:
-		return publishers.Errors(results)
 	}
 }
 

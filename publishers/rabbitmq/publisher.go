@@ -134,7 +134,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	if len(out) > 0 {
 		p.publish(ctx, msgs, out, unknown, results)
 	}
-	return summarize(results)
+	return publishers.Summarize(results)
 }
 
 // prepare maps m to its destination and the AMQP message it becomes.
@@ -424,27 +424,4 @@ func (p *Publisher) closedError(c *channel, o *outgoing) error {
 		return fmt.Errorf("%w: payload of %d bytes exceeds the broker's max_message_size (%d): %w", ErrTooLarge, len(o.pub.Body), limit, reason)
 	}
 	return fmt.Errorf("%w (%v)", ErrChannelClosed, reason)
-}
-
-// summarize turns per-message results into Publish's return value: nil
-// when all succeeded, the first error when every message failed because
-// the sink is unavailable, a publishers.Errors otherwise.
-func summarize(results []error) error {
-	failed, unavailable := 0, 0
-	for _, err := range results {
-		if err != nil {
-			failed++
-			if errors.Is(err, publishers.ErrUnavailable) {
-				unavailable++
-			}
-		}
-	}
-	switch {
-	case failed == 0:
-		return nil
-	case unavailable == len(results):
-		return results[0]
-	default:
-		return publishers.Errors(results)
-	}
 }

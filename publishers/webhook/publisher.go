@@ -136,7 +136,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	workers := min(p.cfg.MaxInFlight, len(chains))
 	if workers == 1 {
 		b.sendChain(chains[0])
-		return summarize(b.results)
+		return publishers.Summarize(b.results)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -152,7 +152,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 		})
 	}
 	wg.Wait()
-	return summarize(b.results)
+	return publishers.Summarize(b.results)
 }
 
 // batch is one Publish call in progress.
@@ -291,29 +291,6 @@ func (p *Publisher) post(ctx context.Context, m *outbox.Message, r *request) err
 		serr.Location = resp.Header.Get("Location")
 	}
 	return classify(serr)
-}
-
-// summarize turns per-message results into Publish's return value: nil
-// when all succeeded, the first error when every message failed because
-// the sink is unavailable, a publishers.Errors otherwise.
-func summarize(results []error) error {
-	failed, unavailable := 0, 0
-	for _, err := range results {
-		if err != nil {
-			failed++
-			if errors.Is(err, publishers.ErrUnavailable) {
-				unavailable++
-			}
-		}
-	}
-	switch {
-	case failed == 0:
-		return nil
-	case unavailable == len(results):
-		return results[0]
-	default:
-		return publishers.Errors(results)
-	}
 }
 
 // Config returns the configuration in effect, defaults filled in. Its
