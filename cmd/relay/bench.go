@@ -18,10 +18,12 @@ import (
 
 const benchUsage = `Usage: relay bench burn-down|steady|idle|soak [flags]
 
-Measures relay processes on a real PostgreSQL and a Kafka-protocol broker:
+Measures relay processes on a real PostgreSQL and a sink (--sink kafka, nats, rabbitmq, redis or
+webhook; Kafka by default):
 
   burn-down   pre-write --events events, time --relays relays draining them, and compare with
-              the SQL-only ceiling of the same lifecycle measured in the same run
+              the SQL-only ceiling of the same lifecycle measured in the same run (and, for a sink
+              other than Kafka, with the sink's own client publishing the same events alone)
   steady      write --rate events/s for --duration, one per transaction, and measure each
               event's latency from its commit to its arrival at a consumer
   idle        run relays on an empty table for --duration and measure the database load
@@ -30,12 +32,15 @@ Measures relay processes on a real PostgreSQL and a Kafka-protocol broker:
               janitor's job row and the claim and end-to-end latency every --sample-every, and
               say whether they level off
 
-Every run drops and recreates --schema. Without --kafka-brokers an embedded broker runs in its own
-process. A table is printed, or JSON with --json. Run "relay bench <mode> --help" for the flags.`
+Every run drops and recreates --schema. Kafka: without --kafka-brokers an embedded broker runs in
+its own process. NATS, RabbitMQ, Redis: the server at --sink-url (default: the local one). Webhook:
+a receiver in this process on a loopback port. A table is printed, or JSON with --json. Run
+"relay bench <mode> --help" for the flags.`
 
 // benchFlags are the flags of relay bench.
 type benchFlags struct {
 	url, schema, brokers, relays string
+	sink, sinkURL                string
 	relayArgs                    string
 	batchSize, payload           int
 	partitions                   int
@@ -44,9 +49,9 @@ type benchFlags struct {
 	jsonOut, notify              bool
 	pprofAddr                    string
 
-	events, ceilingRows           int
-	ceilingClients, ceilingScript string
-	noCeiling                     bool
+	events, ceilingRows, sinkCeilingEvents int
+	ceilingClients, ceilingScript          string
+	noCeiling                              bool
 
 	rate, writers   int
 	duration, grace time.Duration
@@ -58,6 +63,9 @@ type benchFlags struct {
 func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.String(&b.url, "database-url", defaultDemoURL, "PostgreSQL connection URL")
 	f.String(&b.schema, "schema", bench.DefaultSchema, "schema of the outbox table, dropped and recreated for every run (the ceiling uses <schema>_ceiling)")
+	f.String(&b.sink, "sink", bench.SinkKafka, "what the relays publish to: "+strings.Join(bench.Sinks, ", "))
+	f.String(&b.sinkURL, "sink-url", "", "server of the nats, rabbitmq or redis sink, given to the relays in OUTBOX_NATS_URL, OUTBOX_RABBITMQ_URL or OUTBOX_REDIS_URL (default: "+
+		bench.DefaultNATSURL+", "+bench.DefaultRabbitMQURL+" or "+bench.DefaultRedisURL+")")
 	f.String(&b.brokers, "kafka-brokers", "", "comma-separated Kafka brokers (default: an embedded kfake broker in its own process)")
 	f.String(&b.relays, "relays", "1", "comma-separated relay counts; the mode runs once per count")
 	f.Int(&b.batchSize, "batch-size", bench.DefaultBatchSize, "the relays' --batch-size, and the SQL ceiling's batch")
@@ -79,7 +87,8 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 		f.Int(&b.events, "events", bench.DefaultEvents, "events to pre-write and drain")
 		f.Int(&b.ceilingRows, "ceiling-rows", bench.DefaultCeilingRows, "rows of the SQL ceiling's table")
 		f.String(&b.ceilingClients, "ceiling-clients", "1,2", "comma-separated client counts of the SQL ceiling")
-		f.Bool(&b.noCeiling, "no-ceiling", false, "skip the SQL ceiling")
+		f.Int(&b.sinkCeilingEvents, "sink-ceiling-events", 0, "events the sink ceiling publishes, with a sink other than kafka (default: --events)")
+		f.Bool(&b.noCeiling, "no-ceiling", false, "skip the SQL ceiling and the sink ceiling")
 		f.String(&b.ceilingScript, "ceiling-script", "", "also run this copy of shared/bench/ceiling.sh for cross-checking (needs psql and pgbench on PATH)")
 	case bench.ModeSteady:
 		f.Int(&b.rate, "rate", bench.DefaultRate, "events per second, over all writers")
@@ -127,6 +136,9 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 			return bench.Config{}, usageError("invalid value for --%s (%s): must be positive", name, envName(name))
 		}
 	}
+	if b.sinkCeilingEvents < 0 {
+		return bench.Config{}, usageError("invalid value for --sink-ceiling-events (%s): must not be negative", envName("sink-ceiling-events"))
+	}
 	if b.vacuumEvery < 0 {
 		return bench.Config{}, usageError("invalid value for --vacuum-every (%s): must not be negative", envName("vacuum-every"))
 	}
@@ -139,6 +151,7 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 	}
 	cfg := bench.Config{
 		Mode: mode, DatabaseURL: b.url, Schema: b.schema, Brokers: splitList(b.brokers), Relays: relays,
+		Sink: b.sink, SinkURL: b.sinkURL, SinkCeilingEvents: b.sinkCeilingEvents,
 		RelayArgs: strings.Fields(b.relayArgs), NoNotify: !b.notify,
 		BatchSize: b.batchSize, PayloadBytes: b.payload, Partitions: b.partitions,
 		PollInterval: b.pollInterval, SampleInterval: b.sampleInterval, Timeout: b.timeout,
@@ -181,7 +194,8 @@ var benchConfigFlag = map[string]string{
 	"Events": "events", "Rate": "rate", "Writers": "writers", "Duration": "duration", "Grace": "grace",
 	"CeilingRows": "ceiling-rows", "CeilingClients": "ceiling-clients", "Timeout": "timeout",
 	"Retention": "retention", "JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "SampleEvery": "sample-every",
-	"VacuumEvery": "vacuum-every",
+	"VacuumEvery": "vacuum-every", "Sink": "sink", "SinkURL": "sink-url", "SinkCeilingEvents": "sink-ceiling-events",
+	"Brokers": "kafka-brokers",
 }
 
 // benchUsageErr turns configuration errors of bench.Run into usage errors

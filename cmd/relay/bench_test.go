@@ -51,6 +51,9 @@ func TestBenchBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{"soak longer than the timeout", nil, []string{"soak", "--database-url", url, "--duration", "40m"}, "--timeout (OUTBOX_TIMEOUT)"},
 		{"soak flag in steady", nil, []string{"steady", "--retention", "1s"}, "-retention"},
 		{"negative vacuum every", nil, []string{"soak", "--vacuum-every", "-1s"}, "--vacuum-every (OUTBOX_VACUUM_EVERY)"},
+		{"unknown sink", nil, []string{"steady", "--database-url", url, "--sink", "pigeon"}, "--sink (OUTBOX_SINK)"},
+		{"kafka brokers with another sink", nil, []string{"steady", "--database-url", url, "--sink", "nats", "--kafka-brokers", "b:9092"}, "--kafka-brokers (OUTBOX_KAFKA_BROKERS)"},
+		{"negative sink ceiling events", nil, []string{"burn-down", "--sink-ceiling-events", "-1"}, "--sink-ceiling-events (OUTBOX_SINK_CEILING_EVENTS)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -35,11 +35,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return rep, err
 			}
 		}
+		if cs, ok := h.sink.(ceilingSink); ok {
+			if rep.SinkCeiling, err = runSinkCeiling(ctx, cfg, cs); err != nil {
+				return rep, err
+			}
+		}
 	}
 	for _, n := range cfg.Relays {
 		res, err := h.run(ctx, n)
 		if cfg.Mode == ModeBurnDown {
 			res.CeilingRatio = ratio(res.EventsPerSecond, mainCeiling(rep.Ceiling))
+			if rep.SinkCeiling != nil {
+				res.SinkCeilingRatio = ratio(res.EventsPerSecond, rep.SinkCeiling.EventsPerSecond)
+			}
 		}
 		rep.Runs = append(rep.Runs, res)
 		if err != nil {
@@ -50,12 +58,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // harness is what the runs of one Run share: the database pool and the
-// brokers.
+// sink (with Kafka, the brokers).
 type harness struct {
 	cfg     Config
 	pool    *pgxpool.Pool
-	brokers []string
-	broker  *brokerProc // nil with external brokers
+	sink    sink
+	brokers []string    // Kafka's
+	broker  *brokerProc // nil with external brokers or another sink
 	localDB bool        // the server runs on this host: /proc shows its backends
 }
 
@@ -77,6 +86,13 @@ func newHarness(ctx context.Context, cfg Config) (*harness, error) {
 		h.close()
 		return nil, fmt.Errorf("cannot reach PostgreSQL (start it, or pass another database URL): %w", err)
 	}
+	if cfg.Sink != SinkKafka {
+		if h.sink, err = openSink(ctx, cfg); err != nil {
+			h.close()
+			return nil, err
+		}
+		return h, nil
+	}
 	if len(h.brokers) == 0 {
 		if h.broker, err = startBroker(ctx, cfg.RelayBinary, cfg.Partitions); err != nil {
 			h.close()
@@ -85,6 +101,7 @@ func newHarness(ctx context.Context, cfg Config) (*harness, error) {
 		h.brokers = h.broker.addrs
 		fmt.Fprintf(cfg.Progress, "kafka: embedded kfake broker (own process) on %s\n", strings.Join(h.brokers, ","))
 	}
+	h.sink = &kafkaSink{brokers: h.brokers, partitions: cfg.Partitions}
 	return h, nil
 }
 
@@ -94,6 +111,11 @@ func isLocal(host string) bool {
 }
 
 func (h *harness) close() {
+	if h.sink != nil {
+		if err := h.sink.close(); err != nil {
+			fmt.Fprintf(h.cfg.Progress, "warning: %s sink: %v\n", h.cfg.Sink, err)
+		}
+	}
 	if h.broker != nil {
 		if err := h.broker.stop(); err != nil {
 			fmt.Fprintf(h.cfg.Progress, "warning: %v\n", err)
@@ -109,6 +131,7 @@ func (h *harness) settings() Settings {
 		BatchSize: c.BatchSize, PayloadBytes: c.PayloadBytes, PollIntervalMS: ms(c.PollInterval), RelayArgs: c.RelayArgs,
 		NoNotify: c.NoNotify,
 	}
+	h.sink.settings(&s)
 	switch c.Mode {
 	case ModeBurnDown:
 		s.Events = c.Events
@@ -128,7 +151,7 @@ func (h *harness) settings() Settings {
 }
 
 // run is one mode with n relays, in a freshly migrated schema and a fresh
-// topic (deleted at the end).
+// topic (a destination the sink makes, removed at the end).
 func (h *harness) run(ctx context.Context, n int) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
@@ -138,11 +161,11 @@ func (h *harness) run(ctx context.Context, n int) (Result, error) {
 		return res, err
 	}
 	topic := fmt.Sprintf("bench.%s.%s.r%d.%d", h.cfg.Schema, h.cfg.Mode, n, time.Now().UnixMilli())
-	if err := createTopic(ctx, h.brokers, topic, h.cfg.Partitions); err != nil {
+	if err := h.sink.prepare(ctx, topic); err != nil {
 		return res, err
 	}
 	defer func() {
-		if err := deleteTopic(context.WithoutCancel(ctx), h.brokers, topic); err != nil {
+		if err := h.sink.cleanup(context.WithoutCancel(ctx), topic); err != nil {
 			fmt.Fprintf(h.cfg.Progress, "warning: %v\n", err)
 		}
 	}()

@@ -83,7 +83,8 @@ func (r *runner) awaitDrained(ctx context.Context) error {
 	}
 }
 
-// checkDelivery counts the sent rows and reads the whole topic back:
+// checkDelivery counts the sent rows and reads the whole topic (the
+// sink's destination) back:
 // distinct events, duplicates and events that never arrived.
 func (r *runner) checkDelivery(ctx context.Context, ids []uuid.UUID) error {
 	counts, err := statusCounts(ctx, r.pool, r.table)
@@ -93,7 +94,7 @@ func (r *runner) checkDelivery(ctx context.Context, ids []uuid.UUID) error {
 	r.res.Sent = counts["sent"]
 	fmt.Fprintf(r.cfg.Progress, "burn-down: %d relays: reading the topic back\n", r.relays)
 	a := newArrivals(len(ids))
-	if err := readTopic(ctx, r.brokers, r.topic, false, a, nil); err != nil {
+	if err := r.sink.read(ctx, r.topic, false, a, nil); err != nil {
 		return err
 	}
 	r.res.Received, r.res.Duplicates = a.counts()

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,15 @@ type Config struct {
 	// Schema + "_ceiling", dropped when it is done. Defaults to
 	// "outbox_bench".
 	Schema string
+	// Sink is what the relays publish to: SinkKafka, SinkNATS,
+	// SinkRabbitMQ, SinkRedis or SinkWebhook. Defaults to SinkKafka.
+	Sink string
+	// SinkURL is the server of the NATS, RabbitMQ or Redis sink, given to
+	// the relays in their environment (OUTBOX_NATS_URL, ...). Defaults to
+	// DefaultNATSURL, DefaultRabbitMQURL or DefaultRedisURL; the Kafka
+	// sink takes Brokers, and the webhook sink's receiver runs in the
+	// harness's process on a loopback port.
+	SinkURL string
 	// Brokers are the Kafka bootstrap brokers. Defaults to none: Run
 	// starts an embedded kfake broker in its own process
 	// (RelayBinary bench broker) and stops it at the end.
@@ -155,6 +165,12 @@ type Config struct {
 	// NoCeiling skips the SQL ceiling. The ceiling runs in burn-down mode
 	// only; the other modes have no throughput to compare with it.
 	NoCeiling bool
+	// SinkCeilingEvents is how many events the sink ceiling publishes
+	// (burn-down with a sink other than Kafka, unless NoCeiling): the
+	// sink's client publishing events like the relays' (same payload
+	// size, same acknowledgement), in batches of BatchSize, with no
+	// database. Defaults to Events.
+	SinkCeilingEvents int
 	// CeilingScript, when set, is the path of shared/bench/ceiling.sh,
 	// run after the Go ceiling for cross-checking (it needs psql and
 	// pgbench on PATH). Defaults to "": not run.
@@ -186,6 +202,12 @@ func (c Config) withDefaults() Config {
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
 	}
+	if c.Sink == "" {
+		c.Sink = SinkKafka
+	}
+	if c.SinkURL == "" {
+		c.SinkURL = map[string]string{SinkNATS: DefaultNATSURL, SinkRabbitMQ: DefaultRabbitMQURL, SinkRedis: DefaultRedisURL}[c.Sink]
+	}
 	if len(c.Relays) == 0 {
 		c.Relays = []int{1}
 	}
@@ -197,6 +219,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.PollInterval, DefaultPollInterval)
 	setDefault(&c.Partitions, DefaultPartitions)
 	setDefault(&c.Events, DefaultEvents)
+	setDefault(&c.SinkCeilingEvents, c.Events)
 	switch c.Mode {
 	case ModeIdle:
 		setDefault(&c.Duration, DefaultIdleDuration)
@@ -242,6 +265,12 @@ func (c Config) validate() error {
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return bad("DatabaseURL", "%v", err)
 	}
+	if !slices.Contains(Sinks, c.Sink) {
+		return bad("Sink", "%q is not one of %v", c.Sink, Sinks)
+	}
+	if c.Sink != SinkKafka && len(c.Brokers) > 0 {
+		return bad("Brokers", "Kafka brokers with the %s sink", c.Sink)
+	}
 	if err := validateSchema(c.Schema); err != nil {
 		return bad("Schema", "%v", err)
 	}
@@ -263,6 +292,8 @@ func (c Config) validate() error {
 		return bad("Partitions", "%d is less than 1", c.Partitions)
 	case c.Events < 1:
 		return bad("Events", "%d is less than 1", c.Events)
+	case c.SinkCeilingEvents < 1:
+		return bad("SinkCeilingEvents", "%d is less than 1", c.SinkCeilingEvents)
 	case c.Rate < 1:
 		return bad("Rate", "%d is less than 1", c.Rate)
 	case c.Writers < 1 || c.Writers > 256:

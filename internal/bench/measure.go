@@ -50,7 +50,7 @@ func (r *runner) recordBefore(ctx context.Context) error {
 // mode's measured window begins. After it, defer abort for the error paths
 // and call stopRelays on the good one.
 func (r *runner) startRelays() error {
-	procs, err := startRelays(r.cfg, r.brokers, r.relays)
+	procs, err := startRelays(r.cfg, r.sink, r.relays)
 	if err != nil {
 		return err
 	}

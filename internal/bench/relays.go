@@ -42,30 +42,39 @@ type relaySet struct {
 // relayEnv is the environment of a relay: the harness's minus every
 // OUTBOX_* variable (which would change the relay's configuration) and
 // PGAPPNAME, plus the database URL (kept off the command line, where ps
-// shows it) and the application_name that tells its connections apart.
-func relayEnv(databaseURL, appName string) []string {
+// shows it), the application_name that tells its connections apart, and
+// the sink's variables (sink.relayEnv).
+func relayEnv(databaseURL, appName string, sinkEnv []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "OUTBOX_") && !strings.HasPrefix(kv, "PGAPPNAME=") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "OUTBOX_DATABASE_URL="+databaseURL, "PGAPPNAME="+appName)
+	env = append(env, "OUTBOX_DATABASE_URL="+databaseURL, "PGAPPNAME="+appName)
+	return append(env, sinkEnv...)
 }
 
-// relayArgs are the flags of one relay: its observer events to observeFD,
-// JSON logs (for the warnings), in soak mode the retention janitor's
-// settings, then cfg.RelayArgs.
+// relayArgs are the flags of one relay publishing to Kafka brokers: see
+// relayArgsFor.
 func relayArgs(cfg Config, brokers []string, id string) []string {
-	args := []string{"run",
-		"--schema", cfg.Schema, "--table", "outbox", "--sink", "kafka",
-		"--kafka-brokers", strings.Join(brokers, ","),
+	return relayArgsFor(cfg, kafkaRelayArgs(brokers), id)
+}
+
+// relayArgsFor are the flags of one relay: the sink's flags (sinkArgs,
+// from sink.relayArgs), its observer events to observeFD, JSON logs (for
+// the warnings), in soak mode the retention janitor's settings, then
+// cfg.RelayArgs.
+func relayArgsFor(cfg Config, sinkArgs []string, id string) []string {
+	args := []string{"run", "--schema", cfg.Schema, "--table", "outbox"}
+	args = append(args, sinkArgs...)
+	args = append(args,
 		"--batch-size", fmt.Sprint(cfg.BatchSize),
 		"--poll-interval", cfg.PollInterval.String(),
 		"--relay-id", id,
 		"--observe-file", observeFD,
 		"--log-format", "json",
-	}
+	)
 	if cfg.Mode == ModeSoak {
 		args = append(args,
 			"--retention", cfg.Retention.String(),
@@ -79,11 +88,11 @@ func relayArgs(cfg Config, brokers []string, id string) []string {
 }
 
 // startRelays starts n relays. They are not ready yet: see awaitReady.
-func startRelays(cfg Config, brokers []string, n int) (*relaySet, error) {
+func startRelays(cfg Config, snk sink, n int) (*relaySet, error) {
 	s := &relaySet{}
 	for i := range n {
 		id := fmt.Sprintf("bench-r%d", i+1)
-		p, err := startRelay(cfg, brokers, id)
+		p, err := startRelay(cfg, snk, id)
 		if err != nil {
 			s.kill()
 			return nil, err
@@ -93,7 +102,7 @@ func startRelays(cfg Config, brokers []string, n int) (*relaySet, error) {
 	return s, nil
 }
 
-func startRelay(cfg Config, brokers []string, id string) (*relayProc, error) {
+func startRelay(cfg Config, s sink, id string) (*relayProc, error) {
 	p := &relayProc{
 		id:      id,
 		appName: fmt.Sprintf("relay-bench %s %s", cfg.Schema, id),
@@ -101,8 +110,8 @@ func startRelay(cfg Config, brokers []string, id string) (*relayProc, error) {
 		events:  newRelayEvents(),
 		done:    make(chan struct{}),
 	}
-	p.cmd = exec.Command(cfg.RelayBinary, relayArgs(cfg, brokers, id)...)
-	p.cmd.Env = relayEnv(cfg.DatabaseURL, p.appName)
+	p.cmd = exec.Command(cfg.RelayBinary, relayArgsFor(cfg, s.relayArgs(), id)...)
+	p.cmd.Env = relayEnv(cfg.DatabaseURL, p.appName, s.relayEnv())
 	p.cmd.SysProcAttr = procAttr()
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -14,7 +15,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	writeCeiling(tw, "SQL ceiling (Go: the statements of shared/bench/ceiling.sh on a migrated outbox table)", rep.Ceiling)
 	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh)", rep.CeilingScript)
-	writeRuns(tw, rep.Mode, rep.Runs)
+	writeSinkCeiling(tw, rep.SinkCeiling)
+	writeRuns(tw, rep.Mode, rep.Runs, rep.SinkCeiling != nil)
 	fmt.Fprintln(tw)
 	writeCosts(tw, rep.Runs)
 	if err := tw.Flush(); err != nil {
@@ -89,8 +91,24 @@ func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
 	fmt.Fprintln(w)
 }
 
-func writeRuns(w io.Writer, mode Mode, runs []Result) {
+// writeSinkCeiling prints the sink ceiling, when there is one.
+func writeSinkCeiling(w io.Writer, c *SinkCeilingResult) {
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "%s sink ceiling (its client alone, no database: the same events and acknowledgement, %d batches at a time)\n", c.Sink, c.Workers)
+	fmt.Fprintf(w, "sink\tbatch\tevents\tseconds\tevents/s\tbatch p50/p99 ms\t\n")
+	fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t\n", c.Sink, c.Batch, c.Events, c.Seconds, c.EventsPerSecond, percentileCell(c.Publish, "%.2f"))
+	fmt.Fprintln(w)
+}
+
+// writeRuns prints one line per run; withSink adds the ratio to the sink
+// ceiling after the SQL ceiling's.
+func writeRuns(w io.Writer, mode Mode, runs []Result, withSink bool) {
 	head := []string{"mode", "relays", "batch", "events", "seconds", "events/s", "x ceiling", "dups", "missing", "relay warnings"}
+	if withSink {
+		head = slices.Insert(head, 7, "x sink ceiling")
+	}
 	switch mode {
 	case ModeSteady, ModeSoak:
 		head = append(head, "target/s", "lat p50 ms", "p95", "p99", "max", "commit p50/p99 ms", "late writes")
@@ -102,6 +120,9 @@ func writeRuns(w io.Writer, mode Mode, runs []Result) {
 		cells := []string{string(r.Mode), fmt.Sprint(r.Relays), fmt.Sprint(r.BatchSize), fmt.Sprint(r.Events),
 			fmt.Sprintf("%.2f", r.Seconds), fmt.Sprintf("%.0f", r.EventsPerSecond), optional(r.CeilingRatio, "%.2f"),
 			fmt.Sprint(r.Duplicates), fmt.Sprint(r.Missing), fmt.Sprint(r.RelayWarnings)}
+		if withSink {
+			cells = slices.Insert(cells, 7, optional(r.SinkCeilingRatio, "%.2f"))
+		}
 		if s := r.Steady; s != nil {
 			cells = append(cells, fmt.Sprint(s.TargetRate))
 			cells = append(cells, percentileCells(s.Latency, "%.1f")...)

@@ -20,6 +20,9 @@ type Report struct {
 	// CeilingScript is what shared/bench/ceiling.sh printed, when
 	// Config.CeilingScript was set.
 	CeilingScript []CeilingResult `json:"ceiling_script,omitempty"`
+	// SinkCeiling is the sink ceiling measured in this invocation
+	// (burn-down with a sink other than Kafka); absent otherwise.
+	SinkCeiling *SinkCeilingResult `json:"sink_ceiling,omitempty"`
 	// Runs has one Result per relay count, in the order of Config.Relays.
 	Runs []Result `json:"runs"`
 }
@@ -27,7 +30,12 @@ type Report struct {
 // Settings echo the configuration of a Report. The database URL is not
 // included: it may hold a password.
 type Settings struct {
-	Schema         string   `json:"schema"`
+	Schema string `json:"schema"`
+	// Sink is the sink the relays published to, and SinkURL its server
+	// (password hidden) or the webhook receiver's URL template; both
+	// absent for Kafka, whose servers are Brokers.
+	Sink           string   `json:"sink,omitempty"`
+	SinkURL        string   `json:"sink_url,omitempty"`
 	Brokers        []string `json:"brokers"`
 	EmbeddedBroker bool     `json:"embedded_broker"`
 	Partitions     int      `json:"partitions"`
@@ -68,6 +76,25 @@ type CeilingResult struct {
 	EventsPerSecond float64 `json:"events_per_s"`
 }
 
+// SinkCeilingResult is the sink ceiling: the sink's own client publishing
+// events like the relays' (the same payload size, headers and
+// acknowledgement) to a destination like theirs, with no database, in
+// batches of the relays' --batch-size, Workers batches at a time (a
+// relay's default workers).
+type SinkCeilingResult struct {
+	Sink    string `json:"sink"`
+	Batch   int    `json:"batch"`
+	Workers int    `json:"workers"`
+	// Events were published and acknowledged in Seconds, from the first
+	// publish to the last acknowledgement.
+	Events          int     `json:"events"`
+	Seconds         float64 `json:"seconds"`
+	EventsPerSecond float64 `json:"events_per_s"`
+	// Publish is the time of one batch, publish to its last
+	// acknowledgement, in ms: compare with Result.Publish.
+	Publish *Percentiles `json:"publish_ms"`
+}
+
 // Result is one run: one mode with one relay count.
 type Result struct {
 	Mode   Mode `json:"mode"`
@@ -89,6 +116,10 @@ type Result struct {
 	// one client measured in the same invocation (burn-down only; null
 	// otherwise).
 	CeilingRatio *float64 `json:"ceiling_ratio"`
+	// SinkCeilingRatio is EventsPerSecond divided by the sink ceiling's
+	// events per second measured in the same invocation (burn-down with a
+	// sink other than Kafka; absent otherwise).
+	SinkCeilingRatio *float64 `json:"sink_ceiling_ratio,omitempty"`
 
 	// RelayCPUSeconds is the user+system CPU time of all relay processes,
 	// from their start to their exit (getrusage of the children).

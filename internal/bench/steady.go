@@ -104,7 +104,7 @@ func (r *runner) follow(ctx context.Context, a *arrivals) (stop func() error, re
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := readTopic(ctx, r.brokers, r.topic, true, a, func() { close(readyc) }); err != nil {
+		if err := r.sink.read(ctx, r.topic, true, a, func() { close(readyc) }); err != nil {
 			errch <- fmt.Errorf("consumer: %w", err)
 		}
 	}()

@@ -146,6 +146,9 @@ func TestConfigValidation(t *testing.T) {
 		{"SampleEvery", func(c *Config) { c.Mode = ModeSoak; c.Duration = time.Minute; c.SampleEvery = 2 * time.Minute }},
 		{"Timeout", func(c *Config) { c.Mode = ModeSoak; c.Duration = time.Hour }},
 		{"VacuumEvery", func(c *Config) { c.Mode = ModeSoak; c.VacuumEvery = -time.Second }},
+		{"Sink", func(c *Config) { c.Sink = "carrier-pigeon" }},
+		{"Brokers", func(c *Config) { c.Sink = SinkNATS; c.Brokers = []string{"b:9092"} }},
+		{"SinkCeilingEvents", func(c *Config) { c.SinkCeilingEvents = -1 }},
 	}
 	if err := valid.withDefaults().validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
