@@ -1,8 +1,9 @@
 // Package bench is the benchmark harness behind `relay bench`: it measures
-// real relay processes against a real PostgreSQL and a Kafka-protocol
-// broker, and the SQL-only ceiling of the relay's lifecycle on the same
-// server in the same invocation, so that figures can be quoted as ratios
-// on a noisy machine.
+// real relay processes against a real PostgreSQL and a sink (Kafka by
+// default; NATS JetStream, RabbitMQ, Redis Streams or a webhook with
+// Config.Sink), and the SQL-only ceiling of the relay's lifecycle on the
+// same server in the same invocation, so that figures can be quoted as
+// ratios on a noisy machine.
 //
 // # What runs where
 //
@@ -17,8 +18,17 @@
 //     shown when it fails. Their connections carry the application_name
 //     "relay-bench <schema> bench-r<i>", which is how the harness finds
 //     their backends in pg_stat_activity.
-//   - Without Config.Brokers, the broker is kfake in a process of its own
-//     (`relay bench broker`, see ServeBroker), stopped at the end.
+//   - Kafka without Config.Brokers: the broker is kfake in a process of
+//     its own (`relay bench broker`, see ServeBroker), stopped at the end.
+//   - The other sinks (sink.go, one file each) use the server at
+//     Config.SinkURL, given to the relays in their environment
+//     (OUTBOX_NATS_URL, OUTBOX_RABBITMQ_URL, OUTBOX_REDIS_URL), or, for
+//     webhooks, a receiver in the harness's process on a loopback port.
+//     Each makes a run's destination (a JetStream stream capturing the
+//     topic as its subject, a durable queue named after the topic on the
+//     default exchange, a stream key, a receiver path) and reads the
+//     events back (an ordered consumer, a no-ack consumer, XREAD, the
+//     receiver's log), recording each event's id and arrival time.
 //   - Each run (a mode with one relay count) drops and recreates
 //     Config.Schema, migrates it with package migrations, and uses a fresh
 //     topic, deleted afterwards.
@@ -70,6 +80,14 @@
 // under pgbench. Result.CeilingRatio divides the burn-down throughput by
 // the mark_sent figure at one client.
 //
+// The sink ceiling (burn-down with a sink other than Kafka) publishes
+// Config.SinkCeilingEvents events like burn-down's with the sink's own
+// client, as the sink package does (the same headers, the same
+// acknowledgement: PubAck, publisher confirms, XADD replies, 2xx), to a
+// fresh destination, in batches of BatchSize, as many at a time as a relay
+// has workers by default, with no database. Result.SinkCeilingRatio
+// divides the burn-down throughput by it.
+//
 // # Where a batch's time goes
 //
 // Result.Claim, Publish and Record come from the relays' observer events,
@@ -86,7 +104,8 @@
 // # JSON
 //
 // Report encodes to the output of `relay bench --json`. Field names are
-// stable; each is documented on Report, Settings, CeilingResult, Result,
+// stable; each is documented on Report, Settings, CeilingResult,
+// SinkCeilingResult, Result,
 // TableStats, SteadyStats, IdleStats, SoakStats, SoakSample, JanitorJob
 // and Percentiles. Durations are
 // milliseconds (fields ending in _ms) or seconds (_s), sizes bytes
