@@ -74,7 +74,7 @@ func (s *rabbitMQSink) start(ctx context.Context, t *testing.T) *faultproxy.Prox
 		t.Fatalf("no RabbitMQ answers at %s (start rabbitmq-server, or set OUTBOX_TEST_RABBITMQ_URL): %v", u.Host, err)
 	}
 	t.Cleanup(func() {
-		_ = s.conn.Close() // deletes the queues
+		_ = s.conn.CloseDeadline(time.Now().Add(2 * time.Second)) // deletes the queues
 		s.wg.Wait()
 	})
 	if s.ch, err = s.conn.Channel(); err != nil {
@@ -84,7 +84,10 @@ func (s *rabbitMQSink) start(ctx context.Context, t *testing.T) *faultproxy.Prox
 		if _, err := s.ch.QueueDeclare(q, false, true, true, false, nil); err != nil { // not durable, auto-delete, exclusive
 			t.Fatalf("rabbitmq: declare queue %s: %v", q, err)
 		}
-		deliveries, err := s.ch.ConsumeWithContext(ctx, q, "outboxrelay-chaos-"+q, true, true, false, false, nil) // auto-ack, exclusive
+		// Consume, not ConsumeWithContext: amqp091-go v1.16 cancels such a
+		// consumer from a goroutine that a closing connection can leave
+		// waiting forever. The consumer ends with the connection.
+		deliveries, err := s.ch.Consume(q, "outboxrelay-chaos-"+q, true, true, false, false, nil) // auto-ack, exclusive
 		if err != nil {
 			t.Fatalf("rabbitmq: consume queue %s: %v", q, err)
 		}

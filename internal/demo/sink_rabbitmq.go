@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -81,7 +82,11 @@ func (r *RabbitMQ) Open(ctx context.Context, topic string, got func(Received)) (
 		}
 		where = fmt.Sprintf("queue %s bound to exchange %s with routing key %s", q.Name, dest.Exchange, dest.RoutingKey)
 	}
-	deliveries, err := r.ch.ConsumeWithContext(ctx, q.Name, "outboxrelay-demo", true, true, false, false, nil) // auto-ack, exclusive
+	// Consume, not ConsumeWithContext: amqp091-go v1.16 cancels a
+	// consumer whose context ended from a goroutine of its own, and a
+	// channel or connection closed meanwhile then waits forever (Close hung
+	// the demo for 10 minutes in CI). The consumer ends with the connection.
+	deliveries, err := r.ch.Consume(q.Name, "outboxrelay-demo", true, true, false, false, nil) // auto-ack, exclusive
 	if err != nil {
 		return "", fmt.Errorf("rabbitmq: consume queue %s: %w", q.Name, err)
 	}
@@ -124,6 +129,9 @@ func (r *RabbitMQ) ensureExchange(exchange string) error {
 	return nil
 }
 
+// closeTimeout bounds closing the connection.
+const closeTimeout = 2 * time.Second
+
 // Close stops consuming, deletes the exchange Open declared, and
 // disconnects, which deletes the queue.
 func (r *RabbitMQ) Close() error {
@@ -137,10 +145,10 @@ func (r *RabbitMQ) Close() error {
 			_ = ch.Close()
 		}
 	}
-	if r.ch != nil {
-		_ = r.ch.Close()
-	}
-	err = errors.Join(err, r.conn.Close())
+	// Closing the connection closes the channel and ends the consumer;
+	// the deadline bounds the close handshake with a broker that does
+	// not answer.
+	err = errors.Join(err, r.conn.CloseDeadline(time.Now().Add(closeTimeout)))
 	r.wg.Wait()
 	return err
 }
