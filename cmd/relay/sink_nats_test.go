@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -162,32 +160,6 @@ func TestRunWithNATSSink(t *testing.T) {
 			t.Errorf("key %q: events arrived in the order %v, written in the order %v", key, keyOrder[key], want)
 		}
 	}
-}
-
-// writeTx writes msgs in one transaction, committed or rolled back, and
-// returns them with the ids the writer gave them.
-func writeTx(t *testing.T, w *outbox.Writer, pool *pgxpool.Pool, msgs []outbox.Message, commit bool) []outbox.Message {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	res, err := w.WriteBatch(ctx, tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := slices.Clone(msgs)
-	for i := range out {
-		out[i].ID = res[i].ID
-	}
-	if commit {
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
 }
 
 // natsStream connects to the NATS server at url for the test, failing it

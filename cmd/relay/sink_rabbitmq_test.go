@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
@@ -76,16 +75,16 @@ func TestRunWithRabbitMQSink(t *testing.T) {
 				Payload: fmt.Appendf(nil, `{"customer":%d,"seq":%d}`, k, round),
 			})
 		}
-		committed = append(committed, writeRabbitTx(t, w, pool, batch, true)...)
+		committed = append(committed, writeTx(t, w, pool, batch, true)...)
 	}
-	committed = append(committed, writeRabbitTx(t, w, pool, []outbox.Message{
+	committed = append(committed, writeTx(t, w, pool, []outbox.Message{
 		{Topic: unordered, Key: []byte{0, 0xff, '\n'}, Payload: []byte{1, 2, 3, 0, 255}},
 		{Topic: unordered, Payload: []byte("no key")},
 		{Topic: unordered, Key: []byte{}, Payload: []byte("empty key")},
 		{Topic: unordered, Key: []byte("k"), Payload: []byte("with headers"),
 			Headers: map[string]string{"content-type": "application/json", "trace-id": "00-abc-01", "unicode": "ünïcødé ✓"}},
 	}, true)...)
-	rolledBack := writeRabbitTx(t, w, pool, []outbox.Message{
+	rolledBack := writeTx(t, w, pool, []outbox.Message{
 		{Topic: ordered, Key: []byte("customer-0"), Payload: []byte("rolled back")},
 		{Topic: unordered, Payload: []byte("rolled back too")},
 	}, false)
@@ -201,7 +200,7 @@ func TestRunWithRabbitMQSinkFailsUnroutableEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeRabbitTx(t, w, pool, []outbox.Message{
+	writeTx(t, w, pool, []outbox.Message{
 		{Topic: queue, Payload: []byte("fine")},
 		{Topic: "rmqe2e.no-such-queue." + uuid.NewString()[:8], Payload: []byte("unroutable")},
 	}, true)
@@ -295,30 +294,4 @@ func getAll(t *testing.T, ch *amqp.Channel, queue string) []amqp.Delivery {
 		}
 		out = append(out, d)
 	}
-}
-
-// writeRabbitTx writes msgs in one transaction, committed or rolled back,
-// and returns them with the ids the writer gave them.
-func writeRabbitTx(t *testing.T, w *outbox.Writer, pool *pgxpool.Pool, msgs []outbox.Message, commit bool) []outbox.Message {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	res, err := w.WriteBatch(ctx, tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := slices.Clone(msgs)
-	for i := range out {
-		out[i].ID = res[i].ID
-	}
-	if commit {
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
 }

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // Every registered sink has a name of its own, and every flag it adds is
@@ -47,4 +52,30 @@ func TestOrList(t *testing.T) {
 			t.Errorf("orList(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// writeTx writes msgs in one transaction, committed or rolled back, and
+// returns them with the ids the writer gave them.
+func writeTx(t *testing.T, w *outbox.Writer, pool *pgxpool.Pool, msgs []outbox.Message, commit bool) []outbox.Message {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	res, err := w.WriteBatch(ctx, tx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := slices.Clone(msgs)
+	for i := range out {
+		out[i].ID = res[i].ID
+	}
+	if commit {
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
