@@ -50,6 +50,56 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// Class is how the relay treats one message's publish outcome.
+type Class int
+
+// The classes of a publish outcome, as ClassOf sorts errors.
+const (
+	// ClassAcknowledged: no error, the sink took the message.
+	ClassAcknowledged Class = iota
+	// ClassTransient: a failure of the message that a retry may fix; it
+	// spends one of the message's attempts.
+	ClassTransient
+	// ClassUnavailable: the sink could not be reached (ErrUnavailable); no
+	// attempt is spent.
+	ClassUnavailable
+	// ClassPermanent: a failure no retry can fix (*PermanentError); the
+	// message fails at once.
+	ClassPermanent
+)
+
+// ClassOf returns the class of err as one message's publish outcome: nil
+// is ClassAcknowledged; a permanent error is ClassPermanent even when it
+// also wraps ErrUnavailable.
+func ClassOf(err error) Class {
+	switch {
+	case err == nil:
+		return ClassAcknowledged
+	case IsPermanent(err):
+		return ClassPermanent
+	case errors.Is(err, ErrUnavailable):
+		return ClassUnavailable
+	default:
+		return ClassTransient
+	}
+}
+
+// String returns the class's name: "acknowledged", "transient",
+// "unavailable" or "permanent".
+func (c Class) String() string {
+	switch c {
+	case ClassAcknowledged:
+		return "acknowledged"
+	case ClassTransient:
+		return "transient"
+	case ClassUnavailable:
+		return "unavailable"
+	case ClassPermanent:
+		return "permanent"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
 // RetryAfterError is a transient failure for which the destination said
 // when to try again (an HTTP 429 or 503 with Retry-After, say).
 type RetryAfterError struct {

@@ -223,3 +223,29 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("mixed: %v; want an Errors that PerMessage gives back", err)
 	}
 }
+
+// ClassOf sorts each kind of outcome, whatever wraps it, and a permanent
+// error wins over an unavailable one inside it.
+func TestClassOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want Class
+		name string
+	}{
+		{nil, ClassAcknowledged, "acknowledged"},
+		{errors.New("timeout"), ClassTransient, "transient"},
+		{RetryAfter(errors.New("429"), time.Second), ClassTransient, "transient"},
+		{Unavailable(errors.New("refused")), ClassUnavailable, "unavailable"},
+		{fmt.Errorf("batch: %w", Unavailable(errors.New("refused"))), ClassUnavailable, "unavailable"},
+		{Permanent(errors.New("too large")), ClassPermanent, "permanent"},
+		{Permanent(Unavailable(errors.New("no stream"))), ClassPermanent, "permanent"},
+	} {
+		if got := ClassOf(tc.err); got != tc.want || got.String() != tc.name {
+			t.Errorf("ClassOf(%v) = %v (%d), want %s", tc.err, got, got, tc.name)
+		}
+	}
+	if s := Class(9).String(); s != "Class(9)" {
+		t.Errorf("Class(9).String() = %q", s)
+	}
+}

@@ -105,20 +105,6 @@ func byEventID(t *testing.T, recs []record) map[uuid.UUID]record {
 	return m
 }
 
-// kind names the class of a publish error as the relay sees it.
-func kind(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case publishers.IsPermanent(err):
-		return "permanent"
-	case errors.Is(err, publishers.ErrUnavailable):
-		return "unavailable"
-	default:
-		return "transient"
-	}
-}
-
 // perMessage expands a Publish result, requiring a publishers.Errors when
 // the outcome differs per message.
 func perMessage(t *testing.T, err error, n int) []error {

@@ -35,7 +35,7 @@ func TestClassify(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"nil", nil, "ok"},
+		{"nil", nil, "acknowledged"},
 		// Permanent: the message or its topic.
 		{"broker message too large", kafkago.MessageSizeTooLarge, "permanent"},
 		{"client message too large", kafkago.MessageTooLargeError{}, "permanent"},
@@ -79,17 +79,7 @@ func TestClassify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got := classify(tc.err)
-			var gotKind string
-			switch {
-			case got == nil:
-				gotKind = "ok"
-			case publishers.IsPermanent(got):
-				gotKind = "permanent"
-			case errors.Is(got, publishers.ErrUnavailable):
-				gotKind = "unavailable"
-			default:
-				gotKind = "transient"
-			}
+			gotKind := publishers.ClassOf(got).String()
 			if gotKind != tc.want {
 				t.Errorf("classify(%v) is %s, want %s", tc.err, gotKind, tc.want)
 			}

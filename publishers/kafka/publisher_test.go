@@ -217,8 +217,8 @@ func TestPublishUnknownTopicFailsOnlyItsMessages(t *testing.T) {
 		t.Fatalf("Publish = %v, want publishers.Errors", err)
 	}
 	errs := perMessage(t, err, len(msgs))
-	for i, want := range []string{"ok", "permanent", "ok", "permanent"} {
-		if got := kind(errs[i]); got != want {
+	for i, want := range []string{"acknowledged", "permanent", "acknowledged", "permanent"} {
+		if got := publishers.ClassOf(errs[i]).String(); got != want {
 			t.Errorf("message %d (%s): %s (%v), want %s", i, msgs[i].Topic, got, errs[i], want)
 		}
 	}
@@ -236,7 +236,7 @@ func TestPublishUnknownTopicFailsOnlyItsMessages(t *testing.T) {
 	// A call with only the missing topic fails as a whole.
 	err = p.Publish(testCtx(t, 10*time.Second), []outbox.Message{newMsg("missing", "", "x")})
 	var list publishers.Errors
-	if kind(err) != "permanent" || errors.As(err, &list) {
+	if publishers.ClassOf(err).String() != "permanent" || errors.As(err, &list) {
 		t.Errorf("single-topic failure = %T %v, want one permanent error", err, err)
 	}
 }
@@ -258,7 +258,7 @@ func TestPublishNewTopicIsNotPermanent(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if k := kind(err); k != "transient" {
+		if k := publishers.ClassOf(err).String(); k != "transient" {
 			t.Fatalf("attempt %d on a new topic: %s: %v", attempt, k, err)
 		}
 		if time.Now().After(deadline) {
@@ -280,8 +280,8 @@ func TestPublishMessageLargerThanMaxMessageBytes(t *testing.T) {
 		newMsg("big", "k", "small-2"),
 	}
 	errs := perMessage(t, p.Publish(testCtx(t, 10*time.Second), msgs), len(msgs))
-	for i, want := range []string{"ok", "permanent", "ok"} {
-		if got := kind(errs[i]); got != want {
+	for i, want := range []string{"acknowledged", "permanent", "acknowledged"} {
+		if got := publishers.ClassOf(errs[i]).String(); got != want {
 			t.Errorf("message %d: %s (%v), want %s", i, got, errs[i], want)
 		}
 	}
@@ -316,8 +316,8 @@ func TestPublishMaxMessageBytesBoundary(t *testing.T) {
 	if errs[0] != nil {
 		t.Errorf("message of exactly MaxMessageBytes: %v", errs[0])
 	}
-	if kind(errs[1]) != "permanent" || !strings.Contains(errs[1].Error(), "exceeds MaxMessageBytes") {
-		t.Errorf("message one byte over MaxMessageBytes: %s (%v), want permanent from Publish's own check", kind(errs[1]), errs[1])
+	if publishers.ClassOf(errs[1]).String() != "permanent" || !strings.Contains(errs[1].Error(), "exceeds MaxMessageBytes") {
+		t.Errorf("message one byte over MaxMessageBytes: %s (%v), want permanent from Publish's own check", publishers.ClassOf(errs[1]).String(), errs[1])
 	}
 }
 
@@ -339,11 +339,11 @@ func TestPublishBrokerRejectedBatchFailsOnlyTheCulprit(t *testing.T) {
 	}
 	errs := perMessage(t, p.Publish(testCtx(t, 20*time.Second), msgs), len(msgs))
 	for i := range msgs {
-		want := "ok"
+		want := "acknowledged"
 		if i == 5 {
 			want = "permanent"
 		}
-		if got := kind(errs[i]); got != want {
+		if got := publishers.ClassOf(errs[i]).String(); got != want {
 			t.Errorf("message %d: %s (%v), want %s", i, got, errs[i], want)
 		}
 	}
@@ -447,8 +447,8 @@ func TestPublishRetriableBrokerErrorIsTransient(t *testing.T) {
 	p := newPublisher(t, kafka.Config{Brokers: b.Addrs(), MaxAttempts: 2})
 
 	err := p.Publish(testCtx(t, 10*time.Second), []outbox.Message{newMsg("t", "k", "1"), newMsg("t", "k", "2")})
-	if kind(err) != "transient" {
-		t.Fatalf("Publish = %s %v, want transient", kind(err), err)
+	if publishers.ClassOf(err).String() != "transient" {
+		t.Fatalf("Publish = %s %v, want transient", publishers.ClassOf(err).String(), err)
 	}
 	if !errors.Is(err, kafkago.NotEnoughReplicas) {
 		t.Errorf("error %v should wrap NotEnoughReplicas", err)
@@ -517,7 +517,7 @@ func TestPublishSASL(t *testing.T) {
 				t.Fatal("Publish with a wrong password succeeded")
 			}
 			if !errors.Is(err, publishers.ErrUnavailable) {
-				t.Errorf("authentication failure = %s %v, want unavailable (no message is at fault)", kind(err), err)
+				t.Errorf("authentication failure = %s %v, want unavailable (no message is at fault)", publishers.ClassOf(err).String(), err)
 			}
 			mustNotContain(t, "error", err.Error(), wrong)
 			mustNotContain(t, "error", err.Error(), password)
@@ -614,8 +614,8 @@ func TestPublishInvalidTopicIsPermanent(t *testing.T) {
 	p := newPublisher(t, kafka.Config{Brokers: b.Addrs()})
 	msgs := []outbox.Message{newMsg("ok", "k", "1"), newMsg("", "k", "2"), newMsg("bad topic!", "k", "3")}
 	errs := perMessage(t, p.Publish(testCtx(t, 10*time.Second), msgs), len(msgs))
-	for i, want := range []string{"ok", "permanent", "permanent"} {
-		if got := kind(errs[i]); got != want {
+	for i, want := range []string{"acknowledged", "permanent", "permanent"} {
+		if got := publishers.ClassOf(errs[i]).String(); got != want {
 			t.Errorf("message %d: %s (%v), want %s", i, got, errs[i], want)
 		}
 	}
@@ -652,8 +652,8 @@ func TestPublishCanceledContext(t *testing.T) {
 	ctx, cancel := contextWithCancel(t)
 	cancel()
 	err := p.Publish(ctx, []outbox.Message{newMsg("t", "k", "1")})
-	if kind(err) != "transient" || !errors.Is(err, errCanceled) {
-		t.Errorf("Publish with a canceled context = %s %v, want the plain cancellation", kind(err), err)
+	if publishers.ClassOf(err).String() != "transient" || !errors.Is(err, errCanceled) {
+		t.Errorf("Publish with a canceled context = %s %v, want the plain cancellation", publishers.ClassOf(err).String(), err)
 	}
 	if n := len(readTopic(t, b.Addrs(), "t")); n != 0 {
 		t.Errorf("a canceled Publish sent %d records", n)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 )
 
@@ -116,8 +117,8 @@ func TestAuthentication(t *testing.T) {
 		}
 		bad := newPublisher(t, natssink.Config{URLs: []string{s.URL}, User: "relay", Password: "wrong-pass"})
 		err := bad.Probe(testCtx(t, 10*time.Second))
-		if kind(err) != "unavailable" || strings.Contains(fmt.Sprint(err), "wrong-pass") {
-			t.Errorf("Probe with a wrong password = %v (%s), want unavailable without the password", err, kind(err))
+		if publishers.ClassOf(err).String() != "unavailable" || strings.Contains(fmt.Sprint(err), "wrong-pass") {
+			t.Errorf("Probe with a wrong password = %v (%s), want unavailable without the password", err, publishers.ClassOf(err).String())
 		}
 	})
 	t.Run("token", func(t *testing.T) {
@@ -129,8 +130,8 @@ func TestAuthentication(t *testing.T) {
 		}
 		bad := newPublisher(t, natssink.Config{URLs: []string{s.URL}, Token: "wrong-token"})
 		err := bad.Probe(testCtx(t, 10*time.Second))
-		if kind(err) != "unavailable" || strings.Contains(fmt.Sprint(err), "wrong-token") {
-			t.Errorf("Probe with a wrong token = %v (%s), want unavailable without the token", err, kind(err))
+		if publishers.ClassOf(err).String() != "unavailable" || strings.Contains(fmt.Sprint(err), "wrong-token") {
+			t.Errorf("Probe with a wrong token = %v (%s), want unavailable without the token", err, publishers.ClassOf(err).String())
 		}
 	})
 }

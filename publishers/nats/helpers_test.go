@@ -196,20 +196,6 @@ func newMsg(subject, key, payload string) outbox.Message {
 	return m
 }
 
-// kind names the class of a publish error as the relay sees it.
-func kind(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case publishers.IsPermanent(err):
-		return "permanent"
-	case errors.Is(err, publishers.ErrUnavailable):
-		return "unavailable"
-	default:
-		return "transient"
-	}
-}
-
 // perMessage expands a Publish result into one error per message.
 func perMessage(t testing.TB, err error, n int) []error {
 	t.Helper()

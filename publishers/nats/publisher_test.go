@@ -94,8 +94,8 @@ func TestSubjectWithoutStreamIsPermanent(t *testing.T) {
 			}
 			continue
 		}
-		if kind(err) != "permanent" || !errors.Is(err, natssink.ErrNoStream) {
-			t.Errorf("message %d to %s: %s (%v), want permanent ErrNoStream", i, bad, kind(err), err)
+		if publishers.ClassOf(err).String() != "permanent" || !errors.Is(err, natssink.ErrNoStream) {
+			t.Errorf("message %d to %s: %s (%v), want permanent ErrNoStream", i, bad, publishers.ClassOf(err).String(), err)
 		}
 		if err != nil && (!strings.Contains(err.Error(), "nats stream add") || !strings.Contains(err.Error(), bad)) {
 			t.Errorf("message %d: %q does not say how to create a stream for %s", i, err, bad)
@@ -115,12 +115,12 @@ func TestServerWithoutJetStreamIsUnavailable(t *testing.T) {
 	p := newPublisher(t, natssink.Config{URLs: []string{s.URL}})
 	msgs := []outbox.Message{newMsg("orders.created", "k", "1"), newMsg("orders.paid", "", "2")}
 	for i, err := range perMessage(t, p.Publish(testCtx(t, 10*time.Second), msgs), len(msgs)) {
-		if kind(err) != "unavailable" || !errors.Is(err, natssink.ErrNoJetStream) {
-			t.Errorf("message %d: %s (%v), want unavailable ErrNoJetStream", i, kind(err), err)
+		if publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, natssink.ErrNoJetStream) {
+			t.Errorf("message %d: %s (%v), want unavailable ErrNoJetStream", i, publishers.ClassOf(err).String(), err)
 		}
 	}
-	if err := p.Probe(testCtx(t, 10*time.Second)); kind(err) != "unavailable" {
-		t.Errorf("Probe = %v (%s), want unavailable", err, kind(err))
+	if err := p.Probe(testCtx(t, 10*time.Second)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe = %v (%s), want unavailable", err, publishers.ClassOf(err).String())
 	}
 }
 
@@ -131,11 +131,11 @@ func TestNoServerIsUnavailable(t *testing.T) {
 	p := newPublisher(t, natssink.Config{URLs: []string{url}})
 	start := time.Now()
 	err := p.Publish(testCtx(t, 10*time.Second), []outbox.Message{newMsg("orders", "k", "1")})
-	if kind(err) != "unavailable" {
-		t.Errorf("Publish = %v (%s), want unavailable", err, kind(err))
+	if publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Publish = %v (%s), want unavailable", err, publishers.ClassOf(err).String())
 	}
-	if err := p.Probe(testCtx(t, 10*time.Second)); kind(err) != "unavailable" {
-		t.Errorf("Probe = %v (%s), want unavailable", err, kind(err))
+	if err := p.Probe(testCtx(t, 10*time.Second)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe = %v (%s), want unavailable", err, publishers.ClassOf(err).String())
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("refused connections took %v to report", took)
@@ -160,12 +160,12 @@ func TestServerRestart(t *testing.T) {
 	s.stop()
 	down := []outbox.Message{newMsg(subject, "k", "down 1"), newMsg(subject, "j", "down 2")}
 	for i, err := range perMessage(t, p.Publish(testCtx(t, 10*time.Second), down), len(down)) {
-		if kind(err) != "unavailable" {
-			t.Errorf("message %d while the server is down: %s (%v), want unavailable", i, kind(err), err)
+		if publishers.ClassOf(err).String() != "unavailable" {
+			t.Errorf("message %d while the server is down: %s (%v), want unavailable", i, publishers.ClassOf(err).String(), err)
 		}
 	}
-	if err := p.Probe(testCtx(t, 10*time.Second)); kind(err) != "unavailable" {
-		t.Errorf("Probe while the server is down = %v (%s), want unavailable", err, kind(err))
+	if err := p.Probe(testCtx(t, 10*time.Second)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe while the server is down = %v (%s), want unavailable", err, publishers.ClassOf(err).String())
 	}
 
 	s.start(t)
@@ -232,8 +232,8 @@ func TestMessagesNATSCannotCarryArePermanent(t *testing.T) {
 		switch {
 		case !isRefused && err != nil:
 			t.Errorf("message %d (accepted): %v", i, err)
-		case isRefused && (kind(err) != "permanent" || !errors.Is(err, refused[name].want)):
-			t.Errorf("%s: %s (%v), want permanent %v", name, kind(err), err, refused[name].want)
+		case isRefused && (publishers.ClassOf(err).String() != "permanent" || !errors.Is(err, refused[name].want)):
+			t.Errorf("%s: %s (%v), want permanent %v", name, publishers.ClassOf(err).String(), err, refused[name].want)
 		}
 	}
 	got := c.read(t, stream)
@@ -259,8 +259,8 @@ func TestStreamRefusals(t *testing.T) {
 		big := newMsg(subject, "k", strings.Repeat("x", 600))
 		small := newMsg(subject, "k", "small")
 		errs := perMessage(t, p.Publish(testCtx(t, 10*time.Second), []outbox.Message{big, small}), 2)
-		if kind(errs[0]) != "permanent" {
-			t.Errorf("message over max_msg_size: %s (%v), want permanent", kind(errs[0]), errs[0])
+		if publishers.ClassOf(errs[0]).String() != "permanent" {
+			t.Errorf("message over max_msg_size: %s (%v), want permanent", publishers.ClassOf(errs[0]).String(), errs[0])
 		}
 		if errs[1] != nil {
 			t.Errorf("small message: %v", errs[1])
@@ -282,8 +282,8 @@ func TestStreamRefusals(t *testing.T) {
 			t.Fatalf("seal %s: %v", stream, err)
 		}
 		err = perMessage(t, p.Publish(testCtx(t, 10*time.Second), []outbox.Message{newMsg(subject, "k", "late")}), 1)[0]
-		if kind(err) != "permanent" {
-			t.Errorf("message to a sealed stream: %s (%v), want permanent", kind(err), err)
+		if publishers.ClassOf(err).String() != "permanent" {
+			t.Errorf("message to a sealed stream: %s (%v), want permanent", publishers.ClassOf(err).String(), err)
 		}
 	})
 	t.Run("full, discard new", func(t *testing.T) {
@@ -297,8 +297,8 @@ func TestStreamRefusals(t *testing.T) {
 		if errs[0] != nil {
 			t.Errorf("first message: %v", errs[0])
 		}
-		if kind(errs[1]) != "transient" {
-			t.Errorf("message to a full stream: %s (%v), want transient", kind(errs[1]), errs[1])
+		if publishers.ClassOf(errs[1]).String() != "transient" {
+			t.Errorf("message to a full stream: %s (%v), want transient", publishers.ClassOf(errs[1]).String(), errs[1])
 		}
 	})
 }
@@ -333,7 +333,7 @@ func TestMaxInFlightAndEndedContextStopSending(t *testing.T) {
 	defer cancel()
 	for i, err := range perMessage(t, p.Publish(ctx, stalled), len(stalled)) {
 		if err == nil || publishers.IsPermanent(err) {
-			t.Errorf("stalled message %d: %s (%v), want a failure that is not permanent", i, kind(err), err)
+			t.Errorf("stalled message %d: %s (%v), want a failure that is not permanent", i, publishers.ClassOf(err).String(), err)
 		}
 	}
 	proxy.Heal()
@@ -379,8 +379,8 @@ authorization {
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 	})
 	err = p.Publish(testCtx(t, 10*time.Second), []outbox.Message{newMsg("forbidden.orders", "k", "x")})
-	if kind(err) != "unavailable" {
-		t.Errorf("Publish to a forbidden subject = %v (%s), want unavailable", err, kind(err))
+	if publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Publish to a forbidden subject = %v (%s), want unavailable", err, publishers.ClassOf(err).String())
 	}
 	if !strings.Contains(logs.String(), "Permissions Violation") {
 		t.Errorf("the permissions violation was not logged:\n%s", logs.String())
@@ -465,8 +465,8 @@ func TestCloseDuringPublish(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if kind(err) != "unavailable" || !errors.Is(err, natssink.ErrClosed) {
-			t.Errorf("Publish in flight at Close: %s (%v), want unavailable ErrClosed", kind(err), err)
+		if publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, natssink.ErrClosed) {
+			t.Errorf("Publish in flight at Close: %s (%v), want unavailable ErrClosed", publishers.ClassOf(err).String(), err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the Publish in flight at Close has not returned 5s after Close")
@@ -475,8 +475,8 @@ func TestCloseDuringPublish(t *testing.T) {
 		"Publish": p.Publish(testCtx(t, time.Second), []outbox.Message{newMsg("orders", "k", "after")}),
 		"Probe":   p.Probe(testCtx(t, time.Second)),
 	} {
-		if kind(err) != "unavailable" || !errors.Is(err, natssink.ErrClosed) {
-			t.Errorf("%s after Close: %s (%v), want unavailable ErrClosed", name, kind(err), err)
+		if publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, natssink.ErrClosed) {
+			t.Errorf("%s after Close: %s (%v), want unavailable ErrClosed", name, publishers.ClassOf(err).String(), err)
 		}
 	}
 }
@@ -492,8 +492,8 @@ func TestNoPubAckInTimeIsUnavailable(t *testing.T) {
 	msgs := []outbox.Message{newMsg("orders", "k", "1"), newMsg("orders", "k", "2")}
 	start := time.Now()
 	for i, err := range perMessage(t, p.Publish(testCtx(t, time.Minute), msgs), len(msgs)) {
-		if kind(err) != "unavailable" || !errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
-			t.Errorf("message %d: %s (%v), want unavailable, no PubAck in time", i, kind(err), err)
+		if publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			t.Errorf("message %d: %s (%v), want unavailable, no PubAck in time", i, publishers.ClassOf(err).String(), err)
 		}
 	}
 	if took := time.Since(start); took > timeout+3*time.Second {
@@ -502,8 +502,8 @@ func TestNoPubAckInTimeIsUnavailable(t *testing.T) {
 	// A probe that times out drops the connection: the next one dials
 	// afresh instead of waiting on a connection that may be broken.
 	for i := range 2 {
-		if err := p.Probe(testCtx(t, time.Minute)); kind(err) != "unavailable" {
-			t.Errorf("Probe %d = %v (%s), want unavailable", i+1, err, kind(err))
+		if err := p.Probe(testCtx(t, time.Minute)); publishers.ClassOf(err).String() != "unavailable" {
+			t.Errorf("Probe %d = %v (%s), want unavailable", i+1, err, publishers.ClassOf(err).String())
 		}
 	}
 	if n := srv.accepted.Load(); n != 2 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 )
 
@@ -36,7 +37,7 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("Probe over TLS: %v", err)
 	}
 	err = p.Publish(testCtx(t, 10*time.Second), []outbox.Message{newMsg(unboundSubject(), "k", "x")})
-	if kind(perMessage(t, err, 1)[0]) != "permanent" {
+	if publishers.ClassOf(perMessage(t, err, 1)[0]).String() != "permanent" {
 		t.Errorf("Publish over TLS to a subject without a stream = %v, want the server's answer (permanent)", err)
 	}
 
@@ -45,8 +46,8 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	untrusting := newPublisher(t, natssink.Config{URLs: []string{s.URL}, TLS: systemRoots})
-	if err := untrusting.Probe(testCtx(t, 10*time.Second)); kind(err) != "unavailable" {
-		t.Errorf("Probe of a server signed by an unknown CA = %v (%s), want unavailable", err, kind(err))
+	if err := untrusting.Probe(testCtx(t, 10*time.Second)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe of a server signed by an unknown CA = %v (%s), want unavailable", err, publishers.ClassOf(err).String())
 	}
 
 	if _, err := natssink.LoadTLS(caFile, certFile, ""); err == nil {

@@ -17,20 +17,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
 )
 
-// class names the class of a publish error as the relay sees it.
-func class(err error) string {
-	switch {
-	case err == nil:
-		return "acknowledged"
-	case publishers.IsPermanent(err):
-		return "permanent"
-	case errors.Is(err, publishers.ErrUnavailable):
-		return "unavailable"
-	default:
-		return "transient"
-	}
-}
-
 // publishEach publishes msgs and returns one result per message.
 func publishEach(t *testing.T, p *rabbitmq.Publisher, msgs []outbox.Message) []error {
 	t.Helper()
@@ -51,7 +37,7 @@ func mustPublish(t *testing.T, p *rabbitmq.Publisher, msgs []outbox.Message) {
 func wantClasses(t *testing.T, errs []error, want ...string) {
 	t.Helper()
 	for i, err := range errs {
-		if got := class(err); got != want[i] {
+		if got := publishers.ClassOf(err).String(); got != want[i] {
 			t.Errorf("message %d: %s (%v), want %s", i, got, err, want[i])
 		}
 	}
@@ -296,7 +282,7 @@ func TestExchangeDeletedMidBatch(t *testing.T) {
 	errs := publishEach(t, p, msgs)
 	for i, err := range errs {
 		doomedMsg := i%2 == 1
-		switch c := class(err); {
+		switch c := publishers.ClassOf(err).String(); {
 		case doomedMsg && c != "permanent":
 			t.Errorf("message %d to the deleted exchange: %s (%v), want permanent", i, c, err)
 		case !doomedMsg && c != "acknowledged" && c != "transient":
@@ -359,8 +345,8 @@ func TestReconnectsAfterConnectionLoss(t *testing.T) {
 	// known dead: it fails unavailable, and the next one redials.
 	after := []outbox.Message{msg(q, "k", "after")}
 	if err := p.Publish(testCtx(t, 10*time.Second), after); err != nil {
-		if class(err) != "unavailable" {
-			t.Fatalf("first Publish after the cut healed: %s (%v), want success or unavailable", class(err), err)
+		if publishers.ClassOf(err).String() != "unavailable" {
+			t.Fatalf("first Publish after the cut healed: %s (%v), want success or unavailable", publishers.ClassOf(err).String(), err)
 		}
 		mustPublish(t, p, after)
 	}
@@ -399,7 +385,7 @@ func TestStuckWriteHonoursDeadline(t *testing.T) {
 	}
 	for i, e := range publishers.PerMessage(err, len(msgs)) {
 		if e == nil || publishers.IsPermanent(e) {
-			t.Fatalf("message %d: %s (%v), want a failure that is not permanent", i, class(e), e)
+			t.Fatalf("message %d: %s (%v), want a failure that is not permanent", i, publishers.ClassOf(e).String(), e)
 		}
 	}
 	proxy.Heal()
@@ -420,10 +406,10 @@ func TestBadCredentialsAreUnavailable(t *testing.T) {
 	}
 	p := newPublisher(t, rabbitmq.Config{URL: u})
 	err := p.Publish(testCtx(t, 10*time.Second), []outbox.Message{msg("q", "k", "x")})
-	if class(err) != "unavailable" || strings.Contains(err.Error(), "s3cr3t-pw") {
-		t.Errorf("Publish with a wrong password = %s (%v), want unavailable without the password", class(err), err)
+	if publishers.ClassOf(err).String() != "unavailable" || strings.Contains(err.Error(), "s3cr3t-pw") {
+		t.Errorf("Publish with a wrong password = %s (%v), want unavailable without the password", publishers.ClassOf(err).String(), err)
 	}
-	if err := p.Probe(testCtx(t, 10*time.Second)); class(err) != "unavailable" || strings.Contains(err.Error(), "s3cr3t-pw") {
+	if err := p.Probe(testCtx(t, 10*time.Second)); publishers.ClassOf(err).String() != "unavailable" || strings.Contains(err.Error(), "s3cr3t-pw") {
 		t.Errorf("Probe with a wrong password = %v, want unavailable without the password", err)
 	}
 }
@@ -434,11 +420,11 @@ func TestNoBrokerIsUnavailable(t *testing.T) {
 	proxy := startProxy(t)
 	proxy.Cut()
 	p := newPublisher(t, rabbitmq.Config{URL: proxied(t, proxy.Addr())})
-	if err := p.Publish(testCtx(t, 10*time.Second), []outbox.Message{msg("q", "k", "x")}); class(err) != "unavailable" {
-		t.Errorf("Publish = %s (%v), want unavailable", class(err), err)
+	if err := p.Publish(testCtx(t, 10*time.Second), []outbox.Message{msg("q", "k", "x")}); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Publish = %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
-	if err := p.Probe(testCtx(t, 10*time.Second)); class(err) != "unavailable" {
-		t.Errorf("Probe = %s (%v), want unavailable", class(err), err)
+	if err := p.Probe(testCtx(t, 10*time.Second)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe = %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 }
 
@@ -461,7 +447,7 @@ func TestCloseDuringStalledDial(t *testing.T) {
 	if err := p.Close(); err != nil || time.Since(start) > 2*time.Second {
 		t.Errorf("Close = %v after %v", err, time.Since(start))
 	}
-	if err := p.Publish(testCtx(t, time.Second), []outbox.Message{msg("q", "k", "x")}); class(err) != "unavailable" || !errors.Is(err, rabbitmq.ErrClosed) {
+	if err := p.Publish(testCtx(t, time.Second), []outbox.Message{msg("q", "k", "x")}); publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, rabbitmq.ErrClosed) {
 		t.Errorf("Publish after Close = %v, want unavailable ErrClosed", err)
 	}
 }
@@ -478,8 +464,8 @@ func TestProbeTimeoutRedials(t *testing.T) {
 	}
 	proxy.Stall()
 	defer proxy.Heal()
-	if err := p.Probe(testCtx(t, 200*time.Millisecond)); class(err) != "unavailable" {
-		t.Errorf("Probe of a silent broker = %s (%v), want unavailable", class(err), err)
+	if err := p.Probe(testCtx(t, 200*time.Millisecond)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe of a silent broker = %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 	proxy.Heal()
 	if err := p.Probe(testCtx(t, 10*time.Second)); err != nil {

@@ -181,20 +181,6 @@ func records(t testing.TB, topic, stream string, entries []entry) []publisherste
 	return out
 }
 
-// kind names the class of a publish error as the relay sees it.
-func kind(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case publishers.IsPermanent(err):
-		return "permanent"
-	case errors.Is(err, publishers.ErrUnavailable):
-		return "unavailable"
-	default:
-		return "transient"
-	}
-}
-
 // perMessage expands a Publish result, requiring a publishers.Errors of
 // the right length when the outcome differs per message.
 func perMessage(t testing.TB, err error, n int) []error {

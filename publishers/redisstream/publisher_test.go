@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
 )
 
@@ -100,8 +101,8 @@ func TestInvalidStreamIsPermanent(t *testing.T) {
 			continue
 		}
 		topic := msgs[i].Topic
-		if kind(err) != "permanent" || !errors.Is(err, redisstream.ErrInvalidStream) || !strings.Contains(err.Error(), bad[topic]) {
-			t.Errorf("topic %q: %s (%v), want permanent, wrapping ErrInvalidStream and saying %q", topic, kind(err), err, bad[topic])
+		if publishers.ClassOf(err).String() != "permanent" || !errors.Is(err, redisstream.ErrInvalidStream) || !strings.Contains(err.Error(), bad[topic]) {
+			t.Errorf("topic %q: %s (%v), want permanent, wrapping ErrInvalidStream and saying %q", topic, publishers.ClassOf(err).String(), err, bad[topic])
 		}
 	}
 	if n := len(readStream(t, c, good)); n != len(bad) {
@@ -126,9 +127,9 @@ func TestWrongTypeIsPermanentPerMessage(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("messages to the stream: %v, %v; want both acknowledged", errs[0], errs[2])
 	}
-	if kind(errs[1]) != "permanent" || !strings.Contains(errs[1].Error(), "WRONGTYPE") ||
+	if publishers.ClassOf(errs[1]).String() != "permanent" || !strings.Contains(errs[1].Error(), "WRONGTYPE") ||
 		!strings.Contains(errs[1].Error(), bad) || !strings.Contains(errs[1].Error(), msgs[1].ID.String()) {
-		t.Errorf("message to the list: %s (%v), want permanent, naming WRONGTYPE, the stream and the event", kind(errs[1]), errs[1])
+		t.Errorf("message to the list: %s (%v), want permanent, naming WRONGTYPE, the stream and the event", publishers.ClassOf(errs[1]).String(), errs[1])
 	}
 	if n := len(readStream(t, c, good)); n != 2 {
 		t.Errorf("%d entries arrived, want 2", n)
@@ -191,8 +192,8 @@ func TestWaitForReplicas(t *testing.T) {
 	err := p.Publish(testCtx(t, publisherstestTimeout), msgs)
 	took := time.Since(start)
 	for i, e := range perMessage(t, err, len(msgs)) {
-		if kind(e) != "transient" || !errors.Is(e, redisstream.ErrNotReplicated) {
-			t.Errorf("message %d with WAIT 1 on a server without replicas: %s (%v), want transient wrapping ErrNotReplicated", i, kind(e), e)
+		if publishers.ClassOf(e).String() != "transient" || !errors.Is(e, redisstream.ErrNotReplicated) {
+			t.Errorf("message %d with WAIT 1 on a server without replicas: %s (%v), want transient wrapping ErrNotReplicated", i, publishers.ClassOf(e).String(), e)
 		}
 	}
 	if took < waitTimeout {
@@ -230,8 +231,8 @@ func TestWaitWithReplicaAndReadOnlyReplica(t *testing.T) {
 	onReplica := newPublisher(t, redisstream.Config{URL: "redis://" + replica.Addr})
 	err := onReplica.Publish(testCtx(t, publisherstestTimeout), msgs)
 	for i, e := range perMessage(t, err, len(msgs)) {
-		if kind(e) != "unavailable" || !strings.Contains(e.Error(), "READONLY") {
-			t.Errorf("message %d to a read-only replica: %s (%v), want unavailable naming READONLY", i, kind(e), e)
+		if publishers.ClassOf(e).String() != "unavailable" || !strings.Contains(e.Error(), "READONLY") {
+			t.Errorf("message %d to a read-only replica: %s (%v), want unavailable naming READONLY", i, publishers.ClassOf(e).String(), e)
 		}
 	}
 	if err := onReplica.Probe(testCtx(t, publisherstestTimeout)); err != nil {
@@ -272,8 +273,8 @@ func TestOutOfMemoryIsUnavailable(t *testing.T) {
 	}
 	msgs := []outbox.Message{newMsg("oom", "k", "1"), newMsg("oom", "", "2")}
 	for i, e := range perMessage(t, p.Publish(testCtx(t, publisherstestTimeout), msgs), len(msgs)) {
-		if kind(e) != "unavailable" || !strings.Contains(e.Error(), "OOM") {
-			t.Errorf("message %d out of memory: %s (%v), want unavailable naming OOM", i, kind(e), e)
+		if publishers.ClassOf(e).String() != "unavailable" || !strings.Contains(e.Error(), "OOM") {
+			t.Errorf("message %d out of memory: %s (%v), want unavailable naming OOM", i, publishers.ClassOf(e).String(), e)
 		}
 	}
 	if err := r.Client.ConfigSet(testCtx(t, publisherstestTimeout), "maxmemory", "0").Err(); err != nil {
@@ -315,12 +316,12 @@ func TestBusyScriptIsUnavailable(t *testing.T) {
 	}
 	msgs := []outbox.Message{newMsg("busy", "k", "1")}
 	for i, e := range perMessage(t, p.Publish(testCtx(t, publisherstestTimeout), msgs), len(msgs)) {
-		if kind(e) != "unavailable" || !strings.Contains(e.Error(), "BUSY") {
-			t.Errorf("message %d while a script runs: %s (%v), want unavailable naming BUSY", i, kind(e), e)
+		if publishers.ClassOf(e).String() != "unavailable" || !strings.Contains(e.Error(), "BUSY") {
+			t.Errorf("message %d while a script runs: %s (%v), want unavailable naming BUSY", i, publishers.ClassOf(e).String(), e)
 		}
 	}
-	if err := p.Probe(testCtx(t, publisherstestTimeout)); kind(err) != "unavailable" {
-		t.Errorf("Probe while a script runs: %s (%v), want unavailable", kind(err), err)
+	if err := p.Probe(testCtx(t, publisherstestTimeout)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe while a script runs: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 }
 
@@ -341,16 +342,16 @@ func TestAuthentication(t *testing.T) {
 		{"no password", redisstream.Config{URL: "redis://" + r.Addr}, "unavailable"},
 		{"wrong password", redisstream.Config{URL: "redis://:wrong-" + secret + "@" + r.Addr}, "unavailable"},
 		{"wrong Password field", redisstream.Config{URL: "redis://" + r.Addr, Password: "not-" + secret}, "unavailable"},
-		{"password in the URL", redisstream.Config{URL: "redis://:" + secret + "@" + r.Addr}, "ok"},
-		{"Password field over the URL's", redisstream.Config{URL: "redis://:wrong@" + r.Addr, Password: secret}, "ok"},
+		{"password in the URL", redisstream.Config{URL: "redis://:" + secret + "@" + r.Addr}, "acknowledged"},
+		{"Password field over the URL's", redisstream.Config{URL: "redis://:wrong@" + r.Addr, Password: secret}, "acknowledged"},
 	} {
 		p := newPublisher(t, c.cfg)
 		err := p.Publish(testCtx(t, publisherstestTimeout), msgs)
-		if kind(err) != c.want {
-			t.Errorf("%s: Publish = %s (%v), want %s", c.name, kind(err), err, c.want)
+		if publishers.ClassOf(err).String() != c.want {
+			t.Errorf("%s: Publish = %s (%v), want %s", c.name, publishers.ClassOf(err).String(), err, c.want)
 		}
 		perr := p.Probe(testCtx(t, publisherstestTimeout))
-		if (perr == nil) != (c.want == "ok") {
+		if (perr == nil) != (c.want == "acknowledged") {
 			t.Errorf("%s: Probe = %v", c.name, perr)
 		}
 		for _, s := range []string{fmt.Sprint(err), fmt.Sprint(perr), p.String(), fmt.Sprint(p.Config()), fmt.Sprintf("%#v", p.Config())} {
@@ -370,15 +371,15 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	start := time.Now()
 	err := p.Publish(testCtx(t, publisherstestTimeout), msgs)
 	for i, e := range perMessage(t, err, len(msgs)) {
-		if kind(e) != "unavailable" {
-			t.Errorf("message %d: %s (%v), want unavailable", i, kind(e), e)
+		if publishers.ClassOf(e).String() != "unavailable" {
+			t.Errorf("message %d: %s (%v), want unavailable", i, publishers.ClassOf(e).String(), e)
 		}
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("Publish to a closed port took %v", took)
 	}
-	if err := p.Probe(testCtx(t, publisherstestTimeout)); kind(err) != "unavailable" {
-		t.Errorf("Probe: %s (%v), want unavailable", kind(err), err)
+	if err := p.Probe(testCtx(t, publisherstestTimeout)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 }
 
@@ -426,8 +427,8 @@ func TestCloseDuringPublish(t *testing.T) {
 				msgs[i] = newMsg(topic, "k", "x")
 			}
 			for i, e := range perMessage(t, p.Publish(testCtx(t, publisherstestTimeout), msgs), len(msgs)) {
-				if e != nil && kind(e) != "unavailable" {
-					t.Errorf("message %d of a Publish that Close overtook: %s (%v), want acknowledged or unavailable", i, kind(e), e)
+				if e != nil && publishers.ClassOf(e).String() != "unavailable" {
+					t.Errorf("message %d of a Publish that Close overtook: %s (%v), want acknowledged or unavailable", i, publishers.ClassOf(e).String(), e)
 				}
 			}
 		})
@@ -440,10 +441,10 @@ func TestCloseDuringPublish(t *testing.T) {
 		t.Errorf("Close took %v", took)
 	}
 	wg.Wait()
-	if err := p.Publish(testCtx(t, publisherstestTimeout), []outbox.Message{newMsg(topic, "k", "late")}); kind(err) != "unavailable" || !errors.Is(err, redisstream.ErrClosed) {
-		t.Errorf("Publish after Close: %s (%v), want unavailable wrapping ErrClosed", kind(err), err)
+	if err := p.Publish(testCtx(t, publisherstestTimeout), []outbox.Message{newMsg(topic, "k", "late")}); publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, redisstream.ErrClosed) {
+		t.Errorf("Publish after Close: %s (%v), want unavailable wrapping ErrClosed", publishers.ClassOf(err).String(), err)
 	}
-	if err := p.Probe(testCtx(t, publisherstestTimeout)); kind(err) != "unavailable" {
-		t.Errorf("Probe after Close: %s (%v), want unavailable", kind(err), err)
+	if err := p.Probe(testCtx(t, publisherstestTimeout)); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe after Close: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 }

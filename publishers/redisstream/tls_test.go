@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
 )
 
@@ -114,8 +115,8 @@ func TestTLS(t *testing.T) {
 	}
 	unverified := newPublisher(t, redisstream.Config{URL: "rediss://" + server.Addr}) // system roots
 	var verifyErr *tls.CertificateVerificationError
-	if err := unverified.Publish(testCtx(t, publisherstestTimeout), msgs); kind(err) != "unavailable" || !errors.As(err, &verifyErr) {
-		t.Errorf("Publish to a server no known CA signed: %s (%v), want unavailable wrapping the verification failure", kind(err), err)
+	if err := unverified.Publish(testCtx(t, publisherstestTimeout), msgs); publishers.ClassOf(err).String() != "unavailable" || !errors.As(err, &verifyErr) {
+		t.Errorf("Publish to a server no known CA signed: %s (%v), want unavailable wrapping the verification failure", publishers.ClassOf(err).String(), err)
 	}
 
 	mutual := startPrivateTLS(t, pki, true)
@@ -126,8 +127,8 @@ func TestTLS(t *testing.T) {
 	}
 	cfg = loadTLS(pki.caCert, "", "")
 	cfg.URL = "rediss://" + mutual.Addr
-	if err := newPublisher(t, cfg).Publish(testCtx(t, publisherstestTimeout), msgs); kind(err) != "unavailable" {
-		t.Errorf("Publish without the client certificate a server requires: %s (%v), want unavailable", kind(err), err)
+	if err := newPublisher(t, cfg).Publish(testCtx(t, publisherstestTimeout), msgs); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Publish without the client certificate a server requires: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 
 	if _, err := redisstream.LoadTLS(pki.caCert, pki.clientCert, "", false); err == nil {

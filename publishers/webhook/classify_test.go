@@ -42,20 +42,6 @@ func publish(t *testing.T, p *webhook.Publisher, msgs []outbox.Message) []error 
 	return publishers.PerMessage(p.Publish(ctx, msgs), len(msgs))
 }
 
-// class names an error's class as the relay sees it.
-func class(err error) string {
-	switch {
-	case err == nil:
-		return "acknowledged"
-	case publishers.IsPermanent(err):
-		return "permanent"
-	case errors.Is(err, publishers.ErrUnavailable):
-		return "unavailable"
-	default:
-		return "transient"
-	}
-}
-
 // Each answer status is classified as documented: 2xx acknowledged; 3xx
 // permanent and not followed; 410 and most 4xx permanent; 401, 403, 407,
 // 408, 425, 429 and 5xx transient. The error quotes the answer's body.
@@ -94,7 +80,7 @@ func TestAnswersAreClassified(t *testing.T) {
 	errs := publish(t, p, msgs)
 	for i, err := range errs {
 		code := codes[i]
-		if got := class(err); got != want[code] {
+		if got := publishers.ClassOf(err).String(); got != want[code] {
 			t.Errorf("answer %d: %s (%v), want %s", code, got, err, want[code])
 			continue
 		}
@@ -162,11 +148,11 @@ func TestRetryAfter(t *testing.T) {
 		d, ok := publishers.RetryAfterOf(err)
 		switch {
 		case c.min < 0:
-			if class(err) != "permanent" || ok {
-				t.Errorf("%q: %s, retry after %v (%t); want permanent without a wait", c.body, class(err), d, ok)
+			if publishers.ClassOf(err).String() != "permanent" || ok {
+				t.Errorf("%q: %s, retry after %v (%t); want permanent without a wait", c.body, publishers.ClassOf(err).String(), d, ok)
 			}
-		case class(err) != "transient":
-			t.Errorf("%q: %s (%v), want transient", c.body, class(err), err)
+		case publishers.ClassOf(err).String() != "transient":
+			t.Errorf("%q: %s (%v), want transient", c.body, publishers.ClassOf(err).String(), err)
 		case c.max == 0 && ok:
 			t.Errorf("%q: asks to retry after %v; want no wait", c.body, d)
 		case c.max > 0 && (!ok || d < c.min || d > c.max):
@@ -198,11 +184,11 @@ func TestUnreachableHostIsUnavailable(t *testing.T) {
 			if errors.As(err, &each) {
 				t.Errorf("Publish returned per-message errors %v; want one unavailable error for the call", err)
 			}
-			if class(err) != "unavailable" {
-				t.Errorf("Publish: %s (%v), want unavailable", class(err), err)
+			if publishers.ClassOf(err).String() != "unavailable" {
+				t.Errorf("Publish: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 			}
-			if err := p.Probe(t.Context()); class(err) != "unavailable" {
-				t.Errorf("Probe: %s (%v), want unavailable", class(err), err)
+			if err := p.Probe(t.Context()); publishers.ClassOf(err).String() != "unavailable" {
+				t.Errorf("Probe: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 			}
 		})
 	}
@@ -227,8 +213,8 @@ func TestRequestTimeoutIsTransient(t *testing.T) {
 		t.Errorf("Publish took %v with a %v request timeout", took, timeout)
 	}
 	for i, err := range errs {
-		if class(err) != "transient" || !errors.Is(err, webhook.ErrTimeout) {
-			t.Errorf("message %d: %s (%v), want transient wrapping ErrTimeout", i, class(err), err)
+		if publishers.ClassOf(err).String() != "transient" || !errors.Is(err, webhook.ErrTimeout) {
+			t.Errorf("message %d: %s (%v), want transient wrapping ErrTimeout", i, publishers.ClassOf(err).String(), err)
 		}
 	}
 }
@@ -260,11 +246,11 @@ func TestTLS(t *testing.T) {
 	untrusted := newPublisher(t, webhook.Config{URL: url})
 	err = untrusted.Publish(t.Context(), []outbox.Message{msg("t", "k", "x")})
 	var unknownCA x509.UnknownAuthorityError
-	if class(err) != "unavailable" || !errors.As(err, &unknownCA) {
-		t.Errorf("untrusted certificate: %s (%v), want unavailable wrapping x509.UnknownAuthorityError", class(err), err)
+	if publishers.ClassOf(err).String() != "unavailable" || !errors.As(err, &unknownCA) {
+		t.Errorf("untrusted certificate: %s (%v), want unavailable wrapping x509.UnknownAuthorityError", publishers.ClassOf(err).String(), err)
 	}
-	if err := untrusted.Probe(t.Context()); class(err) != "unavailable" {
-		t.Errorf("Probe with an untrusted certificate: %s (%v), want unavailable", class(err), err)
+	if err := untrusted.Probe(t.Context()); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("Probe with an untrusted certificate: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 	for name, cfg := range map[string]webhook.Config{
 		"CA file":              {URL: url, TLS: withCA},
@@ -293,11 +279,11 @@ func TestPublishAfterClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	err := p.Publish(t.Context(), []outbox.Message{msg("t", "k", "x")})
-	if class(err) != "unavailable" || !errors.Is(err, webhook.ErrClosed) {
-		t.Errorf("Publish after Close: %s (%v), want unavailable wrapping ErrClosed", class(err), err)
+	if publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, webhook.ErrClosed) {
+		t.Errorf("Publish after Close: %s (%v), want unavailable wrapping ErrClosed", publishers.ClassOf(err).String(), err)
 	}
-	if err := p.Probe(t.Context()); class(err) != "unavailable" || !errors.Is(err, webhook.ErrClosed) {
-		t.Errorf("Probe after Close: %s (%v), want unavailable wrapping ErrClosed", class(err), err)
+	if err := p.Probe(t.Context()); publishers.ClassOf(err).String() != "unavailable" || !errors.Is(err, webhook.ErrClosed) {
+		t.Errorf("Probe after Close: %s (%v), want unavailable wrapping ErrClosed", publishers.ClassOf(err).String(), err)
 	}
 	if n := r.arrived.Load(); n != 0 {
 		t.Errorf("%d requests arrived after Close", n)

@@ -43,7 +43,7 @@ func TestFailureStopsItsKey(t *testing.T) {
 	want := []string{"acknowledged", "acknowledged", "permanent", "transient", "acknowledged", "acknowledged", "transient", "acknowledged", "transient"}
 	errs := publish(t, p, msgs)
 	for i, err := range errs {
-		if got := class(err); got != want[i] {
+		if got := publishers.ClassOf(err).String(); got != want[i] {
 			t.Errorf("%s: %s (%v), want %s", msgs[i].Payload, got, err, want[i])
 		}
 	}

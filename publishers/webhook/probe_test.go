@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/webhook"
 )
 
@@ -49,7 +50,7 @@ func TestProbeAsksOptionsStar(t *testing.T) {
 			}()
 			p := newPublisher(t, webhook.Config{URL: "http://" + ln.Addr().String() + "/hooks/{topic}"})
 			err = p.Probe(t.Context())
-			if got := class(err); got != want {
+			if got := publishers.ClassOf(err).String(); got != want {
 				t.Errorf("Probe answered %d: %s (%v), want %s", code, got, err, want)
 			}
 			if line := <-lines; line != "OPTIONS * HTTP/1.1" {
@@ -81,12 +82,12 @@ func TestProbeURL(t *testing.T) {
 		t.Errorf("healthy: %v", err)
 	}
 	healthy.Store(false)
-	if err := p.Probe(t.Context()); class(err) != "unavailable" || !strings.Contains(err.Error(), "500") {
-		t.Errorf("unhealthy: %s (%v), want unavailable naming the 500", class(err), err)
+	if err := p.Probe(t.Context()); publishers.ClassOf(err).String() != "unavailable" || !strings.Contains(err.Error(), "500") {
+		t.Errorf("unhealthy: %s (%v), want unavailable naming the 500", publishers.ClassOf(err).String(), err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := p.Probe(ctx); class(err) != "unavailable" {
-		t.Errorf("canceled: %s (%v), want unavailable", class(err), err)
+	if err := p.Probe(ctx); publishers.ClassOf(err).String() != "unavailable" {
+		t.Errorf("canceled: %s (%v), want unavailable", publishers.ClassOf(err).String(), err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/webhook"
 )
 
@@ -112,8 +113,8 @@ func TestInvalidMessagesArePermanent(t *testing.T) {
 	}
 	errs := publish(t, p, msgs)
 	for i, err := range errs[:len(bad)] {
-		if class(err) != "permanent" || !errors.Is(err, webhook.ErrInvalidMessage) {
-			t.Errorf("%q: %s (%v), want permanent wrapping ErrInvalidMessage", msgs[i].Payload, class(err), err)
+		if publishers.ClassOf(err).String() != "permanent" || !errors.Is(err, webhook.ErrInvalidMessage) {
+			t.Errorf("%q: %s (%v), want permanent wrapping ErrInvalidMessage", msgs[i].Payload, publishers.ClassOf(err).String(), err)
 		}
 	}
 	if err := errs[len(bad)]; err != nil {
