@@ -41,7 +41,8 @@ type Message struct {
 	Payload []byte
 	// Headers are copied to the published message. Names are 1-255 bytes of
 	// visible ASCII other than ':'; values are valid UTF-8 without NUL bytes.
-	// The name "outbox-event-id" is reserved.
+	// The name "outbox-event-id" is reserved. Write adds "traceparent"
+	// (and "tracestate") from the span of its ctx, unless set here.
 	Headers map[string]string
 	// DedupKey, when set, makes the write idempotent: a second message with
 	// the same DedupKey (or the same ID) is not written again, and Result

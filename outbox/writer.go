@@ -98,11 +98,18 @@ func WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([]Result, err
 // only if tx commits. A message whose ID or DedupKey is already in the table
 // is not written again: Result.Duplicate is true and tx stays usable.
 // Validation failures return a *ValidationError before any SQL runs.
+//
+// When ctx holds an OpenTelemetry span (or a remote span context), its W3C
+// trace context is stored in the row's headers as traceparent (and
+// tracestate when not empty), unless msg.Headers already has a
+// traceparent; the relay's tracing wrapper (publishers/tracing) parents its
+// span to it, so the consumer continues the writer's trace. msg.Headers is
+// never modified. Without a span nothing is added.
 func (w *Writer) Write(ctx context.Context, tx Executor, msg Message) (Result, error) {
 	if err := msg.validate(0, w.maxPayload); err != nil {
 		return Result{}, err
 	}
-	row, err := newRow(&msg)
+	row, err := newRow(&msg, traceContextOf(ctx))
 	if err != nil {
 		return Result{}, err
 	}
@@ -123,10 +130,12 @@ func (w *Writer) Write(ctx context.Context, tx Executor, msg Message) (Result, e
 // (COPY when tx supports it and no message can be a duplicate, multi-row
 // INSERT otherwise). Results are in the order of msgs. If any message is
 // invalid, nothing is written and the *ValidationError names its index.
+// Every message gets ctx's trace context, as with Write.
 func (w *Writer) WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([]Result, error) {
 	rows := make([][]any, len(msgs))
 	results := make([]Result, len(msgs))
 	mayDuplicate, delayed := false, false
+	tc := traceContextOf(ctx)
 	for i := range msgs {
 		msg := msgs[i]
 		if err := msg.validate(i, w.maxPayload); err != nil {
@@ -134,7 +143,7 @@ func (w *Writer) WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([
 		}
 		mayDuplicate = mayDuplicate || msg.ID != uuid.Nil || msg.DedupKey != ""
 		delayed = delayed || !msg.DeliverAt.IsZero()
-		row, err := newRow(&msg)
+		row, err := newRow(&msg, tc)
 		if err != nil {
 			return nil, err
 		}
@@ -230,8 +239,9 @@ const onConflict = "\nON CONFLICT DO NOTHING"
 var copyColumns = []string{"id", "topic", "key", "payload", "headers"}
 
 // newRow assigns the id when missing and returns the column values in the
-// order of the INSERT.
-func newRow(msg *Message) ([]any, error) {
+// order of the INSERT. The headers stored are msg's, with the trace
+// context tc added (see traceContext.headersWith); tc nil adds nothing.
+func newRow(msg *Message, tc *traceContext) ([]any, error) {
 	if msg.ID == uuid.Nil {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -240,8 +250,8 @@ func newRow(msg *Message) ([]any, error) {
 		msg.ID = id
 	}
 	headers := "{}"
-	if len(msg.Headers) > 0 {
-		b, err := json.Marshal(msg.Headers)
+	if h := tc.headersWith(msg.Headers); len(h) > 0 {
+		b, err := json.Marshal(h)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: encode headers: %w", err)
 		}
