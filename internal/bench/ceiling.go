@@ -168,11 +168,12 @@ func measureCeiling(ctx context.Context, cfg Config, table outbox.Table, lc life
 			claimed[i], errs[i] = ceilingLoop(ctx, c, claim, finish, cfg.BatchSize, fmt.Sprintf("w%d", i+1), n)
 		}()
 	}
-	began := time.Now()
+	began, cpu := time.Now(), hostReading()
 	close(start)
 	wg.Wait()
 	elapsed := time.Since(began)
-	res := CeilingResult{Lifecycle: lc.name, Clients: clients, Rows: cfg.CeilingRows, Batch: cfg.BatchSize, Seconds: elapsed.Seconds()}
+	res := CeilingResult{Lifecycle: lc.name, Clients: clients, Rows: cfg.CeilingRows, Batch: cfg.BatchSize, Seconds: elapsed.Seconds(),
+		HostCPUBusy: hostBusyBetween(cpu, hostReading())}
 	for i := range conns {
 		if errs[i] != nil {
 			return res, fmt.Errorf("ceiling %s: %w", lc.name, errs[i])

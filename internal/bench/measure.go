@@ -29,9 +29,25 @@ type cpuReading struct {
 	brokerOK            bool
 }
 
-func (r *runner) readCPU() cpuReading {
+// hostBusyBetween is the share of the host's CPUs busy between two
+// readings, or nil when either could not be taken.
+func hostBusyBetween(start, end cpuReading) *float64 {
+	if !start.hostOK || !end.hostOK || end.hostTotal <= start.hostTotal {
+		return nil
+	}
+	busy := float64(end.hostBusy-start.hostBusy) / float64(end.hostTotal-start.hostTotal)
+	return &busy
+}
+
+// hostReading reads the host's CPU counters only.
+func hostReading() cpuReading {
 	var c cpuReading
 	c.hostBusy, c.hostTotal, c.hostOK = hostCPU()
+	return c
+}
+
+func (r *runner) readCPU() cpuReading {
+	c := hostReading()
 	if r.broker != nil {
 		c.broker, c.brokerOK = r.broker.cpu()
 	}
@@ -120,10 +136,7 @@ func (r *runner) fillUsage(u relayUsage, smp samples, dbCPU *float64, end cpuRea
 	res.PerRelay = u.perRelay
 	res.DBBackendCPUSeconds = dbCPU
 	res.CPUs = runtime.NumCPU()
-	if start.hostOK && end.hostOK && end.hostTotal > start.hostTotal {
-		busy := float64(end.hostBusy-start.hostBusy) / float64(end.hostTotal-start.hostTotal)
-		res.HostCPUBusy = &busy
-	}
+	res.HostCPUBusy = hostBusyBetween(start, end)
 	if start.brokerOK && end.brokerOK {
 		b := end.broker - start.broker
 		res.BrokerCPUSeconds = &b

@@ -84,11 +84,19 @@ func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
 		return
 	}
 	fmt.Fprintf(w, "%s\n", title)
-	fmt.Fprintf(w, "lifecycle\tclients\trows\tbatch\tevents/s\t\n")
+	fmt.Fprintf(w, "lifecycle\tclients\trows\tbatch\tevents/s\thost CPU busy\t\n")
 	for _, c := range rows {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t\n", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%s\t\n", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond, busyCell(c.HostCPUBusy))
 	}
 	fmt.Fprintln(w)
+}
+
+// busyCell prints a host CPU share as a percentage, or "-".
+func busyCell(busy *float64) string {
+	if busy == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", *busy*100)
 }
 
 // writeSinkCeiling prints the sink ceiling, when there is one.
@@ -97,8 +105,8 @@ func writeSinkCeiling(w io.Writer, c *SinkCeilingResult) {
 		return
 	}
 	fmt.Fprintf(w, "%s sink ceiling (its client alone, no database: the same events and acknowledgement, %d batches at a time)\n", c.Sink, c.Workers)
-	fmt.Fprintf(w, "sink\tbatch\tevents\tseconds\tevents/s\tbatch p50/p99 ms\t\n")
-	fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t\n", c.Sink, c.Batch, c.Events, c.Seconds, c.EventsPerSecond, percentileCell(c.Publish, "%.2f"))
+	fmt.Fprintf(w, "sink\tbatch\tevents\tseconds\tevents/s\tbatch p50/p99 ms\thost CPU busy\t\n")
+	fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t\n", c.Sink, c.Batch, c.Events, c.Seconds, c.EventsPerSecond, percentileCell(c.Publish, "%.2f"), busyCell(c.HostCPUBusy))
 	fmt.Fprintln(w)
 }
 

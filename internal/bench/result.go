@@ -74,6 +74,9 @@ type CeilingResult struct {
 	Seconds float64 `json:"seconds"`
 	// EventsPerSecond is Events / Seconds.
 	EventsPerSecond float64 `json:"events_per_s"`
+	// HostCPUBusy is the share (0 to 1) of the host's CPUs that was busy
+	// meanwhile, whoever used it; nil where /proc/stat cannot be read.
+	HostCPUBusy *float64 `json:"host_cpu_busy"`
 }
 
 // SinkCeilingResult is the sink ceiling: the sink's own client publishing
@@ -93,6 +96,12 @@ type SinkCeilingResult struct {
 	// Publish is the time of one batch, publish to its last
 	// acknowledgement, in ms: compare with Result.Publish.
 	Publish *Percentiles `json:"publish_ms"`
+	// HostCPUBusy is the share (0 to 1) of the host's CPUs that was busy
+	// meanwhile (the client, the sink's server, the webhook receiver and
+	// anything else on the host); nil where /proc/stat cannot be read. A
+	// ceiling near 1 saturates the host: a relay that does the database's
+	// work too, on the same CPUs, cannot come near it.
+	HostCPUBusy *float64 `json:"host_cpu_busy"`
 }
 
 // Result is one run: one mode with one relay count.

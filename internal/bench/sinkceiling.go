@@ -47,7 +47,7 @@ func runSinkCeiling(ctx context.Context, cfg Config, s ceilingSink) (*SinkCeilin
 	errs := make([]error, workers)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	start := time.Now()
+	start, cpu := time.Now(), hostReading()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -72,7 +72,7 @@ feed:
 	}
 	close(next)
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, busy := time.Since(start), hostBusyBetween(cpu, hostReading())
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("sink ceiling: %w", err)
@@ -90,6 +90,7 @@ feed:
 		Events: cfg.SinkCeilingEvents, Seconds: elapsed.Seconds(),
 		EventsPerSecond: float64(cfg.SinkCeilingEvents) / elapsed.Seconds(),
 		Publish:         percentilesOf(all),
+		HostCPUBusy:     busy,
 	}
 	fmt.Fprintf(cfg.Progress, "sink ceiling: %s: %.0f events/s (batch p50 %.2f ms)\n", cfg.Sink, res.EventsPerSecond, res.Publish.P50)
 	return res, nil
