@@ -25,14 +25,6 @@ const ScopeName = "github.com/outboxrelay/outboxrelay/publishers/tracing"
 // span per attempt.
 const AttrAttempt = attribute.Key("outbox.attempt")
 
-// Error types of a failed message's span (error.type): the relay's
-// classes of failure (package publishers).
-const (
-	ErrorPermanent   = "permanent"   // publishers.Permanent: the row fails at once
-	ErrorUnavailable = "unavailable" // publishers.Unavailable: the sink is down, the row is released
-	ErrorTransient   = "transient"   // anything else: the row is retried
-)
-
 // Sink is what the wrapper needs of a sink: relay.Publisher.
 type Sink interface {
 	Publish(ctx context.Context, msgs []outbox.Message) error
@@ -126,7 +118,9 @@ func (p *publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	}
 	for i, e := range publishers.PerMessage(err, len(msgs)) {
 		if e != nil {
-			spans[i].SetAttributes(semconv.ErrorTypeKey.String(errorType(e)))
+			// error.type: the relay's class of the failure (publishers.ClassOf):
+			// "permanent", "unavailable" or "transient".
+			spans[i].SetAttributes(semconv.ErrorTypeKey.String(publishers.ClassOf(e).String()))
 			spans[i].SetStatus(codes.Error, publishers.Describe(e))
 		}
 		spans[i].End()
@@ -179,16 +173,4 @@ func keyText(key []byte) string {
 		return string(key)
 	}
 	return "base64:" + base64.StdEncoding.EncodeToString(key)
-}
-
-// errorType classifies a message's failure for error.type.
-func errorType(err error) string {
-	switch {
-	case publishers.IsPermanent(err):
-		return ErrorPermanent
-	case errors.Is(err, publishers.ErrUnavailable):
-		return ErrorUnavailable
-	default:
-		return ErrorTransient
-	}
 }

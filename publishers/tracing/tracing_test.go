@@ -215,9 +215,9 @@ func TestSpanStatusPerMessage(t *testing.T) {
 	}{
 		{"all acknowledged", nil, []string{"", "", ""}},
 		{"per message", publishers.Errors{nil, publishers.Permanent(errors.New("too large")), errors.New("timeout")},
-			[]string{"", tracing.ErrorPermanent, tracing.ErrorTransient}},
+			[]string{"", publishers.ClassPermanent.String(), publishers.ClassTransient.String()}},
 		{"whole batch", publishers.Unavailable(errors.New("connection refused")),
-			[]string{tracing.ErrorUnavailable, tracing.ErrorUnavailable, tracing.ErrorUnavailable}},
+			[]string{publishers.ClassUnavailable.String(), publishers.ClassUnavailable.String(), publishers.ClassUnavailable.String()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp, rec := setup(t)
