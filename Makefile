@@ -81,6 +81,10 @@ demo-webhook:
 	go run ./cmd/relay demo --sink webhook $(DEMO_FLAGS)
 
 # -buildvcs=auto records the commit for relay version, even where GOFLAGS
-# turns it off.
+# turns it off. VERSION, when set, is the version relay version reports
+# (-X main.version); BIN is where the binary goes. The Dockerfile runs this
+# target (with CGO_ENABLED=0), so the image and a local build are built alike.
+BIN ?= bin/relay
+VERSION ?=
 build:
-	go build -buildvcs=auto -o bin/relay ./cmd/relay
+	go build -buildvcs=auto $(if $(VERSION),-ldflags "-X main.version=$(VERSION)") -o $(BIN) ./cmd/relay
