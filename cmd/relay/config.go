@@ -26,6 +26,7 @@ type runOptions struct {
 	logFormat, logLevel string
 	pprofAddr           string
 	observeFile         string
+	tracing             *relayTracing // from the OTEL_* variables; nil when off (tracing.go)
 }
 
 func (o *runOptions) register(f *flags) {

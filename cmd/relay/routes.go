@@ -127,7 +127,7 @@ func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slo
 			closeAll()
 			return nil, err
 		}
-		opened[name] = pub
+		opened[name] = o.tracing.wrap(name, pub)
 	}
 	rt, err := route.New(rules, opened)
 	if err != nil {
@@ -151,7 +151,8 @@ func (o *runOptions) openSink(rc relay.Config, logger *slog.Logger, stdout io.Wr
 	if len(o.rules) > 0 {
 		return o.openRoutes(o.rules, rc, logger, stdout)
 	}
-	return o.sinks[o.sink].open(rc, logger, stdout)
+	pub, err := o.sinks[o.sink].open(rc, logger, stdout)
+	return o.tracing.wrap(o.sink, pub), err
 }
 
 // sinkName describes where events go, for the log: the sink, or

@@ -32,6 +32,8 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	cfg, err := o.config()
 	errs.add(err)
+	traceEnv, err := tracingFromEnv(getenv)
+	errs.add(err)
 	if err := errs.err(); err != nil {
 		return err
 	}
@@ -50,6 +52,10 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.relay.Observer = obs
 	}
 
+	if o.tracing, err = traceEnv.start(ctx, logger); err != nil {
+		return err
+	}
+	defer closeWithin(logger, "tracing", o.tracing.shutdown) // after the sink is closed: its last spans have ended
 	pub, err := o.openSink(cfg.relay, logger, stdout)
 	if err != nil {
 		return err
