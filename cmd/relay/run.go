@@ -55,7 +55,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	if o.tracing, err = traceEnv.start(ctx, logger); err != nil {
 		return err
 	}
-	defer closeWithin(logger, "tracing", o.tracing.shutdown) // after the sink is closed: its last spans have ended
+	defer o.tracing.awaitShutdown(logger) // the export started below overlaps closing the sink and the pool
 	pub, err := o.openSink(cfg.relay, logger, stdout)
 	if err != nil {
 		return err
@@ -70,6 +70,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer closeWithin(logger, "database pool", pool.Close)
+	defer o.tracing.startShutdown() // Run has returned: every span has ended
 	r, err := relay.New(pool, pub, cfg.relay)
 	if err != nil {
 		return asUsage(err)

@@ -186,9 +186,13 @@ func samplerFromEnv(name, arg string) (sdktrace.Sampler, error) {
 }
 
 // relayTracing is the tracer provider of a relay run with tracing on. A nil
-// *relayTracing is tracing off: wrap returns the sink as it is.
+// *relayTracing is tracing off: wrap returns the sink as it is, and the
+// shutdown methods do nothing.
 type relayTracing struct {
-	tp *sdktrace.TracerProvider
+	tp       *sdktrace.TracerProvider
+	once     sync.Once
+	done     chan struct{} // closed when the provider has shut down
+	deadline time.Time     // when awaitShutdown stops waiting
 }
 
 // start builds the exporter and the tracer provider; s nil returns nil.
@@ -242,15 +246,41 @@ func (t *relayTracing) wrap(sink string, pub relay.Publisher) relay.Publisher {
 	return w
 }
 
-// shutdown exports the spans still queued and stops the provider, giving up
-// after tracingShutdownTimeout; call it through closeWithin.
-func (t *relayTracing) shutdown() {
+// startShutdown begins, in the background, exporting the spans still
+// queued and stopping the provider, with tracingShutdownTimeout to do it.
+// relay run calls it once Run has returned (every span has ended), so
+// that the export overlaps the closing of the sink and the pool instead of
+// adding to the time the process takes to exit. It is idempotent.
+func (t *relayTracing) startShutdown() {
 	if t == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
-	defer cancel()
-	_ = t.tp.Shutdown(ctx)
+	t.once.Do(func() {
+		t.done = make(chan struct{})
+		t.deadline = time.Now().Add(tracingShutdownTimeout)
+		go func() {
+			defer close(t.done)
+			ctx, cancel := context.WithDeadline(context.Background(), t.deadline)
+			defer cancel()
+			_ = t.tp.Shutdown(ctx)
+		}()
+	})
+}
+
+// awaitShutdown starts the shutdown if startShutdown did not, and waits for
+// it until its deadline; spans not exported by then are lost (logged).
+func (t *relayTracing) awaitShutdown(logger *slog.Logger) {
+	if t == nil {
+		return
+	}
+	t.startShutdown()
+	wait := time.NewTimer(time.Until(t.deadline))
+	defer wait.Stop()
+	select {
+	case <-t.done:
+	case <-wait.C:
+		logger.Warn("tracing: the last spans were not exported in time; exiting anyway", "waited", tracingShutdownTimeout)
+	}
 }
 
 // tracingErrorLog logs the SDK's errors (failed exports, mostly) as
