@@ -1,0 +1,10 @@
+-- status_shards: the shard leases of ordered delivery (002): every shard,
+-- who holds it (NULL: handed back, or never served) and when its lease
+-- ends, in seconds from now (negative: ended; NULL: never served).
+SELECT shard,
+       locked_by,
+       CASE WHEN locked_until = '-infinity' THEN NULL
+            ELSE extract(epoch FROM locked_until - now())::float8
+       END
+FROM {{shards}}
+ORDER BY shard

@@ -1,0 +1,340 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is a snapshot of an outbox table and of the relays serving it.
+// Ages and lease ends are seconds on the database clock.
+type Status struct {
+	Table string `json:"table"`
+	// At is the database clock when the snapshot was taken.
+	At time.Time `json:"at"`
+	// Totals are the rows by state, over every topic.
+	Totals Totals `json:"totals"`
+	// Topics are the unfinished and failed rows by topic (sent rows are
+	// not counted per topic: see Totals.Sent).
+	Topics []TopicCounts `json:"topics"`
+	// OldestDueSeconds is how long the oldest due pending row has been
+	// due, the age that grows when the relays fall behind; nil when no
+	// row is due.
+	OldestDueSeconds *float64 `json:"oldest_due_seconds"`
+	// OldestLapsedSeconds is how long ago the oldest lapsed lease ended
+	// (a processing row whose relay died or froze); nil when none.
+	OldestLapsedSeconds *float64 `json:"oldest_lapsed_seconds"`
+	// OldestSentAt is when the oldest sent row still in the table was
+	// sent: replay reaches no further back. Nil when there is none.
+	OldestSentAt *time.Time `json:"oldest_sent_at"`
+	// Holders are the relays holding processing rows (lease claims).
+	Holders []Holder `json:"holders"`
+	// RecentSenders are the relays that sent the most recently sent rows
+	// (a sample of Config.RecentSent rows).
+	RecentSenders []Sender `json:"recent_senders"`
+	// Sessions are the relays connected to the database now, by
+	// application_name (relay run sets it; any outbox table of the
+	// database).
+	Sessions []Session `json:"sessions"`
+	// Ordered is the shard table of ordered delivery; nil when it has no
+	// rows (no relay ran with --ordered-topics).
+	Ordered *Ordered `json:"ordered"`
+	// Jobs are the periodic jobs (the retention janitor).
+	Jobs []Job `json:"jobs"`
+	// SinkOutage says what the database can tell of a sink outage:
+	// nothing, as a relay keeps its outage state in memory (see
+	// SinkOutageUnknown).
+	SinkOutage string `json:"sink_outage"`
+}
+
+// SinkOutageUnknown is Status.SinkOutage: a relay's breaker state is not
+// written to the database.
+const SinkOutageUnknown = "unknown: the relays keep their sink outage state in memory; " +
+	"read the outbox_sink_outage gauge on each relay's /metrics (--metrics-addr)"
+
+// Totals are a table's rows by state.
+type Totals struct {
+	PendingDue     int64 `json:"pending_due"`
+	PendingDelayed int64 `json:"pending_delayed"` // next_retry_at in the future: retries and DeliverAt
+	Processing     int64 `json:"processing"`
+	// Lapsed are processing rows whose lease ended; the next claim takes
+	// them back.
+	Lapsed int64 `json:"lapsed"`
+	Failed int64 `json:"failed"`
+	// Parked are failed rows parked by ordered delivery (--head-of-line
+	// park).
+	Parked int64 `json:"parked"`
+	// Sent is exact when SentExact, otherwise the planner's estimate
+	// (nil before the table was first analyzed).
+	Sent      *int64 `json:"sent"`
+	SentExact bool   `json:"sent_exact"`
+}
+
+// TopicCounts are one topic's unfinished and failed rows.
+type TopicCounts struct {
+	Topic          string `json:"topic"`
+	PendingDue     int64  `json:"pending_due"`
+	PendingDelayed int64  `json:"pending_delayed"`
+	Processing     int64  `json:"processing"`
+	Failed         int64  `json:"failed"`
+	// OldestDueSeconds is as in Status, for this topic.
+	OldestDueSeconds *float64 `json:"oldest_due_seconds"`
+}
+
+// Holder is a relay holding processing rows.
+type Holder struct {
+	Relay  string `json:"relay"`
+	Rows   int64  `json:"rows"`
+	Claims int64  `json:"claims"`
+	// FirstLeaseEnd and LastLeaseEnd are seconds from now; negative ones
+	// have lapsed.
+	FirstLeaseEnd float64 `json:"first_lease_end_seconds"`
+	LastLeaseEnd  float64 `json:"last_lease_end_seconds"`
+}
+
+// Sender is a relay among the senders of the most recently sent rows.
+type Sender struct {
+	Relay string `json:"relay"`
+	Rows  int64  `json:"rows"`
+	// LastSentSeconds is how long ago its latest row was sent.
+	LastSentSeconds float64 `json:"last_sent_seconds"`
+}
+
+// Session is a relay connected to the database.
+type Session struct {
+	Relay       string  `json:"relay"`
+	Connections int64   `json:"connections"`
+	SinceSecs   float64 `json:"connected_seconds"`
+	Clients     string  `json:"clients"` // client addresses, comma-separated; "" when hidden
+}
+
+// Ordered is the state of ordered delivery's shards.
+type Ordered struct {
+	Shards int     `json:"shards"`
+	Leased []Shard `json:"leased"`
+}
+
+// Shard is a leased shard.
+type Shard struct {
+	Shard    int     `json:"shard"`
+	HeldBy   string  `json:"held_by"`
+	LeaseEnd float64 `json:"lease_end_seconds"`
+}
+
+// Job is a periodic job's row (migration 004).
+type Job struct {
+	Job string `json:"job"`
+	// LastRunBy is the token of the latest run ("<replica id>#<n>").
+	LastRunBy string `json:"last_run_by"`
+	// Running is true while a run holds the job.
+	Running bool `json:"running"`
+	// NextRunSeconds is in how long the job is due (negative: overdue).
+	NextRunSeconds float64 `json:"next_run_seconds"`
+	// LastStartedSeconds and LastFinishedSeconds are how long ago; nil
+	// when never.
+	LastStartedSeconds  *float64 `json:"last_started_seconds"`
+	LastFinishedSeconds *float64 `json:"last_finished_seconds"`
+	LastDeleted         *int64   `json:"last_deleted"`
+	TotalDeleted        int64    `json:"total_deleted"`
+}
+
+// StatusOptions tune Status.
+type StatusOptions struct {
+	// ExactSent counts sent rows exactly, through sent_idx: as long as an
+	// index-only scan of all of them takes (about 10 ms per 100,000 rows
+	// on the reference machine). Without it the count is the planner's
+	// estimate, which costs nothing.
+	ExactSent bool
+}
+
+// Status takes a snapshot of the table, in one read-only transaction
+// (REPEATABLE READ, so that every part sees the same rows). It reads the
+// pending, processing and failed rows through their partial indexes, the
+// newest Config.RecentSent sent rows, the shard and job tables and
+// pg_stat_activity; the sent rows are estimated unless o.ExactSent.
+func (a *Admin) Status(ctx context.Context, o StatusOptions) (*Status, error) {
+	if err := a.check(ctx); err != nil {
+		return nil, err
+	}
+	tx, err := a.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("admin: status: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read only: nothing to commit
+	if _, err := tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
+		return nil, fmt.Errorf("admin: status: %w", err)
+	}
+	s := &Status{Table: a.cfg.Table.String(), SinkOutage: SinkOutageUnknown,
+		Topics: []TopicCounts{}, Holders: []Holder{}, RecentSenders: []Sender{}, Sessions: []Session{}, Jobs: []Job{}}
+	for _, part := range []struct {
+		what string
+		fn   func(context.Context, pgx.Tx, *Status, StatusOptions) error
+	}{
+		{"count rows", a.statusCounts}, {"count sent rows", a.statusSent}, {"read holders", a.statusHolders},
+		{"read recent senders", a.statusSenders}, {"read sessions", a.statusSessions},
+		{"read shards", a.statusShards}, {"read jobs", a.statusJobs},
+	} {
+		if err := part.fn(ctx, tx, s, o); err != nil {
+			return nil, fmt.Errorf("admin: status: %s: %w", part.what, err)
+		}
+	}
+	a.log.Debug("status read")
+	return s, nil
+}
+
+func (a *Admin) statusCounts(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {
+	rows, err := tx.Query(ctx, a.q.statusCounts, oneShot)
+	if err != nil {
+		return err
+	}
+	var (
+		state, topic string
+		n, sub       int64
+		age          *float64
+	)
+	byTopic := map[string]int{} // index into s.Topics
+	_, err = pgx.ForEachRow(rows, []any{&state, &topic, &n, &sub, &age}, func() error {
+		i, ok := byTopic[topic]
+		if !ok {
+			i = len(s.Topics)
+			byTopic[topic] = i
+			s.Topics = append(s.Topics, TopicCounts{Topic: topic})
+		}
+		t := &s.Topics[i]
+		switch state {
+		case "pending":
+			t.PendingDue, t.PendingDelayed = sub, n-sub
+			s.Totals.PendingDue += sub
+			s.Totals.PendingDelayed += n - sub
+			t.OldestDueSeconds = copyPtr(age)
+			s.OldestDueSeconds = maxPtr(s.OldestDueSeconds, age)
+		case "processing":
+			t.Processing = n
+			s.Totals.Processing += n
+			s.Totals.Lapsed += sub
+			s.OldestLapsedSeconds = maxPtr(s.OldestLapsedSeconds, age)
+		case "failed":
+			t.Failed = n
+			s.Totals.Failed += n
+			s.Totals.Parked += sub
+		}
+		return nil
+	})
+	return err
+}
+
+// copyPtr returns a pointer to a copy of *p, or nil: pgx may reuse what a
+// scanned pointer points to for the next row.
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// maxPtr returns the larger of two optional values.
+func maxPtr(a, b *float64) *float64 {
+	switch {
+	case b == nil:
+		return a
+	case a == nil || *b > *a:
+		v := *b
+		return &v
+	}
+	return a
+}
+
+func (a *Admin) statusSent(ctx context.Context, tx pgx.Tx, s *Status, o StatusOptions) error {
+	others := s.Totals.PendingDue + s.Totals.PendingDelayed + s.Totals.Processing + s.Totals.Failed
+	s.Totals.SentExact = o.ExactSent
+	return tx.QueryRow(ctx, a.q.statusSent, oneShot, o.ExactSent, others).Scan(&s.At, &s.Totals.Sent, &s.OldestSentAt)
+}
+
+func (a *Admin) statusHolders(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {
+	rows, err := tx.Query(ctx, a.q.statusHolders, oneShot)
+	if err != nil {
+		return err
+	}
+	var h Holder
+	_, err = pgx.ForEachRow(rows, []any{&h.Relay, &h.Rows, &h.Claims, &h.FirstLeaseEnd, &h.LastLeaseEnd}, func() error {
+		s.Holders = append(s.Holders, h)
+		return nil
+	})
+	return err
+}
+
+func (a *Admin) statusSenders(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {
+	rows, err := tx.Query(ctx, a.q.statusSenders, oneShot, a.cfg.RecentSent)
+	if err != nil {
+		return err
+	}
+	var r Sender
+	_, err = pgx.ForEachRow(rows, []any{&r.Relay, &r.Rows, &r.LastSentSeconds}, func() error {
+		s.RecentSenders = append(s.RecentSenders, r)
+		return nil
+	})
+	return err
+}
+
+func (a *Admin) statusSessions(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {
+	rows, err := tx.Query(ctx, a.q.statusSessions, oneShot, a.cfg.SessionPrefix)
+	if err != nil {
+		return err
+	}
+	var c Session
+	_, err = pgx.ForEachRow(rows, []any{&c.Relay, &c.Connections, &c.SinceSecs, &c.Clients}, func() error {
+		s.Sessions = append(s.Sessions, c)
+		return nil
+	})
+	return err
+}
+
+func (a *Admin) statusShards(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {
+	rows, err := tx.Query(ctx, a.q.statusShards, oneShot)
+	if err != nil {
+		return err
+	}
+	var (
+		shard int
+		by    *string
+		end   *float64
+		ord   = Ordered{Leased: []Shard{}}
+	)
+	_, err = pgx.ForEachRow(rows, []any{&shard, &by, &end}, func() error {
+		ord.Shards++
+		if by != nil && end != nil && *end > 0 {
+			ord.Leased = append(ord.Leased, Shard{Shard: shard, HeldBy: *by, LeaseEnd: *end})
+		}
+		return nil
+	})
+	if ord.Shards > 0 {
+		s.Ordered = &ord
+	}
+	return err
+}
+
+func (a *Admin) statusJobs(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {
+	rows, err := tx.Query(ctx, a.q.statusJobs, oneShot)
+	if err != nil {
+		return err
+	}
+	var j Job
+	_, err = pgx.ForEachRow(rows, []any{&j.Job, &j.LastRunBy, &j.Running, &j.NextRunSeconds,
+		&j.LastStartedSeconds, &j.LastFinishedSeconds, &j.LastDeleted, &j.TotalDeleted}, func() error {
+		c := j
+		c.LastStartedSeconds, c.LastFinishedSeconds, c.LastDeleted = copyPtr(j.LastStartedSeconds), copyPtr(j.LastFinishedSeconds), copyPtr(j.LastDeleted)
+		s.Jobs = append(s.Jobs, c)
+		return nil
+	})
+	return err
+}
+
+// RelayOf returns the replica id of a claim token ("<id>#<n>").
+func RelayOf(token string) string {
+	id, _, _ := strings.Cut(token, "#")
+	return id
+}
