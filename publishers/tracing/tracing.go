@@ -105,9 +105,11 @@ var w3c = propagation.TraceContext{}
 func (p *publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	out := make([]outbox.Message, len(msgs))
 	spans := make([]trace.Span, len(msgs))
+	// One buffer for every span's attributes: Start copies them.
+	buf := make([]attribute.KeyValue, 0, maxAttributes)
 	for i := range msgs {
 		out[i] = msgs[i]
-		spans[i] = p.start(ctx, &out[i])
+		spans[i] = p.start(ctx, &out[i], buf)
 	}
 	err := p.sink.Publish(ctx, out)
 	if err == nil {
@@ -129,13 +131,13 @@ func (p *publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 }
 
 // start starts m's span and replaces m.Headers with a copy that carries the
-// span's context.
-func (p *publisher) start(ctx context.Context, m *outbox.Message) trace.Span {
+// span's context. buf is room for the attributes.
+func (p *publisher) start(ctx context.Context, m *outbox.Message, buf []attribute.KeyValue) trace.Span {
 	// The parent is the stored context and nothing else: not a span the
 	// caller's ctx may hold. Without one, the span is a new root.
 	parent := w3c.Extract(context.Background(), propagation.MapCarrier(m.Headers))
 	_, span := p.tracer.Start(parent, "send "+m.Topic,
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(p.attributes(m)...))
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(p.attributes(m, buf[:0])...))
 
 	h := make(map[string]string, len(m.Headers)+2)
 	for k, v := range m.Headers {
@@ -148,9 +150,12 @@ func (p *publisher) start(ctx context.Context, m *outbox.Message) trace.Span {
 	return span
 }
 
-// attributes returns the semantic-convention attributes of m's span.
-func (p *publisher) attributes(m *outbox.Message) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 9)
+// maxAttributes is the most attributes a span starts with.
+const maxAttributes = 8
+
+// attributes appends the semantic-convention attributes of m's span to
+// attrs.
+func (p *publisher) attributes(m *outbox.Message, attrs []attribute.KeyValue) []attribute.KeyValue {
 	attrs = append(attrs,
 		p.system,
 		semconv.MessagingOperationName("send"),
