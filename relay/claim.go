@@ -1,6 +1,9 @@
 package relay
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // A claimer is a claim strategy: how the pipeline (pipeline.go) takes a
 // batch of rows, keeps them while they are published, and writes their
@@ -44,4 +47,6 @@ type batch struct {
 	end func(hard context.Context)
 	// ph is how long the batch's steps took, for the debug log.
 	ph phases
+	// slot is the claiming loop's progress slot (liveness.go), or nil.
+	slot *atomic.Int64
 }

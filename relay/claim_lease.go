@@ -127,7 +127,7 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 	b := c.lease.leased(rows, owner)
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
 		if len(out.sent) == len(rows) && len(rows) < sentBatchMax {
-			c.sent.add(sentBatch{owner: owner, ids: out.sent, res: *res, ph: b.ph})
+			c.sent.add(sentBatch{owner: owner, ids: out.sent, res: *res, ph: b.ph, topics: out.topics})
 			return true, nil
 		}
 		return false, r.recordLeased(hard, owner, out, res)

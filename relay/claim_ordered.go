@@ -51,6 +51,7 @@ func (r *Relay) runOrdered(ctx context.Context) {
 			continue
 		}
 		dbDown.Reset()
+		r.observe(Event{Kind: EventShardLeased, Shard: shard})
 		claimed, wait := r.serveShard(ctx, shard, lessee)
 		hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 		if err := r.store.handBack(hctx, shard, lessee); err != nil {
@@ -73,7 +74,7 @@ func (r *Relay) runOrdered(ctx context.Context) {
 // is how long to pause before leasing again.
 func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claimed int, wait time.Duration) {
 	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
-		res, err := r.process(ctx, shardClaims{r, shard, lessee}, r.cfg.BatchSize, nil)
+		res, err := r.processIn(ctx, shardClaims{r, shard, lessee}, r.cfg.BatchSize, nil, r.live.slot(r.cfg.Workers))
 		claimed += res.Claimed
 		switch {
 		case err != nil:

@@ -17,6 +17,9 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 		// No outcome: the sink may still be sending them. They keep
 		// their lease.
 		res.Abandoned += len(msgs)
+		for _, m := range msgs {
+			out.topics.add(m.Topic, tallyAbandoned, 1)
+		}
 		return false, make([]bool, len(msgs))
 	}
 	interrupted := cut == publishInterrupted
@@ -24,7 +27,7 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 	sent, answered, deferred, cause := false, false, 0, ""
 	finished = make([]bool, len(msgs))
 	for i, msg := range msgs {
-		failed := len(out.failures)
+		failed, retried := len(out.failures), len(out.retries)
 		switch err := results[i]; {
 		case err == nil:
 			out.sent = append(out.sent, msg.ID)
@@ -56,8 +59,16 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 			}
 			out.retries = append(out.retries, retry{msg.ID, delay, publishers.Describe(err), false})
 		}
-		if len(out.failures) > failed {
+		switch {
+		case len(out.failures) > failed:
 			finished[i] = true // failed for good
+			out.topics.add(msg.Topic, tallyFailed, 1)
+		case len(out.retries) > retried:
+			out.topics.add(msg.Topic, tallyRetried, 1)
+		case results[i] == nil:
+			out.topics.add(msg.Topic, tallySent, 1)
+		default: // interrupted by shutdown
+			out.topics.add(msg.Topic, tallyReleased, 1)
 		}
 	}
 	if down {

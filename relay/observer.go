@@ -51,6 +51,9 @@ const (
 	// EventShardHandedBack: an ordered shard (Shard) was handed back after
 	// Rows rows were claimed from it.
 	EventShardHandedBack
+	// EventShardLeased: the relay's ordered loop leased a shard (Shard);
+	// an EventShardHandedBack follows when it is done with it.
+	EventShardLeased
 )
 
 // String returns the kind's name, e.g. "claimed".
@@ -72,6 +75,8 @@ func (k EventKind) String() string {
 		return "janitor_ran"
 	case EventShardHandedBack:
 		return "shard_handed_back"
+	case EventShardLeased:
+		return "shard_leased"
 	}
 	return "unknown"
 }
@@ -91,8 +96,24 @@ type Event struct {
 	Result BatchResult
 	// Err describes the sink's error (EventOutageStarted).
 	Err string
-	// Shard is the ordered shard (EventShardHandedBack).
+	// Shard is the ordered shard (EventShardLeased, EventShardHandedBack).
 	Shard int
+	// Topics breaks Rows (EventClaimed) or Result (EventRecorded) down by
+	// topic, one entry per topic of the batch, in order of first
+	// appearance. On EventClaimed only Claimed is set. On EventRecorded
+	// Fenced is exact per topic when the rows of each write-back that
+	// found some of its rows held by another claim all had one topic;
+	// otherwise the fenced rows of that write-back are shared among its
+	// topics in proportion to their rows (the statement reports a count,
+	// not which rows). The relay computes it only when an Observer is set.
+	Topics []TopicCount
+}
+
+// TopicCount is what a batch did with the rows of one topic: the
+// per-topic share of a BatchResult.
+type TopicCount struct {
+	Topic                                                       string
+	Claimed, Sent, Retried, Failed, Released, Fenced, Abandoned int
 }
 
 // ClaimOrdered marks the events of ordered batches (Event.Claim); it is
@@ -104,5 +125,34 @@ const ClaimOrdered ClaimMode = "ordered"
 func (r *Relay) observe(e Event) {
 	if r.obs != nil {
 		r.obs.Observe(e)
+	}
+}
+
+// Observers returns an Observer that passes each event to each of obs in
+// turn; nil ones are left out. With none left it returns nil, so that
+// Config.Observer stays unset and observing costs nothing.
+func Observers(obs ...Observer) Observer {
+	var all multiObserver
+	for _, o := range obs {
+		if o != nil {
+			all = append(all, o)
+		}
+	}
+	switch len(all) {
+	case 0:
+		return nil
+	case 1:
+		return all[0]
+	}
+	return all
+}
+
+// multiObserver is what Observers returns for several observers.
+type multiObserver []Observer
+
+// Observe passes e to each observer.
+func (m multiObserver) Observe(e Event) {
+	for _, o := range m {
+		o.Observe(e)
 	}
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,13 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 // (Run lets another worker claim then); it is not called when the claim
 // finds nothing or fails.
 func (r *Relay) process(ctx context.Context, c claimer, limit int, published func()) (BatchResult, error) {
+	return r.processIn(ctx, c, limit, published, nil)
+}
+
+// processIn is process for one of Run's loops: each step of the batch
+// records progress in slot, the loop's progress slot (liveness.go), which
+// is marked waiting when the batch is over.
+func (r *Relay) processIn(ctx context.Context, c claimer, limit int, published func(), slot *atomic.Int64) (BatchResult, error) {
 	if limit <= 0 {
 		limit = r.cfg.BatchSize
 	}
@@ -65,17 +73,21 @@ func (r *Relay) process(ctx context.Context, c claimer, limit int, published fun
 	defer stopHard()
 	r.batches.Add(1)
 	defer r.batches.Add(-1)
+	beat(slot)
+	defer rest(slot)
 	owner := r.token()
 	start := time.Now()
 	b, err := c.claim(ctx, hard, owner, limit)
 	if err != nil || b == nil {
 		return BatchResult{}, err
 	}
+	beat(slot)
+	b.slot = slot
 	if b.end != nil {
 		defer b.end(hard)
 	}
 	b.ph = phases{mode: b.mode, claim: time.Since(start)}
-	r.observe(Event{Kind: EventClaimed, Claim: b.mode, Rows: len(b.rows), Duration: b.ph.claim})
+	r.observe(Event{Kind: EventClaimed, Claim: b.mode, Rows: len(b.rows), Duration: b.ph.claim, Topics: r.claimedTopics(b.rows)})
 	if len(b.rows) == 0 {
 		return BatchResult{}, nil
 	}
@@ -84,13 +96,14 @@ func (r *Relay) process(ctx context.Context, c claimer, limit int, published fun
 	if published != nil {
 		published()
 	}
+	beat(slot)
 	start = time.Now()
 	queued, err := b.record(hard, owner, &out, &res)
 	if err != nil || queued {
 		return res, err
 	}
 	b.ph.record = time.Since(start)
-	r.logBatch(res, b.ph, out.retries, out.failures)
+	r.logBatch(res, b.ph, out.retries, out.failures, out.topics)
 	return res, nil
 }
 
@@ -104,6 +117,9 @@ type outcome struct {
 	sent, released []uuid.UUID
 	retries        []retry
 	failures       []failure
+	// topics counts the rows by topic and outcome, for the Observer; nil
+	// without one.
+	topics *topicTally
 }
 
 // publish decodes a batch's rows and publishes the messages in rounds
@@ -117,7 +133,7 @@ type outcome struct {
 // (HeadOfLinePark), in which case the key goes on. Rounds stop at
 // shutdown and when the sink is down; events not attempted are released.
 func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) outcome {
-	var out outcome
+	out := outcome{topics: r.newTopicTally()}
 	q := r.decodeAll(b, &out)
 	stop := r.keepLeases(hard, b.renew)
 	published := 0 // messages handed to the sink, over all rounds
@@ -129,11 +145,14 @@ func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) o
 		start := time.Now()
 		results, cut := r.publishOnce(ctx, msgs)
 		b.ph.publish += time.Since(start)
+		beat(b.slot)
 		published += len(msgs)
 		down, finished := r.classify(msgs, results, cut, b.park, &out, res)
 		for i := range msgs {
 			if !finished[i] { // the key waits behind this event
-				out.released = append(out.released, q.drop(msgs[i])...)
+				behind := q.drop(msgs[i])
+				out.released = append(out.released, behind...)
+				out.topics.add(msgs[i].Topic, tallyReleased, len(behind))
 			}
 		}
 		if cut != publishWhole || down {
@@ -144,7 +163,7 @@ func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) o
 	if published > 0 {
 		r.observe(Event{Kind: EventPublished, Claim: b.mode, Rows: published, Duration: b.ph.publish})
 	}
-	out.released = append(out.released, q.rest()...)
+	out.released = append(out.released, q.rest(out.topics)...)
 	return out
 }
 

@@ -54,8 +54,8 @@ func (r *Relay) retryWrite(ctx context.Context, do func(context.Context) (int, e
 
 // logBatch logs a batch whose outcome is recorded, and reports it to the
 // Observer.
-func (r *Relay) logBatch(res BatchResult, ph phases, retries []retry, failures []failure) {
-	r.observe(Event{Kind: EventRecorded, Claim: ph.mode, Result: res, Duration: ph.record})
+func (r *Relay) logBatch(res BatchResult, ph phases, retries []retry, failures []failure, topics *topicTally) {
+	r.observe(Event{Kind: EventRecorded, Claim: ph.mode, Result: res, Duration: ph.record, Topics: topics.result(res)})
 	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
 		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced, "abandoned", res.Abandoned,
 		"claim_ms", ms(ph.claim), "publish_ms", ms(ph.publish), "record_ms", ms(ph.record))

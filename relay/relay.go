@@ -34,6 +34,7 @@ type Relay struct {
 
 	sink    *breaker     // the sink: up, down since when, or on trial (outage.go)
 	batches atomic.Int32 // batches between their claim and their recorded outcome
+	live    *liveness    // the claim loops' progress, for Liveness
 }
 
 // BatchResult counts what happened to one claimed batch.
@@ -84,6 +85,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		bell:  newBell(),
 		turns: newTurns(),
 		obs:   cfg.Observer,
+		live:  newLiveness(cfg),
 	}
 	r.leases = &leaseClaims{r: r}
 	r.stream = &streamClaims{lease: r.leases, sent: newSentBatching(r, sentBatchWait), floor: bottom}

@@ -52,11 +52,19 @@ func (q *rounds) drop(m outbox.Message) []uuid.UUID {
 	return ids
 }
 
-// rest returns the ids of the messages not attempted.
-func (q *rounds) rest() []uuid.UUID {
+// rest returns the ids of the messages not attempted, counting them as
+// released in t.
+func (q *rounds) rest(t *topicTally) []uuid.UUID {
 	ids := idsOf(q.all)
+	for _, m := range q.all {
+		t.add(m.Topic, tallyReleased, 1)
+	}
 	for _, k := range q.keys {
-		ids = append(ids, idsOf(q.queues[k])...)
+		queue := q.queues[k]
+		ids = append(ids, idsOf(queue)...)
+		if len(queue) > 0 {
+			t.add(queue[0].Topic, tallyReleased, len(queue))
+		}
 	}
 	return ids
 }
@@ -86,6 +94,7 @@ func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
 		msg, err := r.decode(row)
 		if err != nil {
 			out.failures = append(out.failures, failure{row.id, err.Error()})
+			out.topics.add(row.topic, tallyFailed, 1)
 			continue
 		}
 		msgs = append(msgs, msg)

@@ -35,6 +35,8 @@ import (
 // (RunRetention) every JanitorInterval; on cancellation it lets a DELETE
 // under way finish and releases the job before returning.
 func (r *Relay) Run(ctx context.Context) error {
+	r.live.state.Store(livenessRunning)
+	defer r.live.state.Store(livenessStopped)
 	if err := r.waitReady(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		// The turn ends when the publish does: another worker may claim
 		// what committed meanwhile while this one records.
 		done := sync.OnceFunc(r.turns.done)
-		res, err := r.process(ctx, claims, limit, done)
+		res, err := r.processIn(ctx, claims, limit, done, r.live.slot(worker))
 		done()
 		switch {
 		case err != nil && fatal(err):

@@ -37,6 +37,9 @@ type sentBatch struct {
 	ids   []uuid.UUID // the rows the sink acknowledged
 	res   BatchResult // the batch so far, for its log line
 	ph    phases
+	// topics counts the batch's rows by topic, for the Observer; nil
+	// without one.
+	topics *topicTally
 }
 
 // sentBatching holds the batches waiting for a claim to mark them sent. A
@@ -108,5 +111,5 @@ func (q *sentBatching) flush(ctx context.Context) {
 func (q *sentBatching) done(sb sentBatch, fenced int) {
 	sb.res.Sent = len(sb.ids) - fenced
 	sb.res.Fenced += fenced
-	q.r.logBatch(sb.res, sb.ph, nil, nil)
+	q.r.logBatch(sb.res, sb.ph, nil, nil, sb.topics)
 }

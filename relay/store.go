@@ -37,6 +37,7 @@ type statements struct {
 	shardCount, shardCreate, leaseShard, handBack, extendShard        string
 	claimOrdered                                                      string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum   string
+	backlog, backlogEstimate                                          string
 }
 
 // loadStatements reads the statements for table. read records each file
@@ -61,6 +62,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		handBack: file("hand_back"), extendShard: file("extend_shard"), claimOrdered: file("claim_ordered"),
 		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
+		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
 	}
 }
 

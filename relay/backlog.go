@@ -1,0 +1,142 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Backlog is what waits in the outbox table at one moment (Relay.Backlog).
+type Backlog struct {
+	// PendingDue counts pending rows whose next_retry_at has passed:
+	// claimable now (ordered rows also wait for older transactions and
+	// for their key's earlier events).
+	PendingDue BacklogCount
+	// PendingDelayed counts pending rows whose next_retry_at is ahead:
+	// scheduled events, and events waiting for a retry.
+	PendingDelayed BacklogCount
+	// Processing counts claimed rows, being published (or whose lease
+	// ended and that wait to be claimed again).
+	Processing BacklogCount
+	// Failed counts failed rows.
+	Failed BacklogCount
+	// OldestDue is now() - next_retry_at of the pending row due longest,
+	// on the database clock; 0 when none is due. For an event never
+	// attempted next_retry_at is its insert's time (the start of the
+	// writing transaction), so OldestDue is how long the oldest
+	// unpublished event has been waiting; for a retried event, how long
+	// since its retry fell due.
+	OldestDue time.Duration
+	// KeysBlocked counts, with ordered delivery, the keys of ordered
+	// topics whose earliest unfinished event waits for a retry after a
+	// failed publish (HeadOfLineWait), holding back the key's later
+	// events, among the 10,000 delayed rows due soonest (or the limit, if
+	// smaller): retries are due within BackoffMax, before most scheduled
+	// events. 0 without ordered topics.
+	KeysBlocked int64
+}
+
+// BacklogCount is one count of a Backlog.
+type BacklogCount struct {
+	// Rows is the count. It is exact when it is below the limit given to
+	// Backlog; at the limit the count stopped, and Rows is the planner's
+	// estimate instead, or the limit if that is more.
+	Rows int64
+	// Estimated is true when Rows is the planner's estimate.
+	Estimated bool
+}
+
+// Backlog reads what waits in the table: rows by state, the age of the
+// oldest due row and the keys blocked at the head of line. Each count
+// reads one partial index (pending_idx, processing_idx, failed_idx) and
+// stops at limit rows, so a read costs at most about 4 x limit index
+// entries, however large the table: sent rows are never read. A count
+// that reaches limit is replaced by PostgreSQL's estimate (the statement
+// is planned, not run; see BacklogCount). limit <= 0 means 100,000. When
+// ctx has a deadline, the read's transaction gets it as its statement
+// timeout too, so that the server stops the statements when the caller
+// gives up. Metrics call it in the background (relay/metrics); it takes
+// no part in the relay's work and may be called before Run.
+func (r *Relay) Backlog(ctx context.Context, limit int64) (Backlog, error) {
+	if limit <= 0 {
+		limit = defaultBacklogLimit
+	}
+	var b Backlog
+	err := pgx.BeginFunc(ctx, r.store.pool, func(tx pgx.Tx) error {
+		if deadline, ok := ctx.Deadline(); ok {
+			ms := max(time.Until(deadline).Milliseconds(), 1)
+			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", fmt.Sprint(ms)); err != nil {
+				return err
+			}
+		}
+		all, topics := r.store.orderedTopics()
+		var oldestMS float64
+		scan := min(limit, blockedScanLimit)
+		err := tx.QueryRow(ctx, r.store.q.backlog, limit, r.cfg.Ordering.enabled(), all, topics, scan).Scan(
+			&b.PendingDue.Rows, &b.PendingDelayed.Rows, &b.Processing.Rows, &b.Failed.Rows, &oldestMS, &b.KeysBlocked)
+		if err != nil {
+			return err
+		}
+		b.OldestDue = time.Duration(oldestMS * float64(time.Millisecond))
+		counts := []*BacklogCount{&b.PendingDue, &b.PendingDelayed, &b.Processing, &b.Failed}
+		capped := false
+		for _, c := range counts {
+			capped = capped || c.Rows >= limit
+		}
+		if !capped {
+			return nil
+		}
+		var plan []byte
+		if err := tx.QueryRow(ctx, r.store.q.backlogEstimate).Scan(&plan); err != nil {
+			return err
+		}
+		estimates, err := planRows(plan, len(counts))
+		if err != nil {
+			return err
+		}
+		for i, c := range counts {
+			if c.Rows >= limit {
+				c.Rows, c.Estimated = max(estimates[i], limit), true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Backlog{}, fmt.Errorf("relay: read backlog: %w", err)
+	}
+	return b, nil
+}
+
+// defaultBacklogLimit is Backlog's limit when none is given.
+const defaultBacklogLimit = 100_000
+
+// blockedScanLimit is the most delayed rows Backlog reads to find the
+// blocked keys: each costs a read of its table row, often from disk.
+const blockedScanLimit = 10_000
+
+// planRows returns the estimated rows of each of the n plans under the
+// top plan of an EXPLAIN (FORMAT JSON) (backlog_estimate.sql).
+func planRows(explain []byte, n int) ([]int64, error) {
+	var out []struct {
+		Plan struct {
+			Plans []struct {
+				Rows float64 `json:"Plan Rows"`
+			} `json:"Plans"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal(explain, &out); err != nil {
+		return nil, fmt.Errorf("backlog estimate: %w", err)
+	}
+	if len(out) != 1 || len(out[0].Plan.Plans) != n {
+		return nil, errors.New("backlog estimate: the plan does not have one branch per state")
+	}
+	rows := make([]int64, n)
+	for i, p := range out[0].Plan.Plans {
+		rows[i] = int64(p.Rows)
+	}
+	return rows, nil
+}

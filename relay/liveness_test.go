@@ -1,0 +1,83 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+)
+
+// Liveness is nil before Run and while the loops wait or make progress,
+// an error naming the loop when one is stuck inside a batch for longer
+// than the stall bound, and ErrStopped once Run has returned.
+func TestLiveness(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	// An observer that blocks the worker reporting the first claim that
+	// found rows: the worker is stuck inside its batch.
+	stuck := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	obs := ObserverFunc(func(e Event) {
+		if e.Kind == EventClaimed && e.Rows > 0 {
+			once.Do(func() {
+				close(stuck)
+				<-release
+			})
+		}
+	})
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, KeepSent: true, Observer: obs, PollInterval: 20 * time.Millisecond})
+	r.live.stall = 300 * time.Millisecond
+	if err := r.Liveness(); err != nil {
+		t.Fatalf("before Run: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	// Idle for longer than the stall bound: alive.
+	time.Sleep(2 * r.live.stall)
+	if err := r.Liveness(); err != nil {
+		t.Fatalf("idle: %v", err)
+	}
+	insertRows(t, pool, table, 3)
+	<-stuck
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Liveness() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("a worker stuck inside its batch was never reported")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.Liveness(); !strings.Contains(err.Error(), "worker") || !strings.Contains(err.Error(), "no progress") {
+		t.Errorf("Liveness = %v, want it to name the stuck worker", err)
+	}
+	close(release)
+	testdb.AwaitSent(t, pool, table, 3, 10*time.Second)
+	if err := r.Liveness(); err != nil {
+		t.Errorf("after the worker went on: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil // for the deferred receive
+	if err := r.Liveness(); !errors.Is(err, ErrStopped) {
+		t.Errorf("after Run returned: %v, want ErrStopped", err)
+	}
+	if r.StallAfter() != r.live.stall {
+		t.Errorf("StallAfter = %v, want %v", r.StallAfter(), r.live.stall)
+	}
+	d := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
+	if want := 2*30*time.Second + time.Minute + 10*time.Second + abandonAfter + stallSlack; d.StallAfter() != want {
+		t.Errorf("default StallAfter = %v, want %v", d.StallAfter(), want)
+	}
+}
