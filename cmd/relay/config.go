@@ -27,6 +27,8 @@ type runOptions struct {
 	pprofAddr           string
 	observeFile         string
 	tracing             *relayTracing // from the OTEL_* variables; nil when off (tracing.go)
+	mf                  metricsFlags  // --metrics-addr and friends (metrics.go)
+	metrics             *relayMetrics // nil when --metrics-addr is empty
 }
 
 func (o *runOptions) register(f *flags) {
@@ -36,6 +38,7 @@ func (o *runOptions) register(f *flags) {
 	o.routes.register(f)
 	o.rf.register(f)
 	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
+	o.mf.register(f)
 	f.String(&o.observeFile, "observe-file", "", "append every event the relay reports to its observer (claims, publishes, recorded outcomes, outages, janitor runs, ...) to this file as JSON lines, after a \"started\" line at the first claim; the form is documented in cmd/relay/observe.go; off when empty")
 	f.String(&o.sink, "sink", defaultSink, sinkHelp())
 	f.String(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -84,6 +87,7 @@ func (o *runOptions) config() (runConfig, error) {
 	}
 	_, err = newLogger(io.Discard, o.logFormat, o.logLevel)
 	errs.add(err)
+	errs.add(o.mf.check())
 	if o.pprofAddr != "" {
 		if _, _, err := net.SplitHostPort(o.pprofAddr); err != nil {
 			errs.add(usageError("invalid value for --pprof-addr (%s): %q is not host:port, e.g. 127.0.0.1:6060", envName("pprof-addr"), o.pprofAddr))

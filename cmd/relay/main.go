@@ -6,6 +6,7 @@
 //	relay migrate down     revert the latest migration
 //	relay migrate status   list migrations and when they ran
 //	relay demo             end-to-end demo on local PostgreSQL and an embedded broker
+//	relay healthcheck      ask a running relay's /readyz or /healthz; exit 0 on 200
 //	relay version          print the version
 //
 // Every flag can also be set from the environment: --database-url is
@@ -32,6 +33,7 @@ Usage:
   relay migrate up|down|status   manage the outbox table's schema
   relay demo [flags]             end-to-end demo: local PostgreSQL, an embedded Kafka-protocol broker or --sink nats|rabbitmq|redis|webhook
   relay bench <mode> [flags]     benchmark: burn-down, steady or idle, against the SQL ceiling
+  relay healthcheck [flags]      ask a running relay's /readyz (or --path /healthz); exit 0 on HTTP 200
   relay version                  print the version
 
 Run "relay <command> --help" for the flags of a command. Every flag can also
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runDemo(ctx, rest, getenv, stdout, stderr)
 	case "bench":
 		err = runBench(ctx, rest, getenv, stdout, stderr)
+	case "healthcheck":
+		err = runHealthcheck(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprint(stdout, buildVersion())
 		return 0

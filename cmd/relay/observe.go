@@ -39,6 +39,8 @@ import (
 //	outage_ended       rows (deferred during the outage), duration_ms
 //	janitor_ran        rows (deleted), duration_ms
 //	shard_handed_back  shard, rows
+//	shard_leased       shard: the ordered loop leased it (a
+//	                   shard_handed_back line follows when it is done)
 //	dropped            events: that many events were left out at this
 //	                   point because the file did not take them fast enough
 //
@@ -255,6 +257,8 @@ func (o *observeFile) line(x observed) observeLine {
 		l.Rows, l.DurationMS = &rows, &took
 	case relay.EventShardHandedBack:
 		l.Shard, l.Rows = &e.Shard, &rows
+	case relay.EventShardLeased:
+		l.Shard = &e.Shard
 	default:
 		l.Claim, l.Rows, l.DurationMS = string(e.Claim), &rows, &took
 		if e.Err != "" {

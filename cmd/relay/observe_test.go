@@ -82,6 +82,7 @@ func TestObserveFileForm(t *testing.T) {
 		{Kind: relay.EventLeaseLost, Rows: 5},
 		{Kind: relay.EventJanitorRan, Rows: 1000, Duration: 12 * time.Millisecond},
 		{Kind: relay.EventShardHandedBack, Shard: 0, Rows: 40},
+		{Kind: relay.EventShardLeased, Shard: 3},
 		{Kind: relay.EventKind(99), Rows: 2, Duration: time.Millisecond},
 	} {
 		o.Observe(e)
@@ -102,6 +103,7 @@ func TestObserveFileForm(t *testing.T) {
 		`{"kind":"lease_lost","rows":5}`,
 		`{"kind":"janitor_ran","rows":1000,"duration_ms":12}`,
 		`{"kind":"shard_handed_back","rows":40,"shard":0}`,
+		`{"kind":"shard_leased","shard":3}`,
 		`{"kind":"unknown","rows":2,"duration_ms":1}`,
 	}
 	got := f.lines()

@@ -127,7 +127,7 @@ func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slo
 			closeAll()
 			return nil, err
 		}
-		opened[name] = o.tracing.wrap(name, pub)
+		opened[name] = o.metrics.wrap(name, o.tracing.wrap(name, pub))
 	}
 	rt, err := route.New(rules, opened)
 	if err != nil {
@@ -152,7 +152,7 @@ func (o *runOptions) openSink(rc relay.Config, logger *slog.Logger, stdout io.Wr
 		return o.openRoutes(o.rules, rc, logger, stdout)
 	}
 	pub, err := o.sinks[o.sink].open(rc, logger, stdout)
-	return o.tracing.wrap(o.sink, pub), err
+	return o.metrics.wrap(o.sink, o.tracing.wrap(o.sink, pub)), err
 }
 
 // sinkName describes where events go, for the log: the sink, or

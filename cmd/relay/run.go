@@ -51,6 +51,10 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		defer obs.close() // deferred first: runs after the pool and the sink are closed
 		cfg.relay.Observer = obs
 	}
+	if o.metrics, err = o.mf.newRelayMetrics(); err != nil {
+		return err
+	}
+	cfg.relay.Observer = o.metrics.observer(cfg.relay.Observer)
 
 	if o.tracing, err = traceEnv.start(ctx, logger); err != nil {
 		return err
@@ -86,6 +90,11 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		defer stop()
 		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
 	}
+	stopMetrics, err := o.serveMetrics(logger, r, pool, cfg.table)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	logger.Info("connecting", "database", redactDSN(o.db.url), "table", cfg.table.String(), "sink", o.sinkName())
 	err = runBounded(ctx, r.Run, cfg.relay.ShutdownTimeout+runGrace)
 	if errors.Is(err, migrations.ErrNotMigrated) {

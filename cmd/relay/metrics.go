@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay"
+	"github.com/outboxrelay/outboxrelay/relay/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// --metrics-addr ADDR serves, on one listener:
+//
+//	/metrics  Prometheus metrics (relay/metrics, the Go and process
+//	          collectors, outbox_build_info)
+//	/healthz  liveness: 200 while the relay's claim loops are alive
+//	          (relay.Relay.Liveness); 503 with the reason when one is stuck
+//	          or Run has returned. A database or sink outage never fails it.
+//	/readyz   readiness: 200 when the database answers, the table's schema
+//	          is the one this binary needs, and the relay is not paused by
+//	          a sink outage; 503 naming each check that failed otherwise.
+//
+// The backlog gauges are read in the background every
+// --metrics-backlog-interval, never per scrape (relay.Relay.Backlog).
+
+// metricsFlags are relay run's flags for metrics and health.
+type metricsFlags struct {
+	addr            string
+	backlogInterval time.Duration
+	backlogLimit    int
+}
+
+// Defaults of the metrics flags.
+const (
+	defaultBacklogInterval = metrics.DefaultBacklogInterval
+	defaultBacklogLimit    = metrics.DefaultBacklogLimit
+)
+
+func (m *metricsFlags) register(f *flags) {
+	f.String(&m.addr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the health checks /healthz (liveness) and /readyz (readiness) on this address, e.g. :9090, or 127.0.0.1:0 for a free port (the bound address is logged); off when empty")
+	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape")
+	f.Int(&m.backlogLimit, "metrics-backlog-limit", defaultBacklogLimit, "with --metrics-addr: where each exact count of the backlog gauges stops (a read costs at most about this many index entries per state); a larger backlog shows PostgreSQL's estimate")
+}
+
+// check returns the problems of the metrics flags, each naming its flag.
+func (m *metricsFlags) check() error {
+	var errs problems
+	if m.addr != "" {
+		if _, _, err := net.SplitHostPort(m.addr); err != nil {
+			errs.add(usageError("invalid value for --metrics-addr (%s): %q is not host:port, e.g. :9090 or 127.0.0.1:9090", envName("metrics-addr"), m.addr))
+		}
+	}
+	if m.backlogInterval <= 0 {
+		errs.add(usageError("invalid value for --metrics-backlog-interval (%s): must be positive", envName("metrics-backlog-interval")))
+	}
+	if m.backlogLimit <= 0 {
+		errs.add(usageError("invalid value for --metrics-backlog-limit (%s): must be positive", envName("metrics-backlog-limit")))
+	}
+	return errs.err()
+}
+
+// relayMetrics are relay run's metrics: nil when --metrics-addr is empty.
+type relayMetrics struct {
+	reg *prometheus.Registry
+	m   *metrics.Metrics
+}
+
+// newRelayMetrics creates the registry and the metrics, or returns nil
+// when --metrics-addr is empty.
+func (m *metricsFlags) newRelayMetrics() (*relayMetrics, error) {
+	if m.addr == "" {
+		return nil, nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mm, err := metrics.New(reg, metrics.Options{Version: shortVersion()})
+	if err != nil {
+		return nil, err
+	}
+	return &relayMetrics{reg: reg, m: mm}, nil
+}
+
+// wrap measures a sink under its name; with metrics off it returns pub.
+func (rm *relayMetrics) wrap(sink string, pub relay.Publisher) relay.Publisher {
+	if rm == nil || pub == nil {
+		return pub
+	}
+	return rm.m.Publisher(sink, pub)
+}
+
+// observer returns the observer to give the relay: the metrics, and obs
+// (the observe file) when it is set.
+func (rm *relayMetrics) observer(obs relay.Observer) relay.Observer {
+	switch {
+	case rm == nil:
+		return obs
+	case obs == nil:
+		return rm.m
+	}
+	return relay.Observers(rm.m, obs)
+}
+
+// serve starts the listener on addr and the backlog reads; stop ends both.
+func (rm *relayMetrics) serve(addr string, mf metricsFlags, r *relay.Relay, h *health) (bound net.Addr, stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(rm.reg, promhttp.HandlerOpts{Registry: rm.reg}))
+	mux.HandleFunc("/healthz", h.live)
+	mux.HandleFunc("/readyz", h.ready)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at stop
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rm.m.WatchBacklog(ctx, r, metrics.BacklogOptions{Interval: mf.backlogInterval, Limit: int64(mf.backlogLimit)})
+	}()
+	return ln.Addr(), func() {
+		cancel()
+		_ = srv.Close()
+		<-done
+	}, nil
+}
+
+// shortVersion is the version relay version prints first: "v1.2.3", or
+// "(devel)".
+func shortVersion() string {
+	first, _, _ := strings.Cut(buildVersion(), "\n")
+	return strings.TrimPrefix(first, "relay ")
+}
+
+// health answers /healthz and /readyz for one relay.
+type health struct {
+	r       *relay.Relay
+	pool    *pgxpool.Pool
+	check   func(ctx context.Context) error // the schema check: migrations.Check of the table
+	outage  func() metrics.Outage
+	timeout time.Duration // bounds the checks of one /readyz
+}
+
+// readyTimeout bounds the database checks of one /readyz: Kubernetes'
+// probes time out after 1s by default (the kit sets 2s).
+const readyTimeout = 900 * time.Millisecond
+
+// live answers /healthz: 200 "ok" while Liveness is nil, else 503 and
+// the reason.
+func (h *health) live(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := h.r.Liveness(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not alive: %v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// ready answers /readyz: 200 when every check passes, else 503; the body
+// has one line per check, "name: ok" or "name: the reason".
+func (h *health) ready(w http.ResponseWriter, req *http.Request) {
+	ctx, cancel := context.WithTimeout(req.Context(), h.timeout)
+	defer cancel()
+	type result struct {
+		name string
+		err  error
+	}
+	var results []result
+	ok := true
+	add := func(name string, err error) {
+		results = append(results, result{name, err})
+		ok = ok && err == nil
+	}
+	err := h.r.Liveness()
+	add("relay", err)
+	err = h.pool.Ping(ctx)
+	add("database", err)
+	if err == nil {
+		add("schema", h.check(ctx))
+	} else {
+		add("schema", fmt.Errorf("not checked: the database did not answer"))
+	}
+	if o := h.outage(); o.Down {
+		add("sink", fmt.Errorf("outage since %s (%s ago): %s", o.Since.UTC().Format(time.RFC3339), time.Since(o.Since).Round(time.Second), o.Cause))
+	} else {
+		add("sink", nil)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	for _, r := range results {
+		if r.err == nil {
+			fmt.Fprintf(w, "%s: ok\n", r.name)
+		} else {
+			fmt.Fprintf(w, "%s: %s\n", r.name, oneLine(r.err.Error()))
+		}
+	}
+}
+
+// oneLine keeps a reason on one line of the /readyz body.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// serveMetrics starts the metrics and health listener of --metrics-addr
+// for r, which reads table on pool, and logs the address it is bound to;
+// with metrics off it does nothing. stop closes the listener and ends the
+// backlog reads.
+func (o *runOptions) serveMetrics(logger *slog.Logger, r *relay.Relay, pool *pgxpool.Pool, table outbox.Table) (stop func(), err error) {
+	if o.metrics == nil {
+		return func() {}, nil
+	}
+	h := &health{
+		r: r, pool: pool, outage: o.metrics.m.RelayOutage, timeout: readyTimeout,
+		check: func(ctx context.Context) error { return migrations.Check(ctx, pool, table) },
+	}
+	bound, stop, err := o.metrics.serve(o.mf.addr, o.mf, r, h)
+	if err != nil {
+		return nil, usageError("invalid value for --metrics-addr (%s): %v", envName("metrics-addr"), err)
+	}
+	logger.Info("serving metrics and health checks", "address", bound.String(), "paths", "/metrics /healthz /readyz")
+	return stop, nil
+}
