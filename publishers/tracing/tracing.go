@@ -105,11 +105,16 @@ var w3c = propagation.TraceContext{}
 func (p *publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	out := make([]outbox.Message, len(msgs))
 	spans := make([]trace.Span, len(msgs))
-	// One buffer for every span's attributes: Start copies them.
+	// One buffer for every span's attributes (Start and SetAttributes copy
+	// them), and one span name per run of messages of the same topic.
 	buf := make([]attribute.KeyValue, 0, maxAttributes)
+	topic, name := "", ""
 	for i := range msgs {
 		out[i] = msgs[i]
-		spans[i] = p.start(ctx, &out[i], buf)
+		if i == 0 || out[i].Topic != topic {
+			topic, name = out[i].Topic, "send "+out[i].Topic
+		}
+		spans[i] = p.start(&out[i], name, buf)
 	}
 	err := p.sink.Publish(ctx, out)
 	if err == nil {
@@ -130,37 +135,23 @@ func (p *publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	return err
 }
 
-// start starts m's span and replaces m.Headers with a copy that carries the
-// span's context. buf is room for the attributes.
-func (p *publisher) start(ctx context.Context, m *outbox.Message, buf []attribute.KeyValue) trace.Span {
-	// The parent is the stored context and nothing else: not a span the
-	// caller's ctx may hold. Without one, the span is a new root.
+// start starts m's span. When the span is sampled (recording), it gets
+// the message's attributes and m.Headers is replaced with a copy carrying
+// the span's context. A span the sampler drops changes nothing: the
+// message keeps the stored context, so that its consumer is still in the
+// writer's trace rather than the child of a span no one exports. buf is
+// room for the attributes.
+func (p *publisher) start(m *outbox.Message, name string, buf []attribute.KeyValue) trace.Span {
+	// The parent is the stored context and nothing else (not a span the
+	// caller's ctx may hold); without one, the span is a new root.
 	parent := w3c.Extract(context.Background(), propagation.MapCarrier(m.Headers))
-	_, span := p.tracer.Start(parent, "send "+m.Topic,
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(p.attributes(m, buf[:0])...))
-
-	h := make(map[string]string, len(m.Headers)+2)
-	for k, v := range m.Headers {
-		if k != outbox.HeaderTraceparent && k != outbox.HeaderTracestate {
-			h[k] = v
-		}
+	// The attributes a sampler may look at are given at the start.
+	attrs := append(buf[:0], p.system, opName, opType, semconv.MessagingDestinationName(m.Topic))
+	_, span := p.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	if !span.IsRecording() {
+		return span
 	}
-	w3c.Inject(trace.ContextWithSpan(ctx, span), propagation.MapCarrier(h))
-	m.Headers = h
-	return span
-}
-
-// maxAttributes is the most attributes a span starts with.
-const maxAttributes = 8
-
-// attributes appends the semantic-convention attributes of m's span to
-// attrs.
-func (p *publisher) attributes(m *outbox.Message, attrs []attribute.KeyValue) []attribute.KeyValue {
-	attrs = append(attrs,
-		p.system,
-		semconv.MessagingOperationName("send"),
-		semconv.MessagingOperationTypeSend,
-		semconv.MessagingDestinationName(m.Topic),
+	attrs = append(buf[:0],
 		semconv.MessagingMessageID(m.ID.String()),
 		semconv.MessagingMessageBodySize(len(m.Payload)),
 		AttrAttempt.Int(m.Attempt),
@@ -168,8 +159,27 @@ func (p *publisher) attributes(m *outbox.Message, attrs []attribute.KeyValue) []
 	if p.kafka && m.Key != nil {
 		attrs = append(attrs, semconv.MessagingKafkaMessageKey(keyText(m.Key)))
 	}
-	return attrs
+	span.SetAttributes(attrs...)
+
+	h := make(map[string]string, len(m.Headers)+2)
+	for k, v := range m.Headers {
+		if k != outbox.HeaderTraceparent && k != outbox.HeaderTracestate {
+			h[k] = v
+		}
+	}
+	w3c.Inject(trace.ContextWithSpanContext(context.Background(), span.SpanContext()), propagation.MapCarrier(h))
+	m.Headers = h
+	return span
 }
+
+// maxAttributes is the most attributes start passes at once.
+const maxAttributes = 4
+
+// The attributes every span has.
+var (
+	opName = semconv.MessagingOperationName("send")
+	opType = semconv.MessagingOperationTypeSend
+)
 
 // keyText is a Kafka key as an attribute value: the key itself when it is
 // UTF-8 text, else "base64:" and its standard base64.

@@ -298,3 +298,28 @@ func TestKafkaKeyNotText(t *testing.T) {
 		t.Errorf("key attribute %q, want base64:/wA=", got)
 	}
 }
+
+// A span the sampler drops leaves the message as stored: the consumer is
+// the child of the writer's span (not of a span no one exports), and a
+// message without a stored context gets none.
+func TestUnsampledSpanKeepsTheStoredContext(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.NeverSample()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	stored, writer := writerContext(t, tp)
+	inner := &sink{}
+	pub := wrap(t, inner, "kafka", tp)
+	msgs := []outbox.Message{{ID: uuid.New(), Topic: "orders", Headers: stored}, {ID: uuid.New(), Topic: "orders"}}
+	if err := pub.Publish(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("%d spans recorded with sampling off", n)
+	}
+	if got := consumerContext(inner.got[0].Headers); got.TraceID() != writer.TraceID() || got.SpanID() != writer.SpanID() {
+		t.Errorf("consumer's parent %v/%v, want the writer's span %v/%v", got.TraceID(), got.SpanID(), writer.TraceID(), writer.SpanID())
+	}
+	if _, ok := inner.got[1].Headers["traceparent"]; ok {
+		t.Errorf("a message without a stored context got %v", inner.got[1].Headers)
+	}
+}
