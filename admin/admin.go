@@ -104,7 +104,7 @@ func (a *Admin) Table() outbox.Table { return a.cfg.Table }
 // statements are the admin statements for one table, each named for its
 // file in sql/.
 type statements struct {
-	now, statesOf, audit                                   string
+	now, statesOf, audit, orderedInUse                     string
 	statusCounts, statusSent, statusHolders, statusSenders string
 	statusSessions, statusShards, statusJobs               string
 	failedList, failedCount, failedRetry, failedPurge      string
@@ -124,7 +124,7 @@ func loadStatements(table outbox.Table) statements {
 		return names.Replace(string(b))
 	}
 	return statements{
-		now: file("now"), statesOf: file("states_of"), audit: file("audit"),
+		now: file("now"), statesOf: file("states_of"), audit: file("audit"), orderedInUse: file("ordered_in_use"),
 		statusCounts: file("status_counts"), statusSent: file("status_sent"), statusHolders: file("status_holders"),
 		statusSenders: file("status_senders"), statusSessions: file("status_sessions"), statusShards: file("status_shards"),
 		statusJobs: file("status_jobs"),
@@ -173,6 +173,10 @@ type Result struct {
 	// time (the database clock); zero for a dry run.
 	AuditID int64     `json:"audit_id,omitempty"`
 	At      time.Time `json:"at"`
+	// Ordered is true when ordered delivery has served the table (its
+	// shard table has rows): rows put back to pending take their place in
+	// their key's order (docs/ordering.md#replaying-sent-events).
+	Ordered bool `json:"ordered"`
 }
 
 // Skipped is an id an action was given but did not change.
@@ -222,6 +226,9 @@ func (a *Admin) change(ctx context.Context, action string, what any, ids []strin
 		if err := abort(res); err != nil {
 			return Result{Action: action, Skipped: res.Skipped}, err
 		}
+	}
+	if err := tx.QueryRow(ctx, a.q.orderedInUse, oneShot).Scan(&res.Ordered); err != nil {
+		return res, fmt.Errorf("admin: %s: %w", action, err)
 	}
 	if err := tx.QueryRow(ctx, a.q.audit, oneShot, a.cfg.Actor, action, filter, res.Rows).Scan(&res.AuditID, &res.At); err != nil {
 		return res, fmt.Errorf("admin: %s: write the audit entry: %w", action, err)
@@ -277,6 +284,9 @@ func (a *Admin) skipped(ctx context.Context, q querier, given, changed []string)
 // names, those not in state want are reported as Skipped.
 func (a *Admin) dryRun(ctx context.Context, action string, n, limit int64, ids []string, want string) (Result, error) {
 	res := Result{Action: action, DryRun: true, Rows: min(n, limitOr(limit, n))}
+	if err := a.db.QueryRow(ctx, a.q.orderedInUse, oneShot).Scan(&res.Ordered); err != nil {
+		return res, fmt.Errorf("admin: %s: %w", action, err)
+	}
 	if len(ids) == 0 {
 		return res, nil
 	}

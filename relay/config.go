@@ -388,6 +388,11 @@ func (o Ordering) validate() error {
 	return nil
 }
 
+// NewReplicaID returns an ID of the form New gives a Config without one:
+// host-pid-random, unique per process start. relay run takes one before
+// it connects, to name its database sessions after the replica.
+func NewReplicaID() string { return newReplicaID() }
+
 // newReplicaID returns host-pid-random, unique per process start.
 func newReplicaID() string {
 	host, err := os.Hostname()

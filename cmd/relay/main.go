@@ -7,6 +7,9 @@
 //	relay migrate status   list migrations and when they ran
 //	relay demo             end-to-end demo on local PostgreSQL and an embedded broker
 //	relay healthcheck      ask a running relay's /readyz or /healthz; exit 0 on 200
+//	relay status           the table's rows by state and topic, relays, shards, retention
+//	relay failed           list, show, retry or purge failed rows
+//	relay replay           put sent rows back to pending, to publish them again
 //	relay version          print the version
 //
 // Every flag can also be set from the environment: --database-url is
@@ -34,6 +37,10 @@ Usage:
   relay demo [flags]             end-to-end demo: local PostgreSQL, an embedded Kafka-protocol broker or --sink nats|rabbitmq|redis|webhook
   relay bench <mode> [flags]     benchmark: burn-down, steady or idle, against the SQL ceiling
   relay healthcheck [flags]      ask a running relay's /readyz (or --path /healthz); exit 0 on HTTP 200
+  relay status [flags]           rows by state and topic, oldest due age, relays, shard leases, retention
+  relay failed list|show|retry|purge [flags] [ID...]
+                                 inspect failed rows, put them back to pending, or delete them
+  relay replay [flags] [ID...]   put sent rows back to pending, to publish them again
   relay version                  print the version
 
 Run "relay <command> --help" for the flags of a command. Every flag can also
@@ -64,6 +71,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runDemo(ctx, rest, getenv, stdout, stderr)
 	case "bench":
 		err = runBench(ctx, rest, getenv, stdout, stderr)
+	case "status":
+		err = runStatus(ctx, rest, getenv, stdout, stderr)
+	case "failed":
+		err = runFailed(ctx, rest, getenv, stdinConsole(), stdout, stderr)
+	case "replay":
+		err = runReplay(ctx, rest, getenv, stdinConsole(), stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":

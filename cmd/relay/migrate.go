@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +22,9 @@ type dbFlags struct {
 	// minConns raises the pool's default size (pool_max_conns in the URL
 	// still wins): lock claims hold a connection per worker.
 	minConns int
+	// appName is the sessions' application_name, unless the URL sets one:
+	// relay status finds the relays connected by it.
+	appName string
 }
 
 func (d *dbFlags) register(f *flags, defaultURL string) {
@@ -51,6 +55,10 @@ func (d *dbFlags) poolConfig() (*pgxpool.Config, error) {
 		return nil, usageError("invalid value for --database-url (%s): %s", envName("database-url"), redactDSN(err.Error()))
 	}
 	relay.ConfigurePool(cfg)
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && d.appName != "" {
+		// PostgreSQL keeps 63 bytes of it.
+		cfg.ConnConfig.RuntimeParams["application_name"] = truncate(d.appName, 63)
+	}
 	if !strings.Contains(d.url, "pool_max_conns") && cfg.MaxConns < int32(d.minConns) {
 		cfg.MaxConns = int32(d.minConns)
 	}
@@ -168,4 +176,15 @@ func awaitDatabase(ctx context.Context, pool *pgxpool.Pool, url string, stderr i
 		case <-time.After(d):
 		}
 	}
+}
+
+// truncate cuts s to at most n bytes, at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

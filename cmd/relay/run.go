@@ -69,6 +69,12 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	// Each worker's batch, the listener, the ordered loop and the janitor
 	// may each hold a connection at once.
 	o.db.minConns = cfg.relay.Workers + 3
+	// The sessions are named after the replica, so that relay status lists
+	// the relays connected.
+	if cfg.relay.ID == "" {
+		cfg.relay.ID = relay.NewReplicaID()
+	}
+	o.db.appName = relaySessionName(cfg.relay.ID)
 	pool, err := o.db.pool(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package main
+
+import "os"
+
+// isTerminal reports whether f is a character device other than the null
+// device; on Linux, terminal_linux.go asks the terminal itself.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(st, null)
+}
