@@ -1,0 +1,520 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/admin"
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// adminBundle is a migrated table and the environment that names it.
+type adminBundle struct {
+	ctx   context.Context
+	pool  *pgxpool.Pool
+	table outbox.Table
+	env   map[string]string
+}
+
+func adminSetup(t *testing.T) *adminBundle {
+	t.Helper()
+	pool, table := testdb.New(t)
+	return &adminBundle{ctx: context.Background(), pool: pool, table: table,
+		env: map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema, "USER": "tester"}}
+}
+
+// put writes n rows of topic with the writer, then sets their state with
+// set (SQL after SET; "" leaves them pending), and returns their ids.
+func (b *adminBundle) put(t *testing.T, topic string, n int, set string) []string {
+	t.Helper()
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: b.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < n; i++ {
+		res, err := w.Write(b.ctx, b.pool, outbox.Message{Topic: topic, Key: []byte("k"), Payload: fmt.Appendf(nil, "%s payload %d", topic, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID.String())
+	}
+	if set != "" {
+		if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Ident()+" SET "+set+" WHERE id = ANY($1)", ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+func (b *adminBundle) status(t *testing.T, id string) string {
+	t.Helper()
+	var st string
+	if err := b.pool.QueryRow(b.ctx, "SELECT status FROM "+b.table.Ident()+" WHERE id = $1", id).Scan(&st); err != nil {
+		return "gone"
+	}
+	return st
+}
+
+func (b *adminBundle) count(t *testing.T, where string) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.table.Ident()+" WHERE "+where).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (b *adminBundle) auditRows(t *testing.T) (actions []string, actors []string, rows []int64) {
+	t.Helper()
+	q, err := b.pool.Query(b.ctx, "SELECT action, actor, row_count FROM "+b.table.Related("audit")+" ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var a, who string
+		var n int64
+		if err := q.Scan(&a, &who, &n); err != nil {
+			t.Fatal(err)
+		}
+		actions, actors, rows = append(actions, a), append(actors, who), append(rows, n)
+	}
+	return actions, actors, rows
+}
+
+const failedSet = "status = 'failed', attempt = 10, last_error = 'attempt 10 of 10: broker said no', failed_at = now()"
+
+// relay status prints tables, or JSON that parses into admin.Status, and
+// lists a relay run that is connected and holds rows; the database
+// password is in neither its output nor its log.
+func TestStatusCommand(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	b.put(t, "orders", 3, "")
+	b.put(t, "orders", 2, failedSet)
+	b.put(t, "payments", 1, "status = 'sent', sent_at = now(), locked_by = 'relay-old#1'")
+	b.put(t, "payments", 1, "status = 'processing', locked_by = 'relay-x#4', locked_until = now() + interval '1 minute'")
+
+	url := strings.Replace(testdb.URL(t), "postgres@", "postgres:s3cret-pw@", 1)
+	env := map[string]string{"OUTBOX_DATABASE_URL": url, "OUTBOX_SCHEMA": b.table.Schema}
+	code, out, stderr := invoke(b.ctx, env, "status", "--log-level", "debug")
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{b.table.String() + " at ", "ordered delivery: not in use", "retention job: never ran", "sink outage: unknown", "outbox_sink_outage"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range [][]string{{"pending,", "due", "3"}, {"failed", "2"}, {"sent", "unknown"}, {"orders", "3", "0", "0", "2"},
+		{"payments", "0", "0", "1", "0"}, {"relay-x", "1", "1"}, {"relay-old", "1"}} {
+		if !hasLine(out, want...) {
+			t.Errorf("status output lacks a line starting %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out+stderr, "s3cret-pw") {
+		t.Errorf("the password leaked:\n%s%s", out, stderr)
+	}
+
+	// A relay running on the table shows as connected.
+	runCtx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var runOut, runErr syncbuf.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, []string{"run", "--sink", "stdout", "--relay-id", "status-test-relay", "--poll-interval", "20ms"},
+			func(k string) string { return b.env[k] }, &runOut, &runErr)
+	}()
+	await(t, 10*time.Second, func() bool { return b.count(t, "status = 'sent'") == 4 })
+	code, out, stderr = invoke(b.ctx, b.env, "status", "--json", "--exact-sent")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d\n%s", code, stderr)
+	}
+	var s admin.Status
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("status --json does not parse: %v\n%s", err, out)
+	}
+	if s.Table != b.table.String() || s.Totals.PendingDue != 0 || s.Totals.Failed != 2 || s.Totals.Sent == nil || *s.Totals.Sent != 4 || !s.Totals.SentExact {
+		t.Errorf("status --json = %+v", s)
+	}
+	if !slices.ContainsFunc(s.Sessions, func(c admin.Session) bool { return c.Relay == "status-test-relay" && c.Connections > 0 }) {
+		t.Errorf("the running relay is not among the sessions: %+v", s.Sessions)
+	}
+	if !slices.ContainsFunc(s.RecentSenders, func(r admin.Sender) bool { return r.Relay == "status-test-relay" && r.Rows == 3 }) {
+		t.Errorf("the running relay is not among the recent senders: %+v", s.RecentSenders)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay run: exit %d\n%s", code, runErr.String())
+	}
+}
+
+// hasLine reports whether a line of out starts with these fields.
+func hasLine(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= len(fields) && slices.Equal(f[:len(fields)], fields) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFailedListShowAndPages(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	ids := b.put(t, "orders", 5, failedSet)
+	other := b.put(t, "payments", 1, "status = 'failed', last_error = 'too large', failed_at = now()")
+	b.put(t, "orders", 1, "")
+
+	// Pages of 2 by --after, JSON.
+	var walked []string
+	after := ""
+	for page := 0; page < 5; page++ {
+		args := []string{"failed", "list", "--topic", "orders", "--limit", "2", "--json"}
+		if after != "" {
+			args = append(args, "--after", after)
+		}
+		code, out, stderr := invoke(b.ctx, b.env, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+		var res struct {
+			Rows      []admin.FailedRow `json:"rows"`
+			NextAfter string            `json:"next_after"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("list --json does not parse: %v\n%s", err, out)
+		}
+		for _, r := range res.Rows {
+			if r.Payload != nil {
+				t.Errorf("payload listed without --show-payload: %+v", r)
+			}
+			walked = append(walked, r.ID)
+		}
+		if after = res.NextAfter; after == "" {
+			break
+		}
+	}
+	if !slices.Equal(walked, ids) {
+		t.Errorf("paged list = %v, want %v", walked, ids)
+	}
+
+	// The human list, by error text.
+	code, out, _ := invoke(b.ctx, b.env, "failed", "list", "--error", "TOO LARGE")
+	if code != 0 || !strings.Contains(out, other[0]) || strings.Contains(out, ids[0]) || !strings.Contains(out, "1 row") || strings.Contains(out, "payments payload") {
+		t.Errorf("list --error: exit %d\n%s", code, out)
+	}
+	code, out, _ = invoke(b.ctx, b.env, "failed", "list", "--error", "too large", "--show-payload")
+	if code != 0 || !strings.Contains(out, `"payments payload 0"`) {
+		t.Errorf("list --show-payload: exit %d\n%s", code, out)
+	}
+	// A time filter measured back from the database clock.
+	code, out, _ = invoke(b.ctx, b.env, "failed", "list", "--failed-after", "1h", "--created-before", "2099-01-01")
+	if code != 0 || strings.Count(out, "\n") != 8 {
+		t.Errorf("list --failed-after 1h: exit %d\n%s", code, out)
+	}
+	code, out, _ = invoke(b.ctx, b.env, "failed", "list", "--failed-before", "1h")
+	if code != 0 || !strings.Contains(out, "no failed rows match") {
+		t.Errorf("list --failed-before 1h: exit %d\n%s", code, out)
+	}
+
+	// show: every field; the payload only when asked; an id that is not
+	// failed is an error naming it.
+	code, out, stderr := invoke(b.ctx, b.env, "failed", "show", ids[0])
+	if code != 0 || !strings.Contains(out, "last_error  attempt 10 of 10: broker said no") || !strings.Contains(out, "payload     16 bytes (--show-payload prints it)") || !strings.Contains(out, `key         "k"`) {
+		t.Errorf("show: exit %d\n%s%s", code, out, stderr)
+	}
+	pending := b.put(t, "orders", 1, "")[0]
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "show", "--show-payload", ids[1], pending)
+	if code != 1 || !strings.Contains(out, `"orders payload 1"`) || !strings.Contains(stderr, "1 id not among the failed rows") || !strings.Contains(stderr, pending) {
+		t.Errorf("show with a pending id: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+func TestFailedUsageErrors(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"OUTBOX_DATABASE_URL": "postgres://postgres@127.0.0.1:1/postgres"}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"failed"}, "failed needs a subcommand"},
+		{[]string{"failed", "fix"}, `unknown failed subcommand "fix"`},
+		{[]string{"failed", "retry"}, "relay failed retry needs ids or a filter"},
+		{[]string{"failed", "purge", "--all", "--topic", "x"}, "--all (OUTBOX_ALL) is for acting without ids or filters"},
+		{[]string{"failed", "list", "not-an-id"}, `"not-an-id" is not an event id`},
+		{[]string{"failed", "list", "--dry-run"}, "--dry-run (OUTBOX_DRY_RUN) does not apply to relay failed list"},
+		{[]string{"failed", "list", "--failed-after", "yesterday"}, `invalid value for --failed-after (OUTBOX_FAILED_AFTER): "yesterday" is neither a time`},
+		{[]string{"failed", "show"}, "relay failed show needs ids"},
+		{[]string{"replay", "--topic", "orders"}, "relay replay needs ids, or --topic and a time range"},
+		{[]string{"status", "--timeout", "0s"}, "invalid value for --timeout (OUTBOX_TIMEOUT): must be positive"},
+	}
+	for _, c := range cases {
+		code, _, stderr := invoke(context.Background(), env, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, want 2 with %q\n%s", c.args, code, c.want, stderr)
+		}
+	}
+	// Flags come from the environment too.
+	code, _, stderr := invoke(context.Background(), map[string]string{"OUTBOX_DATABASE_URL": env["OUTBOX_DATABASE_URL"], "OUTBOX_LIMIT": "-1"}, "failed", "list")
+	if code != 2 || !strings.Contains(stderr, "--limit (OUTBOX_LIMIT): must not be negative") {
+		t.Errorf("OUTBOX_LIMIT=-1: exit %d\n%s", code, stderr)
+	}
+}
+
+// retry: a dry run changes nothing; a bulk retry without --yes on a
+// standard input that is not a terminal is refused; with --yes it runs,
+// is audited under --actor, and a running relay publishes the rows.
+func TestFailedRetryThenARelayPublishes(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	ids := b.put(t, "orders", 3, failedSet)
+	keep := b.put(t, "payments", 1, failedSet)
+
+	code, out, stderr := invoke(b.ctx, b.env, "failed", "retry", "--topic", "orders", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: would retry 3 failed rows of "+b.table.String()+"; nothing changed") || !strings.Contains(out, ids[2]) {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = invoke(b.ctx, b.env, "failed", "retry", "--topic", "orders", "--dry-run", "--json")
+	var dry admin.Result
+	if err := json.Unmarshal([]byte(out), &dry); code != 0 || err != nil || !dry.DryRun || dry.Rows != 3 {
+		t.Fatalf("dry run --json: exit %d, %v\n%s", code, err, out)
+	}
+	if n := b.count(t, "status = 'failed'"); n != 4 {
+		t.Fatalf("a dry run changed rows: %d failed, want 4", n)
+	}
+	if a, _, _ := b.auditRows(t); len(a) != 0 {
+		t.Fatalf("a dry run left audit entries: %v", a)
+	}
+
+	// Not a terminal, no --yes: refused, nothing changed.
+	var o, e syncbuf.Buffer
+	err := runFailed(b.ctx, []string{"retry", "--topic", "orders"}, func(k string) string { return b.env[k] },
+		console{in: strings.NewReader("yes\n"), terminal: false}, &o, &e)
+	var ue *errUsage
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "refusing to retry 3 failed rows without confirmation: standard input is not a terminal; add --yes (OUTBOX_YES)") {
+		t.Fatalf("retry without --yes on a pipe = %v", err)
+	}
+	// A terminal that answers no.
+	err = runFailed(b.ctx, []string{"retry", "--topic", "orders"}, func(k string) string { return b.env[k] },
+		console{in: strings.NewReader("n\n"), terminal: true}, &o, &e)
+	if !errors.Is(err, errAborted) || !strings.Contains(e.String(), "Retry 3 failed rows of "+b.table.String()+" (topic orders)? [y/N]") {
+		t.Fatalf("retry answered no = %v; prompt:\n%s", err, e.String())
+	}
+	if n := b.count(t, "status = 'failed'"); n != 4 {
+		t.Fatalf("a refused retry changed rows: %d failed, want 4", n)
+	}
+
+	// One id needs no confirmation; a running relay then publishes it.
+	runCtx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var runOut, runErr syncbuf.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, []string{"run", "--sink", "stdout", "--poll-interval", "20ms"}, func(k string) string { return b.env[k] }, &runOut, &runErr)
+	}()
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "retry", ids[0])
+	if code != 0 || !strings.Contains(out, "retried 1 failed row of "+b.table.String()+" (audit entry ") {
+		t.Fatalf("retry one id: exit %d\n%s%s", code, out, stderr)
+	}
+	await(t, 10*time.Second, func() bool { return strings.Contains(runOut.String(), ids[0]) })
+
+	// The rest with --yes, as JSON, under an actor of our own.
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "retry", "--topic", "orders", "--yes", "--json", "--actor", "alice@ops", "--clear-error")
+	var res admin.Result
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Rows != 2 || !slices.Equal(res.IDs, ids[1:]) || res.AuditID == 0 {
+		t.Fatalf("retry --yes --json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	if !strings.Contains(stderr, "admin action") || !strings.Contains(stderr, "actor=alice@ops") || !strings.Contains(stderr, "rows=2") {
+		t.Errorf("the retry was not logged:\n%s", stderr)
+	}
+	await(t, 10*time.Second, func() bool {
+		return strings.Contains(runOut.String(), ids[1]) && strings.Contains(runOut.String(), ids[2])
+	})
+	await(t, 10*time.Second, func() bool { return b.count(t, "status = 'sent'") == 3 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay run: exit %d\n%s", code, runErr.String())
+	}
+	if b.status(t, keep[0]) != "failed" || strings.Contains(runOut.String(), keep[0]) {
+		t.Errorf("a row of another topic was retried")
+	}
+	actions, actors, rows := b.auditRows(t)
+	if !slices.Equal(actions, []string{"failed.retry", "failed.retry"}) || !slices.Equal(actors, []string{"tester@" + hostname(t), "alice@ops"}) || !slices.Equal(rows, []int64{1, 2}) {
+		t.Errorf("audit = %v %v %v", actions, actors, rows)
+	}
+}
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	h := defaultActor(func(string) string { return "x" })
+	return strings.TrimPrefix(h, "x@")
+}
+
+// purge on a terminal asks, and deletes only failed rows of the filter.
+func TestFailedPurgeAsksOnTheTerminal(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	ids := b.put(t, "orders", 2, failedSet)
+	pending := b.put(t, "orders", 1, "")
+	var o, e syncbuf.Buffer
+	err := runFailed(b.ctx, []string{"purge", "--topic", "orders", "--log-level", "warn"}, func(k string) string { return b.env[k] },
+		console{in: strings.NewReader("yes\n"), terminal: true}, &o, &e)
+	if err != nil || !strings.Contains(o.String(), "purged 2 failed rows of "+b.table.String()) {
+		t.Fatalf("purge answered yes = %v\n%s%s", err, o.String(), e.String())
+	}
+	for _, id := range ids {
+		if st := b.status(t, id); st != "gone" {
+			t.Errorf("%s is %s after purge", id, st)
+		}
+	}
+	if st := b.status(t, pending[0]); st != "pending" {
+		t.Errorf("a pending row of the topic was touched: %s", st)
+	}
+}
+
+// The compiled binary, its standard input not a terminal (/dev/null),
+// refuses a bulk change without --yes and changes nothing.
+func TestBinaryRefusesBulkChangeWithoutATerminal(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	b.put(t, "orders", 2, failedSet)
+	cmd := exec.Command(buildBinary(t), "failed", "purge", "--topic", "orders")
+	cmd.Env = []string{"OUTBOX_DATABASE_URL=" + b.env["OUTBOX_DATABASE_URL"], "OUTBOX_SCHEMA=" + b.table.Schema, "USER=tester"}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "refusing to purge 2 failed rows without confirmation: standard input is not a terminal") {
+		t.Fatalf("exit %v\n%s", err, out)
+	}
+	if n := b.count(t, "status = 'failed'"); n != 2 {
+		t.Fatalf("%d failed rows left, want 2", n)
+	}
+}
+
+// replay: ids that retention deleted fail the whole replay, naming them;
+// by topic and time range with --yes, the rows go back to pending with
+// their ids and a running relay publishes them again.
+func TestReplayCommand(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	sent := b.put(t, "orders", 3, "status = 'sent', sent_at = now() - interval '10 minutes', locked_by = 'relay-a#1'")
+	old := b.put(t, "orders", 1, "status = 'sent', sent_at = now() - interval '3 hours', locked_by = 'relay-a#1'")
+	gone := []string{uuid.NewString(), uuid.NewString()}
+
+	code, out, stderr := invoke(b.ctx, b.env, "replay", "--yes", sent[0], gone[0], gone[1])
+	if code != 1 || !strings.Contains(stderr, "2 ids are not in the table (deleted by retention, or never written), so nothing was replayed") ||
+		!strings.Contains(stderr, gone[0]) || !strings.Contains(stderr, gone[1]) {
+		t.Fatalf("replay of deleted ids: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = invoke(b.ctx, b.env, "replay", "--yes", "--json", sent[0], gone[0])
+	var nf struct {
+		NotFound []string `json:"not_found"`
+	}
+	if err := json.Unmarshal([]byte(out), &nf); code != 1 || err != nil || !slices.Equal(nf.NotFound, gone[:1]) {
+		t.Errorf("replay --json of a deleted id: exit %d, %v\n%s", code, err, out)
+	}
+	if b.status(t, sent[0]) != "sent" {
+		t.Fatal("a refused replay changed a row")
+	}
+
+	code, out, _ = invoke(b.ctx, b.env, "replay", "--topic", "orders", "--sent-after", "1h", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: would replay 3 sent rows") {
+		t.Fatalf("replay --dry-run: exit %d\n%s", code, out)
+	}
+	if n := b.count(t, "status = 'sent'"); n != 4 {
+		t.Fatalf("a dry run changed rows: %d sent", n)
+	}
+
+	runCtx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var runOut, runErr syncbuf.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, []string{"run", "--sink", "stdout", "--poll-interval", "20ms"}, func(k string) string { return b.env[k] }, &runOut, &runErr)
+	}()
+	code, out, stderr = invoke(b.ctx, b.env, "replay", "--topic", "orders", "--sent-after", "1h", "--yes", "--json")
+	var res admin.Result
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || !slices.Equal(res.IDs, sent) {
+		t.Fatalf("replay --yes --json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	await(t, 10*time.Second, func() bool {
+		for _, id := range sent {
+			if !strings.Contains(runOut.String(), id) {
+				return false
+			}
+		}
+		return true
+	})
+	await(t, 10*time.Second, func() bool { return b.count(t, "status = 'sent'") == 4 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay run: exit %d\n%s", code, runErr.String())
+	}
+	if strings.Contains(runOut.String(), old[0]) {
+		t.Error("a row sent before the range was replayed")
+	}
+	actions, _, rows := b.auditRows(t)
+	if !slices.Equal(actions, []string{"replay"}) || !slices.Equal(rows, []int64{3}) {
+		t.Errorf("audit = %v %v", actions, rows)
+	}
+}
+
+func TestInterleave(t *testing.T) {
+	t.Parallel()
+	f := newFlags("x", "", nil, func(string) string { return "" })
+	var b bool
+	var s string
+	f.Bool(&b, "yes", false, "")
+	f.String(&s, "topic", "", "")
+	cases := []struct{ in, want []string }{
+		{[]string{"a", "--yes", "b"}, []string{"--yes", "--", "a", "b"}},
+		{[]string{"--topic", "t", "a"}, []string{"--topic", "t", "--", "a"}},
+		{[]string{"a", "--topic=t"}, []string{"--topic=t", "--", "a"}},
+		{[]string{"--yes"}, []string{"--yes"}},
+		{[]string{"a", "--", "--yes"}, []string{"--", "a", "--yes"}},
+	}
+	for _, c := range cases {
+		if got := interleave(f, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("interleave(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		in   string
+		want time.Time
+	}{
+		{"2h", now.Add(-2 * time.Hour)},
+		{"2026-04-30T10:00:00Z", time.Date(2026, 4, 30, 10, 0, 0, 0, time.UTC)},
+		{"2026-04-30", time.Date(2026, 4, 30, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		var w whenFlag
+		at, ago, err := parseWhen(c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		w.raw, w.at, w.ago = c.in, at, ago
+		if got := w.resolve(now); !got.Equal(c.want) {
+			t.Errorf("%s = %v, want %v", c.in, got, c.want)
+		}
+	}
+	if _, _, err := parseWhen("-2h"); err == nil {
+		t.Error("a negative duration parsed")
+	}
+}
