@@ -177,3 +177,24 @@ func TestEventTopicsAddUpToTheBatch(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTopicTally1000 is what counting a batch of 1,000 rows of three
+// topics by topic costs the pipeline when an Observer is set: the claimed
+// counts, each row's outcome, and the result.
+func BenchmarkTopicTally1000(b *testing.B) {
+	r := &Relay{obs: ObserverFunc(func(Event) {})}
+	rows := make([]row, 1000)
+	topics := []string{"orders", "users", "payments"}
+	for i := range rows {
+		rows[i].topic = topics[i*3/len(rows)]
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.claimedTopics(rows)
+		t := r.newTopicTally()
+		for i := range rows {
+			t.add(rows[i].topic, tallySent, 1)
+		}
+		_ = t.result(BatchResult{Sent: len(rows)})
+	}
+}
