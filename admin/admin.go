@@ -208,6 +208,9 @@ func (a *Admin) change(ctx context.Context, action string, what any, ids []strin
 		return res, fmt.Errorf("admin: %s: begin: %w", action, err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.Exec(ctx, indexSettings); err != nil {
+		return res, fmt.Errorf("admin: %s: %w", action, err)
+	}
 	rows, err := tx.Query(ctx, sql, append([]any{oneShot}, args...)...)
 	if err != nil {
 		return res, fmt.Errorf("admin: %s: %w", action, err)

@@ -257,8 +257,8 @@ func TestStatusListsConnectedRelays(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(s.Sessions, func(c admin.Session) bool { return c.Relay == id })
-	if i < 0 || s.Sessions[i].Connections != 2 {
-		t.Fatalf("sessions = %+v, want %s with 2 connections", s.Sessions, id)
+	if i < 0 || s.Sessions[i].Connections != 2 || s.Sessions[i].ServesTable {
+		t.Fatalf("sessions = %+v, want %s with 2 connections, not seen on the table", s.Sessions, id)
 	}
 }
 

@@ -85,9 +85,13 @@ func printStatus(w io.Writer, s *admin.Status) {
 	if len(s.Sessions) == 0 {
 		fmt.Fprintln(w, "relays connected: none (relay run names its sessions \""+admin.DefaultSessionPrefix+"<relay id>\")")
 	} else {
-		fmt.Fprintln(tw, "RELAY CONNECTED (ANY TABLE)\tSESSIONS\tSINCE\tFROM")
+		fmt.Fprintln(tw, "RELAY CONNECTED\tSESSIONS\tSINCE\tFROM\tSEEN ON THIS TABLE")
 		for _, c := range s.Sessions {
-			fmt.Fprintf(tw, "%s\t%d\t%s ago\t%s\n", c.Relay, c.Connections, secs(c.SinceSecs), dash(c.Clients))
+			here := "no (another table, or idle)"
+			if c.ServesTable {
+				here = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s ago\t%s\t%s\n", c.Relay, c.Connections, secs(c.SinceSecs), dash(c.Clients), here)
 		}
 		tw.Flush()
 	}
