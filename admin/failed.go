@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -189,8 +190,8 @@ func (e *NotFoundError) Error() string {
 	if len(e.IDs) == 1 {
 		noun = "id is"
 	}
-	return fmt.Sprintf("%d %s %s (deleted by retention, or never written), so nothing was replayed: %v%s",
-		len(e.IDs), noun, ErrNotFound, ids, more)
+	return fmt.Sprintf("%d %s %s (deleted by retention, or never written), so nothing was replayed: %s%s",
+		len(e.IDs), noun, ErrNotFound, strings.Join(ids, ", "), more)
 }
 
 // Unwrap returns ErrNotFound.

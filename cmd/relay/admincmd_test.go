@@ -418,6 +418,12 @@ func TestReplayCommand(t *testing.T) {
 		!strings.Contains(stderr, gone[0]) || !strings.Contains(stderr, gone[1]) {
 		t.Fatalf("replay of deleted ids: exit %d\n%s%s", code, out, stderr)
 	}
+	// Without --yes off a terminal, the deleted ids are still what it says.
+	var o, e syncbuf.Buffer
+	err := runReplay(b.ctx, []string{sent[0], gone[0]}, func(k string) string { return b.env[k] }, console{in: strings.NewReader(""), terminal: false}, &o, &e)
+	if !errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), "1 id is not in the table") {
+		t.Errorf("replay of a deleted id without --yes = %v", err)
+	}
 	code, out, _ = invoke(b.ctx, b.env, "replay", "--yes", "--json", sent[0], gone[0])
 	var nf struct {
 		NotFound []string `json:"not_found"`

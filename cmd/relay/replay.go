@@ -74,21 +74,22 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, c
 		filter.Created, filter.Sent = created.resolve(now), sent.resolve(now)
 	}
 	opts := admin.ActionOptions{Limit: int64(limit), DryRun: dryRun}
+	var res admin.Result
 	if !dryRun && filter.Bulk() {
-		n, err := adm.CountReplay(ctx, filter)
-		if err != nil {
-			return err
+		// A dry run first: ids retention deleted are refused before anyone
+		// is asked to confirm.
+		res, err = adm.Replay(ctx, filter, admin.ActionOptions{Limit: int64(limit), DryRun: true})
+		if err == nil && res.Rows == 0 {
+			return report(stdout, o.json, admin.Result{Action: "replay", Skipped: res.Skipped}, "no sent rows match; nothing changed")
 		}
-		if n == 0 && len(ids) == 0 {
-			return report(stdout, o.json, admin.Result{Action: "replay"}, "no sent rows match; nothing changed")
-		}
-		n = min(n, limitOr(int64(limit), n))
-		what := "replay " + plural(n, "sent row")
-		if err := confirm(con, stderr, yes, what, fmt.Sprintf("Replay %s of %s?", plural(n, "sent row"), adm.Table())); err != nil {
-			return err
+		if err == nil {
+			what := "replay " + plural(res.Rows, "sent row")
+			err = confirm(con, stderr, yes, what, fmt.Sprintf("Replay %s of %s?", plural(res.Rows, "sent row"), adm.Table()))
 		}
 	}
-	res, err := adm.Replay(ctx, filter, opts)
+	if err == nil {
+		res, err = adm.Replay(ctx, filter, opts)
+	}
 	if nf := (*admin.NotFoundError)(nil); errors.As(err, &nf) && o.json {
 		_ = writeJSON(stdout, struct {
 			admin.Result
