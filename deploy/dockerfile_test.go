@@ -145,6 +145,7 @@ func makeBuildOutput(t *testing.T) (command, output string) {
 	t.Helper()
 	cmd := exec.Command("make", "--no-print-directory", "-n", "build")
 	cmd.Dir = repoRoot
+	cmd.Env = makeEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make -n build: %v\n%s", err, out)

@@ -53,7 +53,7 @@ func relayBinary(t *testing.T) string {
 		relayPath = filepath.Join(buildDir, "relay")
 		cmd := exec.Command("make", "--no-print-directory", "build", "BIN="+relayPath)
 		cmd.Dir = repoRoot
-		cmd.Env = os.Environ()
+		cmd.Env = makeEnv()
 		for k, v := range df.buildStage().env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
@@ -65,6 +65,13 @@ func relayBinary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return relayPath
+}
+
+// makeEnv is this process's environment without the settings of a make
+// that may run the tests (make test): a -n or a variable given to it must
+// not reach the make the tests run.
+func makeEnv() []string {
+	return append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=", "MFLAGS=")
 }
 
 // help returns the output of `relay <command...> --help`.
