@@ -29,7 +29,9 @@ Rows are chosen by ids (arguments or --id) and the filters, which combine. retry
 purge need at least one of them, or --all; they change only rows still failed when
 they run (safe while relays run), record who, when, what and how many in the audit
 trail, and ask for confirmation on the terminal when they may change more than one
-row, unless --yes. --dry-run shows what they would change.`
+row, unless --yes. --dry-run shows what they would change. failed_at is when the relay
+failed the row; rows that failed before migration 007 have none, and match no
+--failed-after or --failed-before.`
 
 // failedOptions are relay failed's flags.
 type failedOptions struct {
@@ -50,7 +52,7 @@ func runFailed(ctx context.Context, args []string, getenv func(string) string, c
 	listFlag(f, &o.ids, "id", "event ids (comma-separated; may be repeated), as well as those given as arguments")
 	listFlag(f, &o.topics, "topic", "only rows of these topics (comma-separated; may be repeated)")
 	o.created.register(f, "created", "created_at")
-	o.failed.register(f, "failed", "failed_at (when the relay failed the row; rows failed before migration 007 have none and never match)")
+	o.failed.register(f, "failed", "failed_at")
 	f.String(&o.errorText, "error", "", "only rows whose last_error contains this text, in any case (no wildcards)")
 	f.Int(&o.limit, "limit", 0, "list: rows per page (default 50); retry, purge: the most rows changed, the first in id order (default all)")
 	f.String(&o.after, "after", "", "list: the page after this id (the last id of the previous page)")
