@@ -207,7 +207,7 @@ func TestPublisher(t *testing.T) {
 	sink.results = []error{
 		nil, // batch 1: all acknowledged
 		publishers.Errors{nil, publishers.Permanent(errors.New("too large")), transient}, // batch 2
-		publishers.Unavailable(errors.New("connection refused")),                        // batch 3: down
+		publishers.Unavailable(errors.New("connection refused")),                         // batch 3: down
 	}
 	p := m.Publisher("kafka", sink)
 	if _, ok := p.(relay.Prober); !ok {
