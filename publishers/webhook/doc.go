@@ -35,6 +35,10 @@
 //     request; a name that is not an HTTP token, a value with a control
 //     character or with leading or trailing space (which HTTP trims), or
 //     two names that differ only in case fail the message permanently;
+//   - traceparent and tracestate: the W3C trace context, when the
+//     message's headers hold it (outbox.Write stores the writer's span),
+//     also under its own name, so that HTTP tracing middleware continues
+//     the trace;
 //   - Config.Headers, the same on every request (credentials, say).
 //
 // HTTP header names are case-insensitive: a receiver looks them up in any

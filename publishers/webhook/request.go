@@ -42,6 +42,12 @@ const (
 	// transport resend a request over a fresh connection when a pooled one
 	// turns out closed before the request went out.
 	headerIdempotencyKey = "Idempotency-Key"
+	// headerTraceparent and headerTracestate are the W3C Trace Context
+	// headers, as the writer stores them in a message's headers
+	// (outbox.Write, from the span of its ctx): sent under their own
+	// names as well as prefixed.
+	headerTraceparent = "traceparent"
+	headerTracestate  = "tracestate"
 )
 
 // request is one message made ready to send, but for the per-attempt
@@ -88,6 +94,11 @@ func (p *Publisher) prepare(m *outbox.Message) (request, error) {
 		}
 		seen[canonical] = name
 		h[HeaderPrefix+name] = []string{value}
+		if name == headerTraceparent || name == headerTracestate {
+			// Also under its own name, where HTTP tracing middleware
+			// looks for it (the W3C Trace Context header names).
+			h[canonical] = []string{value}
+		}
 	}
 	return request{url: target, shown: shown, header: h}, nil
 }

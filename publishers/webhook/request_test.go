@@ -18,6 +18,7 @@ import (
 // headers, the key (as text, or base64 when it is not printable ASCII, an
 // empty key as an empty value) and each message header under the prefix.
 func TestRequestHeaders(t *testing.T) {
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	t.Parallel()
 	r := startReceiver(t)
 	p := newPublisher(t, webhook.Config{
@@ -32,6 +33,7 @@ func TestRequestHeaders(t *testing.T) {
 		msg(topic, "", "no key"),
 		{Topic: topic, Key: []byte{}, Payload: []byte("empty key")},
 		{Topic: topic, Key: []byte("k"), Payload: []byte("headers"), Headers: map[string]string{"Trace-Id": "00-ab-01", "x_lower.case": "v", "empty": ""}},
+		{Topic: topic, Payload: []byte("traced"), Headers: map[string]string{"traceparent": traceparent, "tracestate": "vendor=1"}},
 	}
 	for i := range msgs {
 		msgs[i].ID = uuid.New()
@@ -88,6 +90,17 @@ func TestRequestHeaders(t *testing.T) {
 	for name, want := range map[string]string{"Outbox-Header-Trace-Id": "00-ab-01", "Outbox-Header-X_lower.case": "v", "Outbox-Header-Empty": ""} {
 		if v, ok := h[name]; !ok || v[0] != want {
 			t.Errorf("header %s = %q (present %t), want %q", name, v, ok, want)
+		}
+	}
+	if v := h.Values("Traceparent"); len(v) != 0 {
+		t.Errorf("Traceparent %q without a traceparent header in the message", v)
+	}
+	// The W3C trace context travels under its own names too, so that the
+	// receiver's HTTP tracing middleware finds it.
+	h = got["traced"].Header
+	for name, want := range map[string]string{"Traceparent": traceparent, "Tracestate": "vendor=1", "Outbox-Header-Traceparent": traceparent, "Outbox-Header-Tracestate": "vendor=1"} {
+		if v := h.Values(name); len(v) != 1 || v[0] != want {
+			t.Errorf("traced: header %s = %q, want %q", name, v, want)
 		}
 	}
 }
