@@ -524,3 +524,37 @@ func TestParseWhen(t *testing.T) {
 		t.Error("a negative duration parsed")
 	}
 }
+
+// A relay records when it fails a row (failed_at, migration 007), in both
+// claim modes, so that relay failed can filter by it.
+func TestRelayRecordsWhenARowFailed(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"lease", "lock"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := adminSetup(t)
+			bad := b.put(t, "orders", 1, `headers = '[1, 2]'`)
+			runCtx, cancel := context.WithCancel(b.ctx)
+			defer cancel()
+			var runOut, runErr syncbuf.Buffer
+			done := make(chan int)
+			go func() {
+				done <- run(runCtx, []string{"run", "--sink", "stdout", "--poll-interval", "20ms", "--claim-mode", mode},
+					func(k string) string { return b.env[k] }, &runOut, &runErr)
+			}()
+			await(t, 10*time.Second, func() bool { return b.status(t, bad[0]) == "failed" })
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("relay run: exit %d\n%s", code, runErr.String())
+			}
+			code, out, stderr := invoke(b.ctx, b.env, "failed", "list", "--failed-after", "1m", "--error", "malformed row", "--json")
+			var res struct {
+				Rows []admin.FailedRow `json:"rows"`
+			}
+			if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || len(res.Rows) != 1 || res.Rows[0].ID != bad[0] ||
+				res.Rows[0].FailedAt == nil || time.Since(*res.Rows[0].FailedAt) > time.Minute {
+				t.Fatalf("failed list --failed-after 1m: exit %d, %v\n%s%s", code, err, out, stderr)
+			}
+		})
+	}
+}
