@@ -149,7 +149,9 @@ func TestStatusCommand(t *testing.T) {
 	if s.Table != b.table.String() || s.Totals.PendingDue != 0 || s.Totals.Failed != 2 || s.Totals.Sent == nil || *s.Totals.Sent != 4 || !s.Totals.SentExact {
 		t.Errorf("status --json = %+v", s)
 	}
-	if !slices.ContainsFunc(s.Sessions, func(c admin.Session) bool { return c.Relay == "status-test-relay" && c.Connections > 0 && c.ServesTable }) {
+	if !slices.ContainsFunc(s.Sessions, func(c admin.Session) bool {
+		return c.Relay == "status-test-relay" && c.Connections > 0 && c.ServesTable
+	}) {
 		t.Errorf("the running relay is not among the sessions: %+v", s.Sessions)
 	}
 	if !slices.ContainsFunc(s.RecentSenders, func(r admin.Sender) bool { return r.Relay == "status-test-relay" && r.Rows == 3 }) {
