@@ -46,7 +46,7 @@ type benchFlags struct {
 	partitions                   int
 	pollInterval, sampleInterval time.Duration
 	timeout                      time.Duration
-	jsonOut, notify              bool
+	jsonOut, notify, holdSnap    bool
 	pprofAddr                    string
 
 	events, ceilingRows, sinkCeilingEvents int
@@ -73,6 +73,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.Int(&b.partitions, "partitions", bench.DefaultPartitions, "partitions of the topic each run creates")
 	f.Duration(&b.pollInterval, "poll-interval", bench.DefaultPollInterval, "the relays' --poll-interval")
 	f.Bool(&b.notify, "notify", true, "keep the table's notify trigger and the relays' LISTEN; false disables the trigger and runs the relays with --listen=false (they poll adaptively)")
+	f.Bool(&b.holdSnap, "hold-snapshot", false, "burn-down, steady: hold a REPEATABLE READ transaction open in the database for the whole run, as a long query or pg_dump does, so that VACUUM removes no dead row versions")
 	f.String(&b.relayArgs, "relay-args", "", `more flags for every relay, space-separated, e.g. "--listen=false"`)
 	sampleInterval := bench.DefaultSampleInterval
 	if mode == bench.ModeSoak {
@@ -152,7 +153,7 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 	cfg := bench.Config{
 		Mode: mode, DatabaseURL: b.url, Schema: b.schema, Brokers: splitList(b.brokers), Relays: relays,
 		Sink: b.sink, SinkURL: b.sinkURL, SinkCeilingEvents: b.sinkCeilingEvents,
-		RelayArgs: strings.Fields(b.relayArgs), NoNotify: !b.notify,
+		RelayArgs: strings.Fields(b.relayArgs), NoNotify: !b.notify, HoldSnapshot: b.holdSnap,
 		BatchSize: b.batchSize, PayloadBytes: b.payload, Partitions: b.partitions,
 		PollInterval: b.pollInterval, SampleInterval: b.sampleInterval, Timeout: b.timeout,
 		Events: b.events, CeilingRows: b.ceilingRows, NoCeiling: b.noCeiling, CeilingScript: b.ceilingScript,

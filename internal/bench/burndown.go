@@ -35,6 +35,11 @@ func (r *runner) burnDown(ctx context.Context) error {
 	if err := r.recordBefore(ctx); err != nil {
 		return err
 	}
+	release, err := r.holdSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	start, err := dbClock(ctx, r.pool)
 	if err != nil {
 		return err

@@ -120,6 +120,12 @@ type Config struct {
 	// (adaptively, see relay.Config.PollMin): what writers gain without
 	// NOTIFY's commit-time lock, and what latency costs. Defaults to false.
 	NoNotify bool
+	// HoldSnapshot, in burn-down and steady mode, holds a REPEATABLE READ
+	// transaction open on a connection of its own from before the relays
+	// start to the end of the run, after a query in it: VACUUM can then
+	// remove none of the dead row versions the run leaves. Defaults to
+	// false.
+	HoldSnapshot bool
 	// Partitions is the partition count of the topics Run creates.
 	// Defaults to 3.
 	Partitions int

@@ -25,6 +25,11 @@ func (r *runner) steady(ctx context.Context) error {
 	}
 	defer stopConsumer() //nolint:errcheck // error paths; finishFollowing checks it
 	defer r.abort()
+	release, err := r.holdSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	r.startSampler(ctx)
 	fmt.Fprintf(r.cfg.Progress, "steady: %d relays: writing %d events/s for %v\n", r.relays, r.cfg.Rate, r.cfg.Duration)
 	writes, elapsed, err := writeSteady(ctx, r.pool, r.table, r.topic, r.cfg)
