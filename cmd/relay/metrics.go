@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -110,8 +111,9 @@ func (rm *relayMetrics) observer(obs relay.Observer) relay.Observer {
 	return relay.Observers(rm.m, obs)
 }
 
-// serve starts the listener on addr and the backlog reads; stop ends both.
-func (rm *relayMetrics) serve(addr string, mf metricsFlags, r *relay.Relay, h *health) (bound net.Addr, stop func(), err error) {
+// serve starts the listener on addr and the backlog reads of each relay
+// of fl; stop ends them all.
+func (rm *relayMetrics) serve(addr string, mf metricsFlags, fl *fleet, h *health) (bound net.Addr, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
@@ -123,15 +125,18 @@ func (rm *relayMetrics) serve(addr string, mf metricsFlags, r *relay.Relay, h *h
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at stop
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rm.m.WatchBacklog(ctx, r, metrics.BacklogOptions{Interval: mf.backlogInterval, Limit: int64(mf.backlogLimit)})
-	}()
+	var wg sync.WaitGroup
+	for _, tr := range fl.relays {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rm.m.WatchBacklog(ctx, tr.r, metrics.BacklogOptions{Interval: mf.backlogInterval, Limit: int64(mf.backlogLimit), Table: tr.table.String()})
+		}()
+	}
 	return ln.Addr(), func() {
 		cancel()
 		_ = srv.Close()
-		<-done
+		wg.Wait()
 	}, nil
 }
 
@@ -142,11 +147,11 @@ func shortVersion() string {
 	return strings.TrimPrefix(first, "relay ")
 }
 
-// health answers /healthz and /readyz for one relay.
+// health answers /healthz and /readyz for the relays of one relay run.
 type health struct {
-	r       *relay.Relay
+	relays  []tableRelay
 	pool    *pgxpool.Pool
-	check   func(ctx context.Context) error // the schema check: migrations.Check of the table
+	check   func(ctx context.Context, t outbox.Table) error // the schema check: migrations.Check
 	outage  func() metrics.Outage
 	timeout time.Duration // bounds the checks of one /readyz
 }
@@ -155,17 +160,35 @@ type health struct {
 // probes time out after 1s by default (the kit sets 2s).
 const readyTimeout = 900 * time.Millisecond
 
-// live answers /healthz: 200 "ok" while Liveness is nil, else 503 and
-// the reason.
+// live answers /healthz: 200 "ok" while every relay's Liveness is nil,
+// else 503 and the reason (naming the table when there are several).
 func (h *health) live(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := h.r.Liveness(); err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not alive: %v\n", err)
-		return
+	for _, tr := range h.relays {
+		if err := tr.r.Liveness(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not alive: %s%v\n", h.of(tr.table), err)
+			return
+		}
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// of is "table T: " when there are several relays, else "".
+func (h *health) of(t outbox.Table) string {
+	if len(h.relays) < 2 {
+		return ""
+	}
+	return "table " + t.String() + ": "
+}
+
+// named is name, followed by the table when there are several relays.
+func (h *health) named(name string, t outbox.Table) string {
+	if len(h.relays) < 2 {
+		return name
+	}
+	return name + " " + t.String()
 }
 
 // ready answers /readyz: 200 when every check passes, else 503; the body
@@ -183,14 +206,17 @@ func (h *health) ready(w http.ResponseWriter, req *http.Request) {
 		results = append(results, result{name, err})
 		ok = ok && err == nil
 	}
-	err := h.r.Liveness()
-	add("relay", err)
-	err = h.pool.Ping(ctx)
+	for _, tr := range h.relays {
+		add(h.named("relay", tr.table), tr.r.Liveness())
+	}
+	err := h.pool.Ping(ctx)
 	add("database", err)
-	if err == nil {
-		add("schema", h.check(ctx))
-	} else {
-		add("schema", fmt.Errorf("not checked: the database did not answer"))
+	for _, tr := range h.relays {
+		if err == nil {
+			add(h.named("schema", tr.table), h.check(ctx, tr.table))
+		} else {
+			add(h.named("schema", tr.table), fmt.Errorf("not checked: the database did not answer"))
+		}
 	}
 	if o := h.outage(); o.Down {
 		add("sink", fmt.Errorf("outage since %s (%s ago): %s", o.Since.UTC().Format(time.RFC3339), time.Since(o.Since).Round(time.Second), o.Cause))
@@ -215,18 +241,18 @@ func (h *health) ready(w http.ResponseWriter, req *http.Request) {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // serveMetrics starts the metrics and health listener of --metrics-addr
-// for r, which reads table on pool, and logs the address it is bound to;
-// with metrics off it does nothing. stop closes the listener and ends the
-// backlog reads.
-func (o *runOptions) serveMetrics(logger *slog.Logger, r *relay.Relay, pool *pgxpool.Pool, table outbox.Table) (stop func(), err error) {
+// for the relays of fl, which read their tables on pool, and logs the
+// address it is bound to; with metrics off it does nothing. stop closes
+// the listener and ends the backlog reads.
+func (o *runOptions) serveMetrics(logger *slog.Logger, fl *fleet, pool *pgxpool.Pool) (stop func(), err error) {
 	if o.metrics == nil {
 		return func() {}, nil
 	}
 	h := &health{
-		r: r, pool: pool, outage: o.metrics.m.RelayOutage, timeout: readyTimeout,
-		check: func(ctx context.Context) error { return migrations.Check(ctx, pool, table) },
+		relays: fl.relays, pool: pool, outage: o.metrics.m.RelayOutage, timeout: readyTimeout,
+		check: func(ctx context.Context, t outbox.Table) error { return migrations.Check(ctx, pool, t) },
 	}
-	bound, stop, err := o.metrics.serve(o.mf.addr, o.mf, r, h)
+	bound, stop, err := o.metrics.serve(o.mf.addr, o.mf, fl, h)
 	if err != nil {
 		return nil, usageError("invalid value for --metrics-addr (%s): %v", envName("metrics-addr"), err)
 	}

@@ -174,19 +174,19 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	await(t, 20*time.Second, func() bool {
 		m = scrape(t, addr)
 		return m[`outbox_events_total{outcome="sent",topic="m.a"}`] == 20 && m[`outbox_events_total{outcome="sent",topic="m.b"}`] == 10 &&
-			m[`outbox_backlog_rows{state="pending_due"}`] == 1 && m[`outbox_oldest_due_age_seconds`] > 0.2
+			m[`outbox_backlog_rows{state="pending_due",table="`+table.String()+`"}`] == 1 && m[`outbox_oldest_due_age_seconds{table="`+table.String()+`"}`] > 0.2
 	})
 	want := map[string]float64{
-		`outbox_events_total{outcome="claimed",topic="m.a"}`:                          20,
-		`outbox_events_total{outcome="failed",topic="m.a"}`:                           0,
-		`outbox_sink_messages_total{result="acknowledged",sink="stdout",topic="m.a"}`: 20,
-		`outbox_sink_messages_total{result="acknowledged",sink="stdout",topic="m.b"}`: 10,
-		`outbox_event_age_at_publish_seconds_count{sink="stdout"}`:                    30,
-		`outbox_sink_outage{sink="stdout"}`:                                           0,
-		`outbox_backlog_rows{state="processing"}`:                                     0,
-		`outbox_backlog_rows{state="failed"}`:                                         0,
-		`outbox_backlog_estimated{state="pending_due"}`:                               0,
-		`outbox_relay_sink_outage`:                                                    0,
+		`outbox_events_total{outcome="claimed",topic="m.a"}`:                           20,
+		`outbox_events_total{outcome="failed",topic="m.a"}`:                            0,
+		`outbox_sink_messages_total{result="acknowledged",sink="stdout",topic="m.a"}`:  20,
+		`outbox_sink_messages_total{result="acknowledged",sink="stdout",topic="m.b"}`:  10,
+		`outbox_event_age_at_publish_seconds_count{sink="stdout"}`:                     30,
+		`outbox_sink_outage{sink="stdout"}`:                                            0,
+		`outbox_backlog_rows{state="processing",table="` + table.String() + `"}`:       0,
+		`outbox_backlog_rows{state="failed",table="` + table.String() + `"}`:           0,
+		`outbox_backlog_estimated{state="pending_due",table="` + table.String() + `"}`: 0,
+		`outbox_relay_sink_outage`:                                                     0,
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok || got != v {
@@ -218,8 +218,8 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	}
 	await(t, 20*time.Second, func() bool {
 		m = scrape(t, addr)
-		return m[`outbox_events_total{outcome="sent",topic="m.held"}`] == 1 && m[`outbox_backlog_rows{state="pending_due"}`] == 0 &&
-			m[`outbox_oldest_due_age_seconds`] == 0
+		return m[`outbox_events_total{outcome="sent",topic="m.held"}`] == 1 && m[`outbox_backlog_rows{state="pending_due",table="`+table.String()+`"}`] == 0 &&
+			m[`outbox_oldest_due_age_seconds{table="`+table.String()+`"}`] == 0
 	})
 
 	// The database unreachable: not ready, naming it; alive all the same.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -21,6 +20,8 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		"others of docs/operations.md.", stdout, getenv)
 	var o runOptions
 	o.register(f)
+	var tf tablesFlag
+	tf.register(f)
 	// Every configuration problem is reported at once, before anything is
 	// logged or connected.
 	var errs problems
@@ -34,6 +35,8 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		errs.add(usageError("unexpected arguments %q", f.args()))
 	}
 	cfg, err := o.config()
+	errs.add(err)
+	specs, err := tf.specs(f, o.db)
 	errs.add(err)
 	traceEnv, err := tracingFromEnv(getenv)
 	errs.add(err)
@@ -69,9 +72,15 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer closeWithin(logger, "sink", func() { _ = pub.Close() })
 
+	tables := []outbox.Table{cfg.table}
+	if specs != nil {
+		if tables, err = resolveTables(ctx, o.db, specs); err != nil {
+			return err
+		}
+	}
 	// Each worker's batch, the listener, the ordered loop and the janitor
-	// may each hold a connection at once.
-	o.db.minConns = cfg.relay.Workers + 3
+	// of each table may each hold a connection at once.
+	o.db.minConns = len(tables) * (cfg.relay.Workers + 3)
 	// The sessions are named after the replica, so that relay status lists
 	// the relays connected.
 	if cfg.relay.ID == "" {
@@ -84,12 +93,12 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer closeWithin(logger, "database pool", pool.Close)
 	defer o.tracing.startShutdown() // Run has returned: every span has ended
-	r, err := relay.New(pool, pub, cfg.relay)
+	fl, err := newFleet(pool, pub, cfg.relay, tables, func(t outbox.Table) string { return migrateUpCommandFor(f, o.db, t) })
 	if err != nil {
 		return asUsage(err)
 	}
 	if obs != nil {
-		obs.relayID = r.ID() // before Run, which reports every event
+		obs.relayID = fl.relays[0].r.ID() // before Run, which reports every event
 	}
 	if o.pprofAddr != "" {
 		bound, stop, err := servePprof(o.pprofAddr)
@@ -99,17 +108,19 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		defer stop()
 		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
 	}
-	stopMetrics, err := o.serveMetrics(logger, r, pool, cfg.table)
+	stopMetrics, err := o.serveMetrics(logger, fl, pool)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	logger.Info("connecting", "database", redactDSN(o.db.url), "table", cfg.table.String(), "sink", o.sinkName())
-	err = runBounded(ctx, r.Run, cfg.relay.ShutdownTimeout+runGrace)
-	if errors.Is(err, migrations.ErrNotMigrated) {
-		return &notMigratedError{err: err, command: migrateUpCommand(f, o.db)}
+	logger.Info("connecting", "database", redactDSN(o.db.url), "table", fl.names(), "sink", o.sinkName())
+	if specs != nil {
+		// Every table behind is reported at once, before any relay starts.
+		if err := fl.check(ctx, pool); err != nil {
+			return err
+		}
 	}
-	return err
+	return fl.run(ctx, cfg.relay.ShutdownTimeout+runGrace)
 }
 
 // notMigratedError is migrations.ErrNotMigrated with the exact command that
@@ -134,6 +145,12 @@ func (e *notMigratedError) Unwrap() error { return e.err }
 // the database URL as the variable it came from, or as given with its
 // password masked.
 func migrateUpCommand(f *flags, db dbFlags) string {
+	return migrateUpCommandFor(f, db, outbox.Table{Schema: db.schema, Name: db.table})
+}
+
+// migrateUpCommandFor is migrateUpCommand for table t of the database of
+// db.
+func migrateUpCommandFor(f *flags, db dbFlags, t outbox.Table) string {
 	cmd := "relay migrate up --database-url "
 	if f.fromEnv("database-url") {
 		cmd += `"$` + envName("database-url") + `"`
@@ -141,11 +158,11 @@ func migrateUpCommand(f *flags, db dbFlags) string {
 		cmd += shellQuote(redactDSN(db.url))
 	}
 	// Names are validated identifiers: nothing to quote.
-	if db.schema != outbox.DefaultSchema {
-		cmd += " --schema " + db.schema
+	if t.Schema != outbox.DefaultSchema {
+		cmd += " --schema " + t.Schema
 	}
-	if db.table != outbox.DefaultTable {
-		cmd += " --table " + db.table
+	if t.Name != outbox.DefaultTable {
+		cmd += " --table " + t.Name
 	}
 	return cmd
 }

@@ -315,8 +315,8 @@ type backlogOf struct {
 
 func (s backlogOf) Backlog(context.Context, int64) (relay.Backlog, error) { return s.b, s.err }
 
-// A backlog read sets the gauges; a failed one counts an error and keeps
-// them.
+// A backlog read sets the gauges of its table; a failed one counts an
+// error and keeps them. Each table has its own series.
 func TestReadBacklog(t *testing.T) {
 	t.Parallel()
 	m, reg := newMetrics(t)
@@ -331,40 +331,50 @@ func TestReadBacklog(t *testing.T) {
 	if err := m.ReadBacklog(context.Background(), backlogOf{b: b}, time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
+	other := relay.Backlog{PendingDue: relay.BacklogCount{Rows: 7}, OldestDue: 20 * time.Millisecond}
+	if err := m.ReadTableBacklog(context.Background(), backlogOf{b: other}, "billing.outbox", time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
 	want := `
 # HELP outbox_backlog_rows ` + helpOf(t, reg, "outbox_backlog_rows") + `
 # TYPE outbox_backlog_rows gauge
-outbox_backlog_rows{state="failed"} 3
-outbox_backlog_rows{state="pending_delayed"} 12
-outbox_backlog_rows{state="pending_due"} 250000
-outbox_backlog_rows{state="processing"} 100
+outbox_backlog_rows{state="failed",table="billing.outbox"} 0
+outbox_backlog_rows{state="failed",table="public.outbox"} 3
+outbox_backlog_rows{state="pending_delayed",table="billing.outbox"} 0
+outbox_backlog_rows{state="pending_delayed",table="public.outbox"} 12
+outbox_backlog_rows{state="pending_due",table="billing.outbox"} 7
+outbox_backlog_rows{state="pending_due",table="public.outbox"} 250000
+outbox_backlog_rows{state="processing",table="billing.outbox"} 0
+outbox_backlog_rows{state="processing",table="public.outbox"} 100
 `
 	if err := testutil.CollectAndCompare(m.backlog.rows, strings.NewReader(want), "outbox_backlog_rows"); err != nil {
 		t.Error(err)
 	}
+	const pub = DefaultBacklogTable
 	for _, c := range []struct {
 		name string
 		c    prometheus.Collector
 		want float64
 	}{
-		{"estimated pending_due", m.backlog.estimated.WithLabelValues(StatePendingDue), 1},
-		{"estimated failed", m.backlog.estimated.WithLabelValues(StateFailed), 0},
-		{"oldest due", m.backlog.oldestDue, 1.5},
-		{"keys blocked", m.backlog.keysBlocked, 2},
+		{"estimated pending_due", m.backlog.estimated.WithLabelValues(pub, StatePendingDue), 1},
+		{"estimated failed", m.backlog.estimated.WithLabelValues(pub, StateFailed), 0},
+		{"oldest due", m.backlog.oldestDue.WithLabelValues(pub), 1.5},
+		{"oldest due, billing", m.backlog.oldestDue.WithLabelValues("billing.outbox"), 0.02},
+		{"keys blocked", m.backlog.keysBlocked.WithLabelValues(pub), 2},
 		{"limit", m.backlog.limit, DefaultBacklogLimit},
-		{"errors", m.backlog.readErrors, 0},
 	} {
 		if got := value(t, c.c); got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, got, c.want)
 		}
 	}
-	readAt := value(t, m.backlog.readAt)
+	readAt := value(t, m.backlog.readAt.WithLabelValues(pub))
 	if err := m.ReadBacklog(context.Background(), backlogOf{err: errors.New("connection refused")}, time.Second, 10); err == nil {
 		t.Fatal("a failed read returned no error")
 	}
-	if value(t, m.backlog.readErrors) != 1 || value(t, m.backlog.readAt) != readAt || value(t, m.backlog.oldestDue) != 1.5 {
-		t.Errorf("after a failed read: errors %v, read at %v (was %v), oldest due %v",
-			value(t, m.backlog.readErrors), value(t, m.backlog.readAt), readAt, value(t, m.backlog.oldestDue))
+	errs, billingErrs := value(t, m.backlog.readErrors.WithLabelValues(pub)), value(t, m.backlog.readErrors.WithLabelValues("billing.outbox"))
+	if errs != 1 || billingErrs != 0 || value(t, m.backlog.readAt.WithLabelValues(pub)) != readAt || value(t, m.backlog.oldestDue.WithLabelValues(pub)) != 1.5 {
+		t.Errorf("after a failed read: errors %v (billing.outbox %v), read at %v (was %v), oldest due %v",
+			errs, billingErrs, value(t, m.backlog.readAt.WithLabelValues(pub)), readAt, value(t, m.backlog.oldestDue.WithLabelValues(pub)))
 	}
 }
 
