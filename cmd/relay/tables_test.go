@@ -38,7 +38,9 @@ func startRun(t *testing.T, env map[string]string, args ...string) (stderr *sync
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errBuf syncbuf.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"run"}, args...), func(k string) string { return env[k] }, &out, &errBuf) }()
+	go func() {
+		done <- run(ctx, append([]string{"run"}, args...), func(k string) string { return env[k] }, &out, &errBuf)
+	}()
 	code, stopped := 0, false
 	stop = func() int {
 		if !stopped {
