@@ -2,33 +2,57 @@ package relay
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// floor is where a claim in a backlog starts reading pending rows: a key
-// of pending_idx, (next_retry_at, id).
+// floor is where Run's claims start reading pending rows: a key of
+// pending_idx, (next_retry_at, id).
 //
-// A claim reads pending_idx from its lowest entry. Each row a claim takes
-// leaves a dead entry behind at that low end, and only VACUUM removes
-// them: while a backlog drains, every claim walks past the entries of
-// every row claimed before it. After 700,000 rows of a burst a claim read
-// 3,500 index pages of them, 11 ms of its 19, before its first row
-// (docs/benchmarks.md#the-claim-floor).
+// Each row a claim takes, and each row marked sent, leaves a dead entry
+// in the partial indexes it leaves (pending_idx, processing_idx), and only
+// VACUUM removes them; one that a transaction anywhere in the database
+// might still see (a REPEATABLE READ transaction, pg_dump, a session idle
+// in a transaction) it cannot remove at all, nor can a scan mark it dead
+// for the scans after it. A claim that read pending_idx from its lowest
+// entry walked past the entry of every row claimed since: after 700,000
+// rows of a burst, 3,500 index pages and 11 ms of a 19 ms claim; at a
+// steady 1,000 events/s under a snapshot held for 90 s, a p50 of 28.8 ms
+// instead of 2.6 (docs/benchmarks.md#under-a-held-snapshot).
 //
-// So while Run drains a backlog (its last claim filled its batch), a claim
-// starts at the lowest key the previous claim took. Every pending row below
-// it was, at that claim, taken already, locked by another claim, or not
-// yet committed. A row can still turn up below the floor later: a row of
-// a transaction that was open then and began before the rows that claim
-// took (next_retry_at defaults to the writing transaction's start), a row
-// another replica gave back or whose claim rolled back, a row set back by
-// hand. The claims that look for lapsed leases, one every lapsedEvery,
-// start at the bottom and take those; so does the claim after one that did
-// not fill its batch, which ends the backlog. The floor therefore never
-// delays an event of a stream the relay keeps up with, and in a backlog,
-// where every event waits its turn anyway, delays such rows by lapsedEvery
-// at most.
+// So Run's claims read pending rows from the floor up, and the floor
+// follows the rows they take, never going down:
+//
+//   - after a claim that filled its batch (a backlog), the lowest key it
+//     took: the next claim starts where this one's rows began;
+//   - after a claim that took fewer rows (a steady stream), the lowest key
+//     it took less floorMargin: the rows of writing transactions that ran
+//     for less than floorMargin, and committed after a claim took rows of
+//     younger transactions, are still above it (next_retry_at defaults to
+//     the writing transaction's start);
+//   - after a claim that took nothing, or one that looked for lapsed
+//     leases (whose rows are not from the pending scan), it stays.
+//
+// A claim then walks past the dead entries of the rows claimed within
+// about floorMargin, however many VACUUM has left below.
+//
+// Every pending row below the floor was, when a claim moved the floor
+// above it, taken already, locked by another claim, or not yet committed.
+// One can still turn up there later: a row of a transaction that ran longer
+// than floorMargin (or, in a backlog, that began before the rows the claim
+// took), a row another replica gave back or whose claim rolled back, a row
+// set back by hand or written with a next_retry_at in the past. A sweep
+// takes them: a claim that reads pending rows from the lowest, and every
+// lapsed lease from the oldest. It replaces one of the claims that look
+// for lapsed leases (once every lapsedEvery) once sweepRatio times its own
+// duration has passed since the last sweep, at most sweepMax: every 250 ms
+// while VACUUM keeps up (a sweep takes about a millisecond then), less
+// often while dead entries pile up, so that sweeps take at most about
+// 1/sweepRatio of the time. A sweep whose batch filled up with rows from
+// below the floor is followed by another at the next look. A row that
+// turns up below the floor therefore waits at most about sweepMax, and
+// 250 ms on a healthy table.
 type floor struct {
 	due pgtype.Timestamptz
 	id  [16]byte
@@ -37,21 +61,87 @@ type floor struct {
 // bottom is the floor of a claim that reads pending rows from the lowest.
 var bottom = floor{due: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}}
 
-// nextFloor returns the floor for the claim after one that took rows with
-// a batch of limit: bottom unless it filled its batch.
-func nextFloor(rows []row, limit int) floor {
-	if len(rows) < limit {
-		return bottom
+const (
+	// floorMargin is how far the floor stays below the oldest row of a
+	// claim that did not fill its batch: how long a writing transaction
+	// may run and still have its rows claimed as soon as they commit,
+	// not at the next sweep.
+	floorMargin = time.Second
+	// lapsedMargin widens each look for lapsed leases beyond the time
+	// since the last complete one: it covers the time between a claim's
+	// send and its now() in the database.
+	lapsedMargin = lapsedEvery
+	// sweepRatio and sweepMax space the sweeps (see floor).
+	sweepRatio = 200
+	sweepMax   = time.Minute
+)
+
+// claimRange is what a lease claim reads: pending rows from from up, and,
+// when lapsed, rows whose lease ran out, of those only the ones whose
+// lease ended within lapsedWithin before now when lapsedWithin is
+// positive.
+type claimRange struct {
+	from         floor
+	lapsed       bool
+	lapsedWithin time.Duration
+}
+
+// everything is the range of a claim that reads every pending row and
+// every lapsed lease, from the oldest: ProcessBatch's claims and sweeps.
+var everything = claimRange{from: bottom, lapsed: true}
+
+// below reports whether every row of rows has a key below f: then a sweep
+// that filled its batch with them may have left more there.
+func below(rows []row, f floor) bool {
+	for _, r := range rows {
+		if !(floor{due: r.due, id: r.id}).less(f) {
+			return false
+		}
 	}
+	return true
+}
+
+// less reports whether key a sorts before key b in pending_idx.
+func (a floor) less(b floor) bool {
+	ai, bi := a.due.InfinityModifier, b.due.InfinityModifier
+	switch {
+	case ai != bi:
+		return ai < bi
+	case ai != pgtype.Finite:
+		return bytes.Compare(a.id[:], b.id[:]) < 0
+	case !a.due.Time.Equal(b.due.Time):
+		return a.due.Time.Before(b.due.Time)
+	}
+	return bytes.Compare(a.id[:], b.id[:]) < 0
+}
+
+// nextFloor returns the floor for the claim after one that read pending
+// rows from prev up with a batch of limit and took rows (see floor).
+func nextFloor(prev floor, rows []row, limit int) floor {
 	low, found := bottom, false
 	for _, r := range rows {
 		if !r.due.Valid || r.due.InfinityModifier != pgtype.Finite {
 			continue // hand-made: such a key is no floor
 		}
-		if !found || r.due.Time.Before(low.due.Time) ||
-			r.due.Time.Equal(low.due.Time) && bytes.Compare(r.id[:], low.id[:]) < 0 {
-			low, found = floor{due: r.due, id: r.id}, true
+		k := floor{due: r.due, id: r.id}
+		if !found || k.less(low) {
+			low, found = k, true
 		}
 	}
+	if !found {
+		return prev
+	}
+	if len(rows) < limit {
+		low = floor{due: pgtype.Timestamptz{Time: low.due.Time.Add(-floorMargin), Valid: true}}
+	}
+	if low.less(prev) {
+		return prev
+	}
 	return low
+}
+
+// sweepEvery returns how long after a sweep that took took the next one
+// is due.
+func sweepEvery(took time.Duration) time.Duration {
+	return min(max(sweepRatio*took, lapsedEvery), sweepMax)
 }

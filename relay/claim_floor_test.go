@@ -2,9 +2,11 @@ package relay
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
@@ -17,41 +19,58 @@ func TestNextFloor(t *testing.T) {
 	}
 	rw := func(due pgtype.Timestamptz, id byte) row { return row{id: [16]byte{15: id}, due: due} }
 	inf := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	margin := pgtype.Timestamptz{Time: time.Unix(5, 0).Add(-floorMargin), Valid: true}
 	for _, c := range []struct {
 		name  string
+		prev  floor
 		rows  []row
 		limit int
 		want  floor
 	}{
-		{"not full", []row{rw(at(5), 1)}, 2, bottom},
-		{"empty", nil, 2, bottom},
-		{"earliest due", []row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, floor{due: at(5), id: [16]byte{15: 9}}},
-		{"same due, lowest id", []row{rw(at(5), 4), rw(at(5), 3)}, 2, floor{due: at(5), id: [16]byte{15: 3}}},
-		{"infinite and null due ignored", []row{rw(inf, 1), rw(pgtype.Timestamptz{}, 2), rw(at(8), 3)}, 3, floor{due: at(8), id: [16]byte{15: 3}}},
-		{"nothing finite", []row{rw(inf, 1)}, 1, bottom},
+		{"not full: floorMargin below its oldest", bottom, []row{rw(at(5), 1), rw(at(6), 2)}, 3, floor{due: margin}},
+		{"empty: where it was", floor{due: at(3)}, nil, 2, floor{due: at(3)}},
+		{"full: earliest due", bottom, []row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, floor{due: at(5), id: [16]byte{15: 9}}},
+		{"full: same due, lowest id", bottom, []row{rw(at(5), 4), rw(at(5), 3)}, 2, floor{due: at(5), id: [16]byte{15: 3}}},
+		{"infinite and null due ignored", bottom, []row{rw(inf, 1), rw(pgtype.Timestamptz{}, 2), rw(at(8), 3)}, 3, floor{due: at(8), id: [16]byte{15: 3}}},
+		{"nothing finite", floor{due: at(2)}, []row{rw(inf, 1)}, 1, floor{due: at(2)}},
+		{"never down: full", floor{due: at(6)}, []row{rw(at(5), 1)}, 1, floor{due: at(6)}},
+		{"never down: not full", floor{due: at(5)}, []row{rw(at(5), 1)}, 2, floor{due: at(5)}},
 	} {
-		got := nextFloor(c.rows, c.limit)
+		got := nextFloor(c.prev, c.rows, c.limit)
 		if got.id != c.want.id || got.due.InfinityModifier != c.want.due.InfinityModifier || !got.due.Time.Equal(c.want.due.Time) {
 			t.Errorf("%s: nextFloor = %+v, want %+v", c.name, got, c.want)
 		}
 	}
 }
 
-// In a backlog Run's claims start at the lowest key the previous claim
-// took: a row that turns up below it waits for the next claim that looks
-// for lapsed leases, which starts at the bottom; a claim that does not fill
-// its batch ends the backlog.
-func TestClaimsInABacklogStartAtTheFloor(t *testing.T) {
+func TestSweepEvery(t *testing.T) {
+	for _, c := range []struct{ took, want time.Duration }{
+		{time.Millisecond, lapsedEvery},
+		{10 * time.Millisecond, 2 * time.Second},
+		{time.Second, sweepMax},
+	} {
+		if got := sweepEvery(c.took); got != c.want {
+			t.Errorf("sweepEvery(%v) = %v, want %v", c.took, got, c.want)
+		}
+	}
+}
+
+// Run's claims start at the floor: a row that turns up below it waits for
+// the next sweep, which reads from the bottom; a claim that looks for
+// lapsed leases but is no sweep leaves it too.
+func TestRowsBelowTheFloorWaitForASweep(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "floor"})
 	insertRows(t, pool, table, 6)
+	c := r.stream
+	c.lapsedAt = time.Now().Add(time.Hour) // no look for lapsed leases until told
 
-	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 2 {
+	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
 	}
-	if r.stream.floor == bottom {
+	if c.floor == bottom {
 		t.Fatal("a full batch left the floor at the bottom")
 	}
 	// A row committed late, its transaction older than the claimed rows.
@@ -60,28 +79,166 @@ func TestClaimsInABacklogStartAtTheFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 2 {
+	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("claim in the backlog = %+v, %v; want 2 claimed", res, err)
 	}
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
 		t.Fatalf("the late row was claimed from above the floor (%d left pending)", n)
 	}
-	r.stream.lapsedAt = r.stream.lapsedAt.Add(-lapsedEvery) // the next claim looks for lapsed leases
-	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 2 {
-		t.Fatalf("claim from the bottom = %+v, %v; want 2 claimed", res, err)
+	c.lapsedAt, c.sweepAt = time.Time{}, time.Now().Add(time.Hour) // a look, no sweep
+	if res, err := r.process(ctx, c, 3, nil); err != nil || res.Claimed != 2 {
+		t.Fatalf("claim that looks for lapsed leases = %+v, %v; want the 2 rows above the floor", res, err)
 	}
-	if n := pendingPayloads(t, pool, table, `\x01`); n != 0 {
-		t.Fatal("the claim that looks for lapsed leases left the late row")
+	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
+		t.Fatal("a look for lapsed leases that is no sweep read below the floor")
 	}
-	// One row is left: the batch is not full, and the backlog is over.
-	if res, err := r.process(ctx, r.stream, 2, nil); err != nil || res.Claimed != 1 {
-		t.Fatalf("last claim = %+v, %v; want 1 claimed", res, err)
+	c.lapsedAt, c.sweepAt = time.Time{}, time.Time{}
+	before := time.Now()
+	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 1 {
+		t.Fatalf("sweep = %+v, %v; want the late row", res, err)
 	}
-	if r.stream.floor != bottom {
-		t.Fatalf("floor after a batch that was not full = %+v; want the bottom", r.stream.floor)
+	if !c.sweepAt.After(before) || c.sweepAt.After(time.Now().Add(sweepMax)) {
+		t.Errorf("next sweep at %v; want within sweepMax after %v", c.sweepAt, before)
 	}
-	r.stream.sent.flush(context.Background())
+	c.sent.flush(context.Background())
 	testdb.AwaitSent(t, pool, table, 7, 20*time.Second)
+}
+
+// A look for lapsed leases that is no sweep reads the leases that ended
+// since the last complete look (and lapsedMargin before it); a sweep reads
+// them all.
+func TestLapsedLooksReadSinceTheLastOne(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "lapsed-window"})
+	insertRows(t, pool, table, 1)
+	_, err := pool.Exec(ctx, "UPDATE "+table.Ident()+
+		" SET status = 'processing', locked_by = 'dead#1', locked_until = now() - interval '1 hour', attempt = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.stream
+	c.lapsedAt, c.sweepAt, c.coveredAt = time.Time{}, time.Now().Add(time.Hour), time.Now().Add(-time.Second)
+	if res, err := r.process(ctx, c, 0, nil); err != nil || res.Claimed != 0 {
+		t.Fatalf("look for leases that ended within the last second = %+v, %v; want the hour-old one left", res, err)
+	}
+	c.lapsedAt, c.sweepAt = time.Time{}, time.Time{}
+	if res, err := r.process(ctx, c, 0, nil); err != nil || res.Claimed != 1 {
+		t.Fatalf("sweep = %+v, %v; want the lapsed row rescued", res, err)
+	}
+	c.sent.flush(context.Background())
+	testdb.AwaitSent(t, pool, table, 1, 20*time.Second)
+}
+
+// The regression test of a claim under a held snapshot: while a REPEATABLE
+// READ transaction in another session keeps every dead entry of
+// pending_idx, the next claim of a stream reads about as many pages after
+// 300 claim and mark-sent cycles as after 30, and far fewer than a claim
+// from the bottom, which walks past the entry of every row claimed since.
+func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "held"})
+	hold, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // ends the snapshot; nothing was written
+	var n int
+	if err := hold.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	c := r.stream
+	c.lapsedAt = time.Now().Add(time.Hour) // no lapsed looks, so no sweeps
+	const perCycle = 5
+	cycle := 0
+	cycles := func(to int) {
+		t.Helper()
+		for ; cycle < to; cycle++ {
+			// Due a day ago, 10 s apart a cycle: the floor's margin (1 s)
+			// keeps only the last cycle's entries above the floor.
+			_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+
+				` (id, topic, payload, next_retry_at) SELECT gen_random_uuid(), 'orders', '\x00',
+				now() - interval '1 day' + $1 * interval '10 seconds' FROM generate_series(1, $2)`, cycle, perCycle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := r.process(ctx, c, 2*perCycle, nil); err != nil || res.Claimed != perCycle {
+				t.Fatalf("cycle %d: %+v, %v; want %d claimed", cycle, res, err, perCycle)
+			}
+		}
+		c.sent.flush(ctx)
+	}
+	reads := func(from floor) int {
+		t.Helper()
+		return claimPages(t, pool, r.store.q.claim, from)
+	}
+	cycles(30)
+	early := reads(c.floor)
+	cycles(300)
+	late, fromBottom := reads(c.floor), reads(bottom)
+	t.Logf("pages a claim read: %d after 30 cycles, %d after 300; from the bottom %d", early, late, fromBottom)
+	if late > early+10 {
+		t.Errorf("a claim read %d pages after 300 cycles, %d after 30: it walks the dead entries", late, early)
+	}
+	if fromBottom < 10*late {
+		t.Errorf("a claim from the bottom read %d pages, from the floor %d: the snapshot kept too few dead entries for this test to tell", fromBottom, late)
+	}
+}
+
+// claimPages runs the claim q from floor from in a transaction it rolls
+// back, under EXPLAIN (ANALYZE, BUFFERS), and returns the buffers its scans
+// of pending_idx touched: index pages and the heap pages of the entries
+// they checked.
+func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
+	if _, err := tx.Exec(ctx, "SET LOCAL enable_bitmapscan = off"); err != nil {
+		t.Fatal(err)
+	}
+	var plan []struct{ Plan planNode }
+	err = tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q,
+		100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil).Scan(&plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 {
+		t.Fatalf("EXPLAIN returned %d plans", len(plan))
+	}
+	pages, found := plan[0].Plan.pages("pending_idx")
+	if !found {
+		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan[0].Plan)
+	}
+	return pages
+}
+
+// planNode is a node of EXPLAIN (FORMAT JSON).
+type planNode struct {
+	IndexName  string     `json:"Index Name"`
+	SharedHit  int        `json:"Shared Hit Blocks"`
+	SharedRead int        `json:"Shared Read Blocks"`
+	Plans      []planNode `json:"Plans"`
+}
+
+// pages sums the buffers of the nodes under n that scan an index whose
+// name ends with suffix.
+func (n planNode) pages(suffix string) (int, bool) {
+	total, found := 0, false
+	if strings.HasSuffix(n.IndexName, suffix) {
+		total, found = n.SharedHit+n.SharedRead, true
+	}
+	for _, c := range n.Plans {
+		p, f := c.pages(suffix)
+		total, found = total+p, found || f
+	}
+	return total, found
 }
 
 // pendingPayloads counts the pending rows whose payload is the bytea

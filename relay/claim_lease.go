@@ -30,7 +30,7 @@ func (c *leaseClaims) claim(ctx, hard context.Context, owner string, limit int) 
 	if ctx.Err() != nil { // cancelled while another claim ran
 		return nil, nil
 	}
-	rows, _, err := c.r.store.claim(cctx, owner, limit, true, bottom, nil)
+	rows, _, err := c.r.store.claim(cctx, owner, limit, everything, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +58,9 @@ func (c *leaseClaims) leased(rows []row, owner string) *batch {
 // after batch. Three things make a stream of them cheaper than as many
 // plain claims:
 //
-//   - in a backlog a claim starts reading pending rows at the claim floor,
-//     where the last claim's rows began (claim_floor.go);
+//   - a claim reads pending rows from the claim floor up, and a look for
+//     lapsed leases reads those that ended since the last complete look;
+//     a sweep now and then reads both from the lowest (claim_floor.go);
 //   - a claim looks for lapsed leases only if no claim did within
 //     lapsedEvery;
 //   - a batch the sink took whole has its rows marked sent by the next
@@ -68,17 +69,21 @@ type streamClaims struct {
 	lease *leaseClaims // its mutex serialises every lease claim of the relay
 	sent  *sentBatching
 	// Guarded by lease.mu: where the next claim starts reading pending
-	// rows, and when a claim last looked for lapsed leases.
-	floor    floor
-	lapsedAt time.Time
+	// rows; when a claim last looked for lapsed leases; when the last
+	// look that took every lapsed lease it read (its batch was not full)
+	// was sent, zero before the first; and when the next sweep is due.
+	floor     floor
+	lapsedAt  time.Time
+	coveredAt time.Time
+	sweepAt   time.Time
 }
 
 // lapsedEvery is how often a stream's claims look for lapsed leases. The
-// lapsed-lease branch of the claim reads processing_idx from its oldest
-// entry, and until a VACUUM that index keeps a dead entry for every row
-// claimed and sent since: a busy relay claiming every few milliseconds
-// would read them all again each time. Idle relays, which claim once a
-// poll interval, look every time.
+// lapsed-lease branch of the claim reads processing_idx, and until a
+// VACUUM that index keeps a dead entry for every row claimed and sent: a
+// busy relay claiming every few milliseconds would read many of them
+// again each time. Idle relays, which claim once a poll interval, look
+// every time.
 const lapsedEvery = 250 * time.Millisecond
 
 // lapsedDue reports whether this claim should look for lapsed leases, and
@@ -92,6 +97,40 @@ func (c *streamClaims) lapsedDue() bool {
 	return true
 }
 
+// next returns what the claim sent at now reads, and whether it is a
+// sweep. Callers hold lease.mu.
+func (c *streamClaims) next(now time.Time) (claimRange, bool) {
+	rg := claimRange{from: c.floor}
+	if !c.lapsedDue() {
+		return rg, false
+	}
+	if !now.Before(c.sweepAt) {
+		return everything, true
+	}
+	rg.lapsed = true
+	if !c.coveredAt.IsZero() {
+		rg.lapsedWithin = now.Sub(c.coveredAt) + lapsedMargin
+	}
+	return rg, false
+}
+
+// moved records a claim sent at start that read rg (a sweep when sweep),
+// took rows with a batch of limit and took took. Callers hold lease.mu.
+func (c *streamClaims) moved(rg claimRange, sweep bool, rows []row, limit int, start time.Time, took time.Duration) {
+	full := len(rows) >= limit
+	if rg.lapsed && !full {
+		c.coveredAt = start
+	}
+	switch {
+	case sweep && full && below(rows, c.floor):
+		c.sweepAt = time.Time{} // more may be below: the next look sweeps again
+	case sweep:
+		c.sweepAt = start.Add(sweepEvery(took))
+	case !rg.lapsed:
+		c.floor = nextFloor(c.floor, rows, limit)
+	}
+}
+
 func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
 	r := c.lease.r
 	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
@@ -102,24 +141,18 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 		return nil, nil
 	}
 	sent := c.sent.take()
-	// A claim that looks for lapsed leases reads pending rows from the
-	// bottom too: it takes what turned up below the floor.
-	lapsed := c.lapsedDue()
-	floor := bottom
-	if !lapsed {
-		floor = c.floor
-	}
 	start := time.Now()
-	rows, fenced, err := r.store.claim(cctx, owner, limit, lapsed, floor, sent)
+	rg, sweep := c.next(start)
+	rows, fenced, err := r.store.claim(cctx, owner, limit, rg, sent)
+	took := time.Since(start)
 	if err == nil {
-		c.floor = nextFloor(rows, limit)
+		c.moved(rg, sweep, rows, limit, start, took)
 	}
 	c.lease.mu.Unlock()
 	if err != nil {
 		c.sent.add(sent...) // for the next claim, or on their own
 		return nil, err
 	}
-	took := time.Since(start)
 	for i, sb := range sent {
 		sb.ph.record = took
 		c.sent.done(sb, fenced[i])

@@ -184,17 +184,23 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 }
 
 // claim takes up to limit unordered rows and leases them to owner: pending
-// rows from floor up, and first, when lapsed, rows whose lease ran out. In
+// rows from rg.from up, and first, when rg.lapsed, rows whose lease ran
+// out (within rg.lapsedWithin before now, when that is set). In
 // the same transaction and round trip it marks the rows of earlier claims
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
-func (s *store) claim(ctx context.Context, owner string, limit int, lapsed bool, floor floor, sent []sentBatch) (rows []row, fenced []int, err error) {
+func (s *store) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
 	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
 	for _, sb := range sent {
 		b.Queue(s.q.markSent, pgIDs(sb.ids), sb.owner)
 	}
-	b.Queue(s.q.claim, limit, owner, s.lease.Milliseconds(), floor.due, floor.id, all, topics, lapsed)
+	var lapsedWithin *int64 // every lapsed lease
+	if rg.lapsedWithin > 0 {
+		ms := rg.lapsedWithin.Milliseconds()
+		lapsedWithin = &ms
+	}
+	b.Queue(s.q.claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)

@@ -3,17 +3,20 @@
 -- rows whose lease ran out first (their relay died or froze), then due
 -- pending rows, oldest first, from the floor ($4, $5) up (claim_floor.go).
 -- Each branch uses its own partial index; SKIP LOCKED lets replicas claim
--- side by side without waiting on each other. Rows of ordered topics ($6:
--- every topic, $7: these) that have a key are left to claim_ordered.sql;
--- with $6 true the filter folds to "bucket IS NULL", which keyless_idx
--- matches. The attempt saturates at the integer limit, so that a row whose
--- attempt was set there by hand fails (attempt beyond MaxAttempts) instead
--- of breaking every claim with "integer out of range". It returns
+-- side by side without waiting on each other. Rows of ordered topics ($6: every topic, $7:
+-- these) that have a key are left to claim_ordered.sql; with $6 true the
+-- filter folds to "bucket IS NULL", which keyless_idx matches. The
+-- attempt saturates at the integer limit, so that a row whose attempt was
+-- set there by hand fails (attempt beyond MaxAttempts) instead of
+-- breaking every claim with "integer out of range". It returns
 -- next_retry_at for the next floor.
 --
--- The lapsed branch reads processing_idx from its oldest entry, which
--- until a VACUUM holds a dead entry for every row sent since: a busy relay
--- asks for it only every lapsedEvery ($8 false folds the branch away).
+-- The lapsed branch reads processing_idx from the lease end $9 ms before
+-- now() ($9 NULL: from its oldest entry), and the due branch pending_idx
+-- from the floor: until a VACUUM both indexes hold a dead entry for every
+-- row claimed and sent since, and a transaction held open anywhere in the
+-- database keeps VACUUM from removing any of them. $8 false folds the
+-- lapsed branch away, $9 NULL its lower bound.
 WITH picked AS (
     SELECT id FROM (
         SELECT id
@@ -21,6 +24,7 @@ WITH picked AS (
         WHERE $8::bool
           AND status = 'processing'
           AND locked_until < now()
+          AND ($9::bigint IS NULL OR locked_until >= now() - $9 * interval '1 millisecond')
           AND NOT (bucket IS NOT NULL AND ($6::bool OR topic = ANY($7::text[])))
         ORDER BY locked_until
         LIMIT $1
