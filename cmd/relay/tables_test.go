@@ -33,7 +33,7 @@ func tablesSetup(t testing.TB, names ...string) (*pgxpool.Pool, string) {
 // startRun runs relay run in this process with args until the test ends
 // (or stop is called) and returns its stderr and a stop function that
 // returns its exit code.
-func startRun(t *testing.T, env map[string]string, args ...string) (stderr *syncbuf.Buffer, stop func() int) {
+func startRun(t testing.TB, env map[string]string, args ...string) (stderr *syncbuf.Buffer, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errBuf syncbuf.Buffer
