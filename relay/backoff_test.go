@@ -73,7 +73,9 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
 	want := Config{
 		Table:            outbox.Table{Schema: "public", Name: "outbox"},
-		BatchSize:        100,
+		BatchSize:        1000,
+		BatchMin:         100,
+		BatchBytes:       4 << 20,
 		Workers:          2,
 		Lease:            30 * time.Second,
 		PollInterval:     500 * time.Millisecond,
@@ -111,7 +113,7 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	in := Config{
-		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, Workers: 2, Claim: ClaimLock, Lease: 2 * time.Second,
+		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, BatchMin: 3, BatchBytes: 1 << 10, Workers: 2, Claim: ClaimLock, Lease: 2 * time.Second,
 		PollInterval: time.Millisecond, PollMin: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
 		OutageBackoffMax: 8 * time.Second, ProbeInterval: 7 * time.Millisecond, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,
@@ -132,6 +134,9 @@ func TestConfigValidate(t *testing.T) {
 		{"Table", func(c *Config) { c.Table.Schema = "a.b" }},
 		{"BatchSize", func(c *Config) { c.BatchSize = -1 }},
 		{"BatchSize", func(c *Config) { c.BatchSize = 10001 }},
+		{"BatchMin", func(c *Config) { c.BatchMin = -1 }},
+		{"BatchMin", func(c *Config) { c.BatchMin, c.BatchSize = 501, 500 }},
+		{"BatchBytes", func(c *Config) { c.BatchBytes = -1 }},
 		{"Lease", func(c *Config) { c.Lease = time.Second - 1 }},
 		{"Lease", func(c *Config) { c.Lease = -time.Minute }},
 		{"PollInterval", func(c *Config) { c.PollInterval = time.Millisecond - 1 }},
@@ -180,6 +185,8 @@ func TestConfigValidateBoundaries(t *testing.T) {
 	}{
 		{"BatchSize 1", func(c *Config) { c.BatchSize = 1 }},
 		{"BatchSize 10000", func(c *Config) { c.BatchSize = 10000 }},
+		{"BatchMin = BatchSize", func(c *Config) { c.BatchMin, c.BatchSize = 50, 50 }},
+		{"BatchSize below DefaultBatchMin", func(c *Config) { c.BatchSize = 10 }},
 		{"Lease 1s", func(c *Config) { c.Lease = time.Second }},
 		{"PollInterval 1ms", func(c *Config) { c.PollInterval = time.Millisecond }},
 		{"PollMin equals PollInterval", func(c *Config) { c.PollMin, c.PollInterval = time.Second, time.Second }},

@@ -74,7 +74,8 @@ func (r *Relay) runOrdered(ctx context.Context) {
 // is how long to pause before leasing again.
 func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claimed int, wait time.Duration) {
 	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
-		res, err := r.processIn(ctx, shardClaims{r, shard, lessee}, r.cfg.BatchSize, nil, r.live.slot(r.cfg.Workers))
+		limit := r.orderedSizes.next()
+		res, err := r.processIn(ctx, shardClaims{r, shard, lessee}, limit, r.orderedSizes, nil, r.live.slot(r.cfg.Workers))
 		claimed += res.Claimed
 		switch {
 		case err != nil:
@@ -86,7 +87,7 @@ func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claim
 			// Work that is not ready yet: a head waiting for its retry, or a
 			// transaction older than the rows still running.
 			return 0, r.cfg.PollInterval
-		case res.Claimed < r.cfg.BatchSize:
+		case res.Claimed < limit:
 			return claimed, 0 // drained: on to the next shard at once
 		}
 	}
@@ -94,7 +95,8 @@ func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claim
 }
 
 // shardClaims claim the rows of one leased shard of ordered topics
-// (docs/ordering.md): up to BatchSize ready rows, in write order per key,
+// (docs/ordering.md): up to the ordered loop's batch size (batch_size.go)
+// of ready rows, in write order per key,
 // published in rounds of one event per key (pipeline.go). The claim renews
 // the shard's lease with the rows'.
 type shardClaims struct {

@@ -22,8 +22,23 @@ type Config struct {
 	// ID identifies this replica: each claim writes "<ID>#<n>" to
 	// locked_by. Defaults to host-pid-random.
 	ID string
-	// BatchSize is the most rows claimed at once. Defaults to 100.
+	// BatchSize is the most rows one claim takes. Claims adapt between
+	// BatchMin and BatchSize: they start at BatchMin, double while claims
+	// come back full (a backlog) and halve when a claim comes back less
+	// than a quarter full, so a backlog drains in big batches and a lightly
+	// loaded relay publishes small, quick ones. Between 1 and 10000.
+	// Defaults to 1000.
 	BatchSize int
+	// BatchMin is the smallest claim of the adaptive batch size; BatchMin
+	// equal to BatchSize fixes the size. Defaults to DefaultBatchMin (100),
+	// or BatchSize when that is smaller.
+	BatchMin int
+	// BatchBytes bounds the adaptive batch size by the rows' bytes
+	// (payloads, keys and headers): a batch does not grow past the rows
+	// that fit, going by the last batch's mean row, and one that reached
+	// BatchBytes makes the next smaller in proportion, down to BatchMin.
+	// Defaults to 4194304 (4 MiB).
+	BatchBytes int
 	// Lease is how long a claim stays valid without renewal; another
 	// replica may take the rows after it ends. Defaults to 30s.
 	Lease time.Duration
@@ -177,7 +192,7 @@ type Ordering struct {
 	Shards int
 	// ShardBudget is how many rows a replica claims from a shard before it
 	// hands the shard back, so that no shard starves. Defaults to 10 times
-	// BatchSize.
+	// BatchMin.
 	ShardBudget int
 	// HeadOfLine is the policy for a key whose earliest event keeps
 	// failing. Defaults to HeadOfLineWait.
@@ -192,17 +207,19 @@ func (o Ordering) allTopics() bool { return slices.Contains(o.Topics, "*") }
 
 // DefaultConfig returns the defaults New gives a Config's zero fields,
 // filled in. It is the one place they are written: relay run's flags, their
-// --help and the documentation tables are checked against it. Four fields
+// --help and the documentation tables are checked against it. Five fields
 // stay zero because New derives them when it starts: ID (host-pid-random,
 // one per process), PollMin (DefaultPollMin, or PollInterval when that is
-// shorter), Ordering.ShardBudget (DefaultShardBudgetBatches times
-// BatchSize) and Logger (slog.Default()); so a copy whose PollInterval or
-// BatchSize is changed keeps them in step. Ordering.Topics is empty:
+// shorter), BatchMin (DefaultBatchMin, or BatchSize when that is smaller),
+// Ordering.ShardBudget (DefaultShardBudgetBatches times BatchMin) and
+// Logger (slog.Default()); so a copy whose PollInterval or BatchSize is
+// changed keeps them in step. Ordering.Topics is empty:
 // ordering is off.
 func DefaultConfig() Config {
 	return Config{
 		Table:            outbox.Table{}.WithDefaults(),
-		BatchSize:        100,
+		BatchSize:        1000,
+		BatchBytes:       4 << 20,
 		Lease:            30 * time.Second,
 		PollInterval:     500 * time.Millisecond,
 		Workers:          2,
@@ -227,8 +244,11 @@ const (
 	// DefaultPollMin is PollMin's default, or PollInterval when that is
 	// shorter.
 	DefaultPollMin = 5 * time.Millisecond
+	// DefaultBatchMin is BatchMin's default, or BatchSize when that is
+	// smaller.
+	DefaultBatchMin = 100
 	// DefaultShardBudgetBatches is Ordering.ShardBudget's default in
-	// batches: ShardBudget defaults to this times BatchSize.
+	// batches: ShardBudget defaults to this times BatchMin.
 	DefaultShardBudgetBatches = 10
 )
 
@@ -241,6 +261,8 @@ func (c Config) withDefaults() Config {
 		c.ID = newReplicaID()
 	}
 	setDefault(&c.BatchSize, d.BatchSize)
+	setDefault(&c.BatchMin, min(DefaultBatchMin, c.BatchSize))
+	setDefault(&c.BatchBytes, d.BatchBytes)
 	setDefault(&c.Workers, d.Workers)
 	setDefault(&c.Lease, d.Lease)
 	setDefault(&c.PollInterval, d.PollInterval)
@@ -264,7 +286,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Ordering.enabled() {
 		setDefault(&c.Ordering.Shards, d.Ordering.Shards)
-		setDefault(&c.Ordering.ShardBudget, DefaultShardBudgetBatches*c.BatchSize)
+		setDefault(&c.Ordering.ShardBudget, DefaultShardBudgetBatches*c.BatchMin)
 		if c.Ordering.HeadOfLine == "" {
 			c.Ordering.HeadOfLine = d.Ordering.HeadOfLine
 		}
@@ -318,6 +340,10 @@ func (c Config) validate() error {
 	switch {
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is not between 1 and 10000", c.BatchSize)
+	case c.BatchMin < 1 || c.BatchMin > c.BatchSize:
+		return bad("BatchMin", "%d is not between 1 and BatchSize (%d)", c.BatchMin, c.BatchSize)
+	case c.BatchBytes < 1:
+		return bad("BatchBytes", "%d is not positive", c.BatchBytes)
 	case c.Workers < 1 || c.Workers > 64:
 		return bad("Workers", "%d is not between 1 and 64", c.Workers)
 	case c.Claim != ClaimLease && c.Claim != ClaimLock:

@@ -19,10 +19,13 @@ func TestWithDefaultsAppliesDefaultConfig(t *testing.T) {
 	if got.PollMin != DefaultPollMin {
 		t.Errorf("PollMin = %v, want DefaultPollMin %v", got.PollMin, DefaultPollMin)
 	}
-	if got.Ordering.ShardBudget != DefaultShardBudgetBatches*want.BatchSize {
-		t.Errorf("Ordering.ShardBudget = %d, want %d × BatchSize", got.Ordering.ShardBudget, DefaultShardBudgetBatches)
+	if got.BatchMin != DefaultBatchMin {
+		t.Errorf("BatchMin = %d, want DefaultBatchMin %d", got.BatchMin, DefaultBatchMin)
 	}
-	want.ID, want.Logger, want.PollMin, want.Ordering.ShardBudget = got.ID, got.Logger, got.PollMin, got.Ordering.ShardBudget
+	if got.Ordering.ShardBudget != DefaultShardBudgetBatches*DefaultBatchMin {
+		t.Errorf("Ordering.ShardBudget = %d, want %d × BatchMin", got.Ordering.ShardBudget, DefaultShardBudgetBatches)
+	}
+	want.ID, want.Logger, want.PollMin, want.BatchMin, want.Ordering.ShardBudget = got.ID, got.Logger, got.PollMin, got.BatchMin, got.Ordering.ShardBudget
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Config{}.withDefaults() =\n%+v\nDefaultConfig() =\n%+v", got, want)
 	}

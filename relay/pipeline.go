@@ -53,13 +53,16 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 // (Run lets another worker claim then); it is not called when the claim
 // finds nothing or fails.
 func (r *Relay) process(ctx context.Context, c claimer, limit int, published func()) (BatchResult, error) {
-	return r.processIn(ctx, c, limit, published, nil)
+	return r.processIn(ctx, c, limit, nil, published, nil)
 }
 
 // processIn is process for one of Run's loops: each step of the batch
 // records progress in slot, the loop's progress slot (liveness.go), which
 // is marked waiting when the batch is over.
-func (r *Relay) processIn(ctx context.Context, c claimer, limit int, published func(), slot *atomic.Int64) (BatchResult, error) {
+//
+// With sizes, the claim's outcome adjusts the loop's adaptive batch size
+// as soon as it is known, so that another worker's next claim follows it.
+func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batchSizer, published func(), slot *atomic.Int64) (BatchResult, error) {
 	if limit <= 0 {
 		limit = r.cfg.BatchSize
 	}
@@ -82,6 +85,9 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, published f
 		return BatchResult{}, err
 	}
 	beat(slot)
+	if sizes != nil {
+		sizes.observe(limit, len(b.rows), rowBytes(b.rows))
+	}
 	b.slot = slot
 	if b.end != nil {
 		defer b.end(hard)

@@ -34,7 +34,10 @@ type Relay struct {
 
 	sink    *breaker     // the sink: up, down since when, or on trial (outage.go)
 	batches atomic.Int32 // batches between their claim and their recorded outcome
-	live    *liveness    // the claim loops' progress, for Liveness
+	// sizes is the unordered workers' adaptive batch size, orderedSizes the
+	// ordered loop's (batch_size.go).
+	sizes, orderedSizes *batchSizer
+	live                *liveness // the claim loops' progress, for Liveness
 }
 
 // BatchResult counts what happened to one claimed batch.
@@ -90,6 +93,8 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	r.leases = &leaseClaims{r: r}
 	r.stream = &streamClaims{lease: r.leases, sent: newSentBatching(r, sentBatchWait), floor: bottom}
 	r.locks = lockClaims{r}
+	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
+	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.observe, func() {
 		r.bell.ring()
 		r.turns.signal()

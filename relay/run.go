@@ -48,7 +48,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.prober != nil {
 		r.sink.check(ctx, r.prober)
 	}
-	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "workers", r.cfg.Workers, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "batch_min", r.cfg.BatchMin, "workers", r.cfg.Workers, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
 		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention())
 	defer r.log.Info("relay stopped")
 	hard, stopHard := r.shutdownBound(ctx)
@@ -117,7 +117,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			r.sink.await(ctx, false)
 			continue
 		}
-		limit := r.cfg.BatchSize
+		limit := r.sizes.next()
 		if probe {
 			limit = 1 // probe the sink with a single row
 		}
@@ -125,7 +125,11 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		// The turn ends when the publish does: another worker may claim
 		// what committed meanwhile while this one records.
 		done := sync.OnceFunc(r.turns.done)
-		res, err := r.processIn(ctx, claims, limit, done, r.live.slot(worker))
+		sizes := r.sizes
+		if probe {
+			sizes = nil // a probe's one row says nothing of the backlog
+		}
+		res, err := r.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
 		done()
 		switch {
 		case err != nil && fatal(err):

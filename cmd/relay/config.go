@@ -99,7 +99,8 @@ func (o *runOptions) config() (runConfig, error) {
 // relayFlags hold the relay.Config knobs.
 type relayFlags struct {
 	id                              string
-	batchSize, maxAttempts, workers int
+	batchSize, batchMin, batchBytes int
+	maxAttempts, workers            int
 	lease, pollInterval, pollMin    time.Duration
 	backoffMin, backoffMax          time.Duration
 	publishTimeout, shutdownTimeout time.Duration
@@ -119,7 +120,9 @@ type relayFlags struct {
 func (r *relayFlags) register(f *flags) {
 	d := relay.DefaultConfig()
 	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
-	f.Int(&r.batchSize, "batch-size", d.BatchSize, "most rows claimed at once")
+	f.Int(&r.batchSize, "batch-size", d.BatchSize, "most rows one claim takes: claims start at --batch-min, double while they come back full and halve when they come back less than a quarter full")
+	f.Int(&r.batchMin, "batch-min", 0, fmt.Sprintf("smallest claim of the adaptive batch size; equal to --batch-size fixes the size (default %d, or --batch-size when smaller)", relay.DefaultBatchMin))
+	f.Int(&r.batchBytes, "batch-bytes", d.BatchBytes, "a batch grows no further once its rows' payloads, keys and headers reach this many bytes")
 	f.Int(&r.workers, "workers", d.Workers, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
 	f.Duration(&r.lease, "lease", d.Lease, "how long a claim is valid without renewal")
 	f.String(&r.claimMode, "claim-mode", string(d.Claim), "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
@@ -136,7 +139,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Duration(&r.probeInterval, "probe-interval", d.ProbeInterval, "while the sink is down, the wait between probes that publish nothing (Kafka: an ApiVersions request); the relay resumes within about this long of the sink's return")
 	f.String(&r.orderedTopics, "ordered-topics", strings.Join(d.Ordering.Topics, ","), "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
 	f.Int(&r.shards, "shards", d.Ordering.Shards, "ordered delivery: shards keys are spread over; every replica must use the same value")
-	f.Int(&r.shardBudget, "shard-budget", 0, fmt.Sprintf("ordered delivery: rows claimed from one shard before handing it back (default %d x --batch-size)", relay.DefaultShardBudgetBatches))
+	f.Int(&r.shardBudget, "shard-budget", 0, fmt.Sprintf("ordered delivery: rows claimed from one shard before handing it back (default %d x --batch-min)", relay.DefaultShardBudgetBatches))
 	f.String(&r.headOfLine, "head-of-line", string(d.Ordering.HeadOfLine), "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
 	f.Duration(&r.retention, "retention", d.Retention, "how long sent rows are kept before the janitor deletes them; failed rows are always kept")
 	f.Bool(&r.keepSent, "keep-sent", d.KeepSent, "never delete sent rows: turns the retention janitor off")
@@ -150,7 +153,7 @@ func (r *relayFlags) register(f *flags) {
 // TestRunFlagsTakeTheirDefaultsFromConfig checks that it covers every
 // field.
 var configFlag = map[string]string{
-	"ID": "relay-id", "BatchSize": "batch-size", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
+	"ID": "relay-id", "BatchSize": "batch-size", "BatchMin": "batch-min", "BatchBytes": "batch-bytes", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
 	"PollMin":     "poll-min",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout",
@@ -167,7 +170,7 @@ var configFlag = map[string]string{
 // defaults so that relayProblems can check the rest.
 func (r *relayFlags) config() (relay.Config, error) {
 	cfg := relay.Config{
-		ID: r.id, BatchSize: r.batchSize, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
+		ID: r.id, BatchSize: r.batchSize, BatchMin: r.batchMin, BatchBytes: r.batchBytes, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax, ProbeInterval: r.probeInterval,
@@ -184,7 +187,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		v    int64
 		p    any // the field, zeroed when refused
 	}{
-		{"batch-size", int64(r.batchSize), &cfg.BatchSize}, {"workers", int64(r.workers), &cfg.Workers},
+		{"batch-size", int64(r.batchSize), &cfg.BatchSize}, {"batch-bytes", int64(r.batchBytes), &cfg.BatchBytes}, {"workers", int64(r.workers), &cfg.Workers},
 		{"lease", int64(r.lease), &cfg.Lease}, {"poll-interval", int64(r.pollInterval), &cfg.PollInterval},
 		{"max-attempts", int64(r.maxAttempts), &cfg.MaxAttempts},
 		{"backoff-min", int64(r.backoffMin), &cfg.BackoffMin}, {"backoff-max", int64(r.backoffMax), &cfg.BackoffMax},

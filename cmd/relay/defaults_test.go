@@ -43,7 +43,8 @@ var invertedFlag = map[string]bool{"NoListen": true, "NoVacuum": true}
 var derivedDefault = map[string]string{
 	"ID":                   "host-pid-random",
 	"PollMin":              relay.DefaultPollMin.String(),
-	"Ordering.ShardBudget": fmt.Sprintf("%d x --batch-size", relay.DefaultShardBudgetBatches),
+	"BatchMin":             strconv.Itoa(relay.DefaultBatchMin),
+	"Ordering.ShardBudget": fmt.Sprintf("%d x --batch-min", relay.DefaultShardBudgetBatches),
 }
 
 // zeroWords are the words the docs and --help use for a default that is

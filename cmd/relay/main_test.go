@@ -97,7 +97,7 @@ func TestHelpGoesToStdoutNamingFlagsWithTwoDashes(t *testing.T) {
 	for _, want := range []string{
 		"  --database-url string [OUTBOX_DATABASE_URL]\n",
 		"  --kafka-sasl-password string [OUTBOX_KAFKA_SASL_PASSWORD]\n",
-		"  --batch-size int [OUTBOX_BATCH_SIZE]\n        most rows claimed at once (default 100)\n",
+		"  --batch-size int [OUTBOX_BATCH_SIZE]\n        most rows one claim takes: claims start at --batch-min, double while they come back full and\n        halve when they come back less than a quarter full (default 1000)\n",
 		"  --lease duration [OUTBOX_LEASE]\n        how long a claim is valid without renewal (default 30s)\n",
 		"  --listen [OUTBOX_LISTEN]\n",
 		`(default "kafka")`,

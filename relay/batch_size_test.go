@@ -1,0 +1,97 @@
+package relay
+
+import (
+	"sync"
+	"testing"
+)
+
+// The adaptive batch size grows while claims come back full, shrinks when
+// they come back mostly empty, stays within its bounds, and follows the
+// rows' bytes.
+func TestBatchSizer(t *testing.T) {
+	t.Parallel()
+	const minRows, maxRows, maxBytes = 100, 1000, 1 << 20
+	type claim struct{ claimed, bytes int }
+	for _, tc := range []struct {
+		name   string
+		claims []claim // each asks for what the sizer says
+		want   []int   // the size after each
+	}{
+		{"grows while full, up to the max",
+			[]claim{{100, 20_000}, {200, 40_000}, {400, 80_000}, {800, 160_000}, {1000, 200_000}},
+			[]int{200, 400, 800, 1000, 1000}},
+		{"a claim more than a quarter full keeps the size",
+			[]claim{{100, 20_000}, {200, 40_000}, {150, 30_000}, {100, 20_000}},
+			[]int{200, 400, 400, 400}},
+		{"shrinks by half when under a quarter full, down to the min",
+			[]claim{{100, 0}, {200, 0}, {400, 0}, {10, 100}, {3, 30}, {0, 0}, {0, 0}, {0, 0}},
+			[]int{200, 400, 800, 400, 200, 100, 100, 100}},
+		{"an idle relay stays at the min", []claim{{0, 0}, {1, 200}, {99, 19_800}}, []int{100, 100, 100}},
+		{"growth stops where the rows' bytes would pass the bound",
+			// 100 rows of 4 KiB: 256 fit in 1 MiB.
+			[]claim{{100, 100 << 12}, {200, 200 << 12}, {256, 256 << 12}},
+			[]int{200, 256, 256}},
+		{"a batch past the bound shrinks the next in proportion, not below the min",
+			// 200 rows of 8 KiB = 1.6 MiB: 128 fit; then 100 rows of 64 KiB: 16 fit, the min is 100.
+			[]claim{{100, 20_000}, {200, 200 << 13}, {100, 100 << 16}},
+			[]int{200, 128, 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newBatchSizer(minRows, maxRows, maxBytes)
+			if got := s.next(); got != minRows {
+				t.Fatalf("first size %d, want the min %d", got, minRows)
+			}
+			for i, c := range tc.claims {
+				limit := s.next()
+				if c.claimed > limit {
+					t.Fatalf("claim %d: %d rows claimed of a limit of %d: bad case", i, c.claimed, limit)
+				}
+				s.observe(limit, c.claimed, c.bytes)
+				if got := s.next(); got != tc.want[i] {
+					t.Fatalf("after claim %d (%d of %d rows, %d bytes): size %d, want %d", i, c.claimed, limit, c.bytes, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// A fixed size (min = max) never moves, and concurrent workers keep the
+// size within its bounds.
+func TestBatchSizerBounds(t *testing.T) {
+	t.Parallel()
+	fixed := newBatchSizer(50, 50, 1<<20)
+	for _, c := range [][2]int{{50, 1000}, {0, 0}, {50, 2 << 20}} {
+		fixed.observe(fixed.next(), c[0], c[1])
+		if got := fixed.next(); got != 50 {
+			t.Fatalf("fixed size moved to %d", got)
+		}
+	}
+	s := newBatchSizer(10, 640, 1<<20)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 1000 {
+				limit := s.next()
+				claimed := limit
+				if (i+w)%3 == 0 {
+					claimed = 0
+				}
+				s.observe(limit, claimed, claimed*100)
+				if n := s.next(); n < 10 || n > 640 {
+					t.Errorf("size %d outside [10, 640]", n)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// rowBytes counts payloads, keys and headers.
+func TestRowBytes(t *testing.T) {
+	t.Parallel()
+	rows := []row{{payload: make([]byte, 200), key: []byte("k1"), headers: []byte(`{}`)}, {payload: []byte("x")}}
+	if got := rowBytes(rows); got != 200+2+2+1 {
+		t.Fatalf("rowBytes = %d, want 205", got)
+	}
+}
