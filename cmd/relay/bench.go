@@ -73,7 +73,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.Int(&b.partitions, "partitions", bench.DefaultPartitions, "partitions of the topic each run creates")
 	f.Duration(&b.pollInterval, "poll-interval", bench.DefaultPollInterval, "the relays' --poll-interval")
 	f.Bool(&b.notify, "notify", true, "keep the table's notify trigger and the relays' LISTEN; false disables the trigger and runs the relays with --listen=false (they poll adaptively)")
-	f.Bool(&b.holdSnap, "hold-snapshot", false, "burn-down, steady: hold a REPEATABLE READ transaction open in the database for the whole run, as a long query or pg_dump does, so that VACUUM removes no dead row versions")
+	f.Bool(&b.holdSnap, "hold-snapshot", false, "burn-down, steady, soak: hold a REPEATABLE READ transaction open in the database for the whole run, as a long query or pg_dump does, so that VACUUM removes no dead row versions")
 	f.String(&b.relayArgs, "relay-args", "", `more flags for every relay, space-separated, e.g. "--listen=false"`)
 	sampleInterval := bench.DefaultSampleInterval
 	if mode == bench.ModeSoak {

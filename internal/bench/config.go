@@ -39,7 +39,7 @@ var Modes = []Mode{ModeBurnDown, ModeSteady, ModeIdle, ModeSoak}
 // Defaults of Config.
 const (
 	DefaultSchema         = "outbox_bench"
-	DefaultBatchSize      = 100 // relay.Config's default
+	DefaultBatchSize      = 1000 // relay.Config's default
 	DefaultPayloadBytes   = 200
 	DefaultPollInterval   = 500 * time.Millisecond // relay.Config's default
 	DefaultPartitions     = 3
@@ -120,7 +120,7 @@ type Config struct {
 	// (adaptively, see relay.Config.PollMin): what writers gain without
 	// NOTIFY's commit-time lock, and what latency costs. Defaults to false.
 	NoNotify bool
-	// HoldSnapshot, in burn-down and steady mode, holds a REPEATABLE READ
+	// HoldSnapshot, in burn-down, steady and soak mode, holds a REPEATABLE READ
 	// transaction open on a connection of its own from before the relays
 	// start to the end of the run, after a query in it: VACUUM can then
 	// remove none of the dead row versions the run leaves. Defaults to

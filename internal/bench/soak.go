@@ -85,6 +85,11 @@ func (r *runner) soak(ctx context.Context) error {
 	if !autovacuum {
 		fmt.Fprintf(r.cfg.Progress, "soak: warning: autovacuum is off on this server; only the harness's --vacuum-every (%v; 0 is never) vacuums the table\n", r.cfg.VacuumEvery)
 	}
+	release, err := r.holdSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	events := r.procs.events()
 	r.startSampler(ctx)
 	fmt.Fprintf(r.cfg.Progress, "soak: %d relays: writing %d events/s for %v, retention %v, janitor every %v, a sample every %v\n",
