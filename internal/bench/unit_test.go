@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 func TestPercentiles(t *testing.T) {
@@ -266,5 +268,15 @@ func TestSoakJudge(t *testing.T) {
 	s.judge(time.Second)
 	if s.Leveled || s.ClaimP50Ratio != nil {
 		t.Errorf("two samples: %+v; want no verdict", *s)
+	}
+}
+
+// The bench's defaults are the relay's: a run without flags measures the
+// relay as users run it.
+func TestDefaultsAreTheRelays(t *testing.T) {
+	t.Parallel()
+	d := relay.DefaultConfig()
+	if DefaultBatchSize != d.BatchSize || DefaultPollInterval != d.PollInterval {
+		t.Fatalf("bench defaults batch %d, poll %v; relay.DefaultConfig: %d, %v", DefaultBatchSize, DefaultPollInterval, d.BatchSize, d.PollInterval)
 	}
 }
