@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -181,30 +181,60 @@ func TestRunTablesFair(t *testing.T) {
 	}
 }
 
-// BenchmarkTablesFairness measures, in interleaved pairs, table a's drain of
-// OUTBOX_FAIRNESS_ROWS rows (default 1,000,000) alone and while table b
-// receives 100 events/s, and b's commit-to-publish latency meanwhile. Run
-// it once per pair count:
+// BenchmarkTablesFairness measures, in OUTBOX_FAIRNESS_PAIRS interleaved
+// pairs (default 3), table a's drain of OUTBOX_FAIRNESS_ROWS rows (default
+// 1,000,000) alone and while table b receives 100 events/s, and b's
+// commit-to-publish latency meanwhile; it logs each pair and reports the
+// medians. Run it with -benchtime 1x:
 //
-//	go test ./cmd/relay -run '^$' -bench BenchmarkTablesFairness -benchtime 1x -timeout 60m
+//	go test ./cmd/relay -run '^$' -bench BenchmarkTablesFairness -benchtime 1x -timeout 60m -v
 func BenchmarkTablesFairness(b *testing.B) {
-	rows := 1_000_000
-	if s := os.Getenv("OUTBOX_FAIRNESS_ROWS"); s != "" {
-		if _, err := fmt.Sscan(s, &rows); err != nil {
-			b.Fatalf("OUTBOX_FAIRNESS_ROWS=%q: %v", s, err)
-		}
-	}
+	rows, pairs := envInt(b, "OUTBOX_FAIRNESS_ROWS", 1_000_000), envInt(b, "OUTBOX_FAIRNESS_PAIRS", 3)
 	for range b.N {
-		alone := measureFairness(b, rows, 0, 0)
-		with := measureFairness(b, rows, 10*time.Millisecond, 0)
-		b.Logf("a alone: %d rows in %v = %.0f/s, CPU %v (%.1f us/row)", rows, alone.aDrain.Round(time.Millisecond), alone.rate(), alone.cpu.Round(time.Millisecond), float64(alone.cpu.Microseconds())/float64(rows))
-		b.Logf("a with b: %d rows in %v = %.0f/s (%.3fx alone), CPU %v (%.1f us/row); b: %d events, p50 %v, p99 %v, max %v",
-			rows, with.aDrain.Round(time.Millisecond), with.rate(), with.rate()/alone.rate(), with.cpu.Round(time.Millisecond), float64(with.cpu.Microseconds())/float64(rows),
-			len(with.bLatency), with.pct(0.5), with.pct(0.99), with.pct(1))
-		b.ReportMetric(alone.rate(), "a_alone_rows/s")
-		b.ReportMetric(with.rate(), "a_with_b_rows/s")
-		b.ReportMetric(float64(with.pct(0.5).Microseconds())/1000, "b_p50_ms")
-		b.ReportMetric(float64(with.pct(0.99).Microseconds())/1000, "b_p99_ms")
-		b.ReportMetric(float64(with.pct(1).Microseconds())/1000, "b_max_ms")
+		var ratio, aloneRate, withRate, p50, p99, pmax []float64
+		for i := range pairs {
+			alone := measureFairness(b, rows, 0, 0)
+			with := measureFairness(b, rows, 10*time.Millisecond, 0)
+			b.Logf("pair %d: a alone: %d rows in %v = %.0f/s, CPU %v (%.1f us/row)", i+1, rows, alone.aDrain.Round(time.Millisecond), alone.rate(),
+				alone.cpu.Round(time.Millisecond), float64(alone.cpu.Microseconds())/float64(rows))
+			b.Logf("pair %d: a with b: %d rows in %v = %.0f/s (%.3fx alone), CPU %v (%.1f us/row); b: %d events, p50 %v, p99 %v, max %v",
+				i+1, rows, with.aDrain.Round(time.Millisecond), with.rate(), with.rate()/alone.rate(), with.cpu.Round(time.Millisecond),
+				float64(with.cpu.Microseconds())/float64(rows), len(with.bLatency), with.pct(0.5), with.pct(0.99), with.pct(1))
+			ratio, aloneRate, withRate = append(ratio, with.rate()/alone.rate()), append(aloneRate, alone.rate()), append(withRate, with.rate())
+			p50 = append(p50, float64(with.pct(0.5).Microseconds())/1000)
+			p99 = append(p99, float64(with.pct(0.99).Microseconds())/1000)
+			pmax = append(pmax, float64(with.pct(1).Microseconds())/1000)
+		}
+		b.ReportMetric(median(aloneRate), "a_alone_rows/s")
+		b.ReportMetric(median(withRate), "a_with_b_rows/s")
+		b.ReportMetric(median(ratio), "with/alone")
+		b.ReportMetric(median(p50), "b_p50_ms")
+		b.ReportMetric(median(p99), "b_p99_ms")
+		b.ReportMetric(median(pmax), "b_max_ms")
 	}
+}
+
+// envInt reads a positive whole number from the environment variable
+// name, or returns def when it is unset.
+func envInt(t testing.TB, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive whole number", name, s)
+	}
+	return n
+}
+
+// median returns the median of v (the mean of the middle two when even).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
