@@ -133,9 +133,10 @@ func TestLapsedLooksReadSinceTheLastOne(t *testing.T) {
 
 // The regression test of a claim under a held snapshot: while a REPEATABLE
 // READ transaction in another session keeps every dead entry of
-// pending_idx, the next claim of a stream reads about as many pages after
-// 300 claim and mark-sent cycles as after 30, and far fewer than a claim
-// from the bottom, which walks past the entry of every row claimed since.
+// pending_idx and processing_idx, the next claim of a stream reads about as
+// many pages after 300 claim and mark-sent cycles as after 30, and far
+// fewer than a claim from the bottom, which walks past the entry of every
+// row claimed since; a mark-sent reads a few pages a row.
 func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
@@ -177,6 +178,11 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	}
 	cycles(30)
 	early := reads(c.floor)
+	// Statistics that count no processing rows, as after a VACUUM
+	// (ANALYZE) of a table at rest.
+	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
+		t.Fatal(err)
+	}
 	cycles(300)
 	late, fromBottom := reads(c.floor), reads(bottom)
 	t.Logf("pages a claim read: %d after 30 cycles, %d after 300; from the bottom %d", early, late, fromBottom)
@@ -186,6 +192,44 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if fromBottom < 10*late {
 		t.Errorf("a claim from the bottom read %d pages, from the floor %d: the snapshot kept too few dead entries for this test to tell", fromBottom, late)
 	}
+
+	// The mark-sent of a batch looks its rows up by id, whatever
+	// processing_idx holds; the same statement testing the status so that
+	// the planner may read that index walks its dead entries.
+	insertRows(t, pool, table, perCycle)
+	rows, _, err := r.store.claim(ctx, "test#2", perCycle, claimRange{from: c.floor}, nil)
+	if err != nil || len(rows) != perCycle {
+		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, perCycle)
+	}
+	ids := make([][16]byte, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].id
+	}
+	q := r.store.q.markSent
+	byStatus := strings.Replace(q, "(status = 'processing') IS TRUE", "status = 'processing'", 1)
+	if byStatus == q {
+		t.Fatal("mark_sent.sql no longer tests the status as this test expects")
+	}
+	marked, walked := statementPages(t, pool, q, ids, "test#2"), statementPages(t, pool, byStatus, ids, "test#2")
+	t.Logf("pages a mark-sent of %d rows read: %d; testing status = 'processing': %d", perCycle, marked, walked)
+	if marked > 10*perCycle {
+		t.Errorf("a mark-sent of %d rows read %d pages", perCycle, marked)
+	}
+	if walked < 5*marked {
+		t.Errorf("testing status = 'processing', a mark-sent read %d pages, as written %d: the test no longer tells them apart", walked, marked)
+	}
+}
+
+// statementPages runs q with args in a transaction it rolls back, under
+// EXPLAIN (ANALYZE, BUFFERS), and returns the buffers its index scans
+// touched.
+func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {
+	t.Helper()
+	pages, found := explainBuffers(t, pool, q, args...).pages("")
+	if !found {
+		t.Fatalf("the plan of %s has no index scan", q)
+	}
+	return pages
 }
 
 // claimPages runs the claim q from floor from in a transaction it rolls
@@ -193,6 +237,19 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 // of pending_idx touched: index pages and the heap pages of the entries
 // they checked.
 func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor) int {
+	t.Helper()
+	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil)
+	pages, found := plan.pages("pending_idx")
+	if !found {
+		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)
+	}
+	return pages
+}
+
+// explainBuffers runs q with args under EXPLAIN (ANALYZE, BUFFERS) in a
+// transaction it rolls back, with the relay's enable_bitmapscan, and
+// returns the plan.
+func explainBuffers(t *testing.T, pool *pgxpool.Pool, q string, args ...any) planNode {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
@@ -204,19 +261,13 @@ func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor) int {
 		t.Fatal(err)
 	}
 	var plan []struct{ Plan planNode }
-	err = tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q,
-		100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil).Scan(&plan)
-	if err != nil {
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	if len(plan) != 1 {
 		t.Fatalf("EXPLAIN returned %d plans", len(plan))
 	}
-	pages, found := plan[0].Plan.pages("pending_idx")
-	if !found {
-		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan[0].Plan)
-	}
-	return pages
+	return plan[0].Plan
 }
 
 // planNode is a node of EXPLAIN (FORMAT JSON).
@@ -231,7 +282,7 @@ type planNode struct {
 // name ends with suffix.
 func (n planNode) pages(suffix string) (int, bool) {
 	total, found := 0, false
-	if strings.HasSuffix(n.IndexName, suffix) {
+	if n.IndexName != "" && strings.HasSuffix(n.IndexName, suffix) {
 		total, found = n.SharedHit+n.SharedRead, true
 	}
 	for _, c := range n.Plans {

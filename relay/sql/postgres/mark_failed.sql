@@ -1,5 +1,11 @@
 -- mark_failed: rows failed for good, each with its reason, and when
 -- (failed_at, migration 007). Fenced by the claim $3.
+-- The status test reads "(status = 'processing') IS TRUE", which is the
+-- same for a column that is never NULL but keeps the planner from reading
+-- processing_idx for it: that index keeps a dead entry for every row sent
+-- until a VACUUM, which a long transaction anywhere in the database holds
+-- off, and with statistics that counted few processing rows the planner
+-- preferred walking all of them to the primary-key look-ups of the ids.
 UPDATE {{table}} AS o
 SET status = 'failed',
     failed_at = now(),
@@ -8,4 +14,4 @@ SET status = 'failed',
 FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
 WHERE o.id = r.id
   AND o.locked_by = $3
-  AND o.status = 'processing'
+  AND (o.status = 'processing') IS TRUE

@@ -1,6 +1,12 @@
 -- mark_retry: rows go back to pending until their delay (ms) has passed.
 -- A refund of 1 gives the attempt back: the sink was down, the message
 -- was not at fault. Fenced by the claim $5.
+-- The status test reads "(status = 'processing') IS TRUE", which is the
+-- same for a column that is never NULL but keeps the planner from reading
+-- processing_idx for it: that index keeps a dead entry for every row sent
+-- until a VACUUM, which a long transaction anywhere in the database holds
+-- off, and with statistics that counted few processing rows the planner
+-- preferred walking all of them to the primary-key look-ups of the ids.
 UPDATE {{table}} AS o
 SET status = 'pending',
     next_retry_at = now() + r.delay_ms * interval '1 millisecond',
@@ -10,4 +16,4 @@ SET status = 'pending',
 FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
 WHERE o.id = r.id
   AND o.locked_by = $5
-  AND o.status = 'processing'
+  AND (o.status = 'processing') IS TRUE

@@ -1,6 +1,12 @@
 -- mark_sent: rows $1 the sink acknowledged are sent. Like every lease
 -- write-back it is fenced: it touches only rows the claim $2 still holds.
 -- locked_by is kept as a record of who handled the row last.
+-- The status test reads "(status = 'processing') IS TRUE", which is the
+-- same for a column that is never NULL but keeps the planner from reading
+-- processing_idx for it: that index keeps a dead entry for every row sent
+-- until a VACUUM, which a long transaction anywhere in the database holds
+-- off, and with statistics that counted few processing rows the planner
+-- preferred walking all of them to the primary-key look-ups of the ids.
 UPDATE {{table}}
 SET status = 'sent',
     sent_at = now(),
@@ -8,4 +14,4 @@ SET status = 'sent',
     last_error = NULL
 WHERE id = ANY($1)
   AND locked_by = $2
-  AND status = 'processing'
+  AND (status = 'processing') IS TRUE

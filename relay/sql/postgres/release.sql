@@ -1,9 +1,15 @@
 -- release: rows $1 go back without spending the attempt: claimable at
 -- once (next_retry_at was already due when claimed). Fenced by the claim $2.
+-- The status test reads "(status = 'processing') IS TRUE", which is the
+-- same for a column that is never NULL but keeps the planner from reading
+-- processing_idx for it: that index keeps a dead entry for every row sent
+-- until a VACUUM, which a long transaction anywhere in the database holds
+-- off, and with statistics that counted few processing rows the planner
+-- preferred walking all of them to the primary-key look-ups of the ids.
 UPDATE {{table}}
 SET status = 'pending',
     attempt = attempt - 1,
     locked_until = NULL
 WHERE id = ANY($1)
   AND locked_by = $2
-  AND status = 'processing'
+  AND (status = 'processing') IS TRUE
