@@ -25,6 +25,7 @@ type fairnessRun struct {
 	bLastAt  time.Time       // b's last sent_at
 	aLastAt  time.Time       // a's last sent_at
 	cpu      time.Duration   // user + system CPU of this process (relay and broker) during the drain
+	hostBusy float64         // share of the host's CPU time busy during the drain (every process)
 }
 
 // rate is a's drain rate in rows/s.
@@ -42,7 +43,8 @@ func (f fairnessRun) pct(q float64) time.Duration {
 // relay run --tables a,b with the default settings and a Kafka-protocol
 // broker, and times a's drain; with bEvery > 0 it meanwhile writes one
 // event to b every bEvery, each in its own transaction, until a has no row
-// left to claim, and at most bMax of them (0: no limit).
+// left to claim, and at most bMax of them (0: no limit). With aRows 0 it
+// writes bMax events to b: b's latency with nothing else to do.
 func measureFairness(t testing.TB, aRows int, bEvery time.Duration, bMax int) fairnessRun {
 	t.Helper()
 	pool, schema := tablesSetup(t, "a", "b")
@@ -65,7 +67,7 @@ func measureFairness(t testing.TB, aRows int, bEvery time.Duration, bMax int) fa
 	if err := pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&start); err != nil {
 		t.Fatal(err)
 	}
-	cpu0 := processCPU()
+	cpu0, host0 := processCPU(), hostCPU()
 	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": schema, "OUTBOX_KAFKA_BROKERS": strings.Join(br.Addrs(), ",")}
 	stderr, stop := startRun(t, env, "--tables", "a,b", "--log-level", "warn")
 
@@ -82,7 +84,7 @@ func measureFairness(t testing.TB, aRows int, bEvery time.Duration, bMax int) fa
 		<-draining
 		tick := time.NewTicker(bEvery)
 		defer tick.Stop()
-		for !drained.Load() && (bMax == 0 || n < bMax) {
+		for (aRows == 0 || !drained.Load()) && (bMax == 0 || n < bMax) {
 			if _, err := pool.Exec(ctx, "INSERT INTO "+b.Ident()+" (topic, payload) VALUES ('fair.b', convert_to(repeat('y', 200), 'UTF8'))"); err != nil {
 				t.Error(err)
 				return
@@ -116,7 +118,7 @@ func measureFairness(t testing.TB, aRows int, bEvery time.Duration, bMax int) fa
 	drained.Store(true)
 	nb := <-written
 	testdb.AwaitSent(t, pool, b, nb, time.Minute)
-	run := fairnessRun{aRows: aRows, cpu: processCPU() - cpu0}
+	run := fairnessRun{aRows: aRows, cpu: processCPU() - cpu0, hostBusy: host0.busySince()}
 	if code := stop(); code != 0 {
 		t.Fatalf("relay run exited %d\n%s", code, stderr.String())
 	}
@@ -126,6 +128,9 @@ func measureFairness(t testing.TB, aRows int, bEvery time.Duration, bMax int) fa
 	}
 	if sent != aRows {
 		t.Fatalf("table a: %d of %d rows sent", sent, aRows)
+	}
+	if aRows == 0 {
+		run.aLastAt = start
 	}
 	run.aDrain = run.aLastAt.Sub(start)
 	rows, err := pool.Query(ctx, "SELECT sent_at, sent_at - created_at FROM "+b.Ident()+" WHERE status = 'sent'")
@@ -147,7 +152,42 @@ func measureFairness(t testing.TB, aRows int, bEvery time.Duration, bMax int) fa
 		t.Fatal(err)
 	}
 	slices.Sort(run.bLatency)
+	// Drop the drained tables now, not when the benchmark ends: their
+	// autovacuum would run during the next measurement.
+	if _, err := pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		t.Fatal(err)
+	}
 	return run
+}
+
+// cpuTimes are the host's busy and total CPU ticks from /proc/stat (zero
+// where it cannot be read).
+type cpuTimes struct{ busy, total uint64 }
+
+func hostCPU() cpuTimes {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	var c cpuTimes
+	for i, f := range strings.Fields(line)[1:] {
+		n, _ := strconv.ParseUint(f, 10, 64)
+		c.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			c.busy += n
+		}
+	}
+	return c
+}
+
+// busySince is the share of the host's CPU time busy since c was read.
+func (c cpuTimes) busySince() float64 {
+	now := hostCPU()
+	if now.total <= c.total {
+		return 0
+	}
+	return float64(now.busy-c.busy) / float64(now.total-c.total)
 }
 
 // processCPU is this process's user + system CPU time so far.
@@ -182,24 +222,34 @@ func TestRunTablesFair(t *testing.T) {
 }
 
 // BenchmarkTablesFairness measures, in OUTBOX_FAIRNESS_PAIRS interleaved
-// pairs (default 3), table a's drain of OUTBOX_FAIRNESS_ROWS rows (default
-// 1,000,000) alone and while table b receives 100 events/s, and b's
-// commit-to-publish latency meanwhile; it logs each pair and reports the
+// pairs (default 3, in ABBA order), table a's drain of OUTBOX_FAIRNESS_ROWS rows (default
+// 1,000,000) alone and while table b receives 100 events/s, b's
+// commit-to-publish latency meanwhile, and b's latency with a empty; it logs each pair and reports the
 // medians. Run it with -benchtime 1x:
 //
 //	go test ./cmd/relay -run '^$' -bench BenchmarkTablesFairness -benchtime 1x -timeout 60m -v
 func BenchmarkTablesFairness(b *testing.B) {
 	rows, pairs := envInt(b, "OUTBOX_FAIRNESS_ROWS", 1_000_000), envInt(b, "OUTBOX_FAIRNESS_PAIRS", 3)
 	for range b.N {
-		var ratio, aloneRate, withRate, p50, p99, pmax []float64
+		var ratio, aloneRate, withRate, p50, p99, pmax, idle50, idle99 []float64
 		for i := range pairs {
-			alone := measureFairness(b, rows, 0, 0)
-			with := measureFairness(b, rows, 10*time.Millisecond, 0)
-			b.Logf("pair %d: a alone: %d rows in %v = %.0f/s, CPU %v (%.1f us/row)", i+1, rows, alone.aDrain.Round(time.Millisecond), alone.rate(),
-				alone.cpu.Round(time.Millisecond), float64(alone.cpu.Microseconds())/float64(rows))
-			b.Logf("pair %d: a with b: %d rows in %v = %.0f/s (%.3fx alone), CPU %v (%.1f us/row); b: %d events, p50 %v, p99 %v, max %v",
+			// ABBA order: neither kind always runs first.
+			var alone, with fairnessRun
+			if i%2 == 0 {
+				alone = measureFairness(b, rows, 0, 0)
+				with = measureFairness(b, rows, 10*time.Millisecond, 0)
+			} else {
+				with = measureFairness(b, rows, 10*time.Millisecond, 0)
+				alone = measureFairness(b, rows, 0, 0)
+			}
+			b.Logf("pair %d: a alone: %d rows in %v = %.0f/s, CPU %v (%.1f us/row), host CPU %.0f%% busy", i+1, rows, alone.aDrain.Round(time.Millisecond), alone.rate(),
+				alone.cpu.Round(time.Millisecond), float64(alone.cpu.Microseconds())/float64(rows), 100*alone.hostBusy)
+			b.Logf("pair %d: a with b: %d rows in %v = %.0f/s (%.3fx alone), CPU %v (%.1f us/row), host CPU %.0f%% busy; b: %d events, p50 %v, p99 %v, max %v",
 				i+1, rows, with.aDrain.Round(time.Millisecond), with.rate(), with.rate()/alone.rate(), with.cpu.Round(time.Millisecond),
-				float64(with.cpu.Microseconds())/float64(rows), len(with.bLatency), with.pct(0.5), with.pct(0.99), with.pct(1))
+				float64(with.cpu.Microseconds())/float64(rows), 100*with.hostBusy, len(with.bLatency), with.pct(0.5), with.pct(0.99), with.pct(1))
+			idle := measureFairness(b, 0, 10*time.Millisecond, 1000)
+			b.Logf("pair %d: b alone, a empty: %d events, p50 %v, p99 %v, max %v", i+1, len(idle.bLatency), idle.pct(0.5), idle.pct(0.99), idle.pct(1))
+			idle50, idle99 = append(idle50, float64(idle.pct(0.5).Microseconds())/1000), append(idle99, float64(idle.pct(0.99).Microseconds())/1000)
 			ratio, aloneRate, withRate = append(ratio, with.rate()/alone.rate()), append(aloneRate, alone.rate()), append(withRate, with.rate())
 			p50 = append(p50, float64(with.pct(0.5).Microseconds())/1000)
 			p99 = append(p99, float64(with.pct(0.99).Microseconds())/1000)
@@ -211,6 +261,8 @@ func BenchmarkTablesFairness(b *testing.B) {
 		b.ReportMetric(median(p50), "b_p50_ms")
 		b.ReportMetric(median(p99), "b_p99_ms")
 		b.ReportMetric(median(pmax), "b_max_ms")
+		b.ReportMetric(median(idle50), "b_idle_p50_ms")
+		b.ReportMetric(median(idle99), "b_idle_p99_ms")
 	}
 }
 
