@@ -14,7 +14,9 @@
 //   - Metrics.WatchBacklog reads the table's backlog in the background
 //     (relay.Relay.Backlog): rows by state, the age of the oldest due row
 //     and, with ordered delivery, the keys blocked at the head of line. It
-//     runs every interval, not per scrape, under a statement timeout.
+//     runs every interval, not per scrape, under a statement timeout. Its
+//     gauges carry a table label (BacklogOptions.Table): a process serving
+//     several tables runs one WatchBacklog per table on one Metrics.
 //
 // The metric names, types and labels are listed in docs/operations.md and
 // in the help text of each metric. Register the Go and process collectors
