@@ -123,7 +123,7 @@ func measureFairness(t testing.TB, aRows int, bEvery time.Duration, bMax int) fa
 		t.Fatalf("relay run exited %d\n%s", code, stderr.String())
 	}
 	var sent int
-	if err := pool.QueryRow(ctx, "SELECT count(*), max(sent_at) FROM "+a.Ident()+" WHERE status = 'sent'").Scan(&sent, &run.aLastAt); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT count(*), coalesce(max(sent_at), now()) FROM "+a.Ident()+" WHERE status = 'sent'").Scan(&sent, &run.aLastAt); err != nil {
 		t.Fatal(err)
 	}
 	if sent != aRows {
