@@ -14,7 +14,8 @@ import (
 func runRelay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay run", "Usage: relay run [flags]\n\n"+
 		"Claims committed outbox rows and publishes them until SIGTERM or SIGINT, then stops claiming,\n"+
-		"lets the batch in flight finish (or releases it) and exits 0. Run as many replicas as you like.\n\n"+
+		"lets the batch in flight finish (or releases it) and exits 0. Run as many replicas as you like.\n"+
+		"--tables serves several outbox tables from one process, each with its own claim loops.\n\n"+
 		"Tracing is off unless the standard OpenTelemetry variables ask for it: OTEL_EXPORTER_OTLP_ENDPOINT\n"+
 		"or OTEL_TRACES_EXPORTER=otlp (OTLP over HTTP), with OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the\n"+
 		"others of docs/operations.md.", stdout, getenv)
