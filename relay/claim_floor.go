@@ -32,7 +32,8 @@ import (
 //     younger transactions, are still above it (next_retry_at defaults to
 //     the writing transaction's start);
 //   - after a claim that took nothing, or one that looked for lapsed
-//     leases (whose rows are not from the pending scan), it stays.
+//     leases and filled its batch (which may have had no room left for
+//     pending rows), it stays.
 //
 // A claim then walks past the dead entries of the rows claimed within
 // about floorMargin, however many VACUUM has left below.
@@ -116,7 +117,9 @@ func (a floor) less(b floor) bool {
 }
 
 // nextFloor returns the floor for the claim after one that read pending
-// rows from prev up with a batch of limit and took rows (see floor).
+// rows from prev (or lower) up with a batch of limit and took rows (see
+// floor). A claim that also looked for lapsed leases counts only if its
+// batch was not full: then it took every due pending row it saw.
 func nextFloor(prev floor, rows []row, limit int) floor {
 	low, found := bottom, false
 	for _, r := range rows {

@@ -126,7 +126,10 @@ func (c *streamClaims) moved(rg claimRange, sweep bool, rows []row, limit int, s
 		c.sweepAt = time.Time{} // more may be below: the next look sweeps again
 	case sweep:
 		c.sweepAt = start.Add(sweepEvery(took))
-	case !rg.lapsed:
+	}
+	// A claim that looked for lapsed leases and filled its batch may not
+	// have read pending rows at all.
+	if !full || !rg.lapsed {
 		c.floor = nextFloor(c.floor, rows, limit)
 	}
 }
