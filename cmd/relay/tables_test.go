@@ -265,3 +265,38 @@ func TestRunTablesNotMigrated(t *testing.T) {
 		t.Errorf("a pattern matching nothing: exit %d\n%s", code, stderr)
 	}
 }
+
+// Each table keeps its own retention: the janitor of each relay deletes
+// the expired sent rows of its table (and no others), recording the run in
+// that table's own jobs table.
+func TestRunTablesRetentionPerTable(t *testing.T) {
+	t.Parallel()
+	names := []string{"a", "b"}
+	pool, schema := tablesSetup(t, names...)
+	ctx := context.Background()
+	for _, n := range names {
+		table := outbox.Table{Schema: schema, Name: n}
+		// 50 rows sent a day ago (expired), 5 sent now (kept).
+		if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (topic, payload, status, sent_at) "+
+			"SELECT 'ret', '\\x00'::bytea, 'sent', now() - interval '1 day' FROM generate_series(1, 50) "+
+			"UNION ALL SELECT 'ret', '\\x00'::bytea, 'sent', now() FROM generate_series(1, 5)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": schema}
+	stderr, stop := startRun(t, env, "--tables", "a,b", "--sink", "stdout", "--retention", "1h", "--janitor-interval", "50ms", "--janitor-vacuum=false")
+	for _, n := range names {
+		table := outbox.Table{Schema: schema, Name: n}
+		awaitCount(t, pool, table, "status = 'sent'", func(c int) bool { return c == 5 }, 30*time.Second)
+		var total int64
+		if err := pool.QueryRow(ctx, "SELECT coalesce(sum(total_deleted), 0) FROM "+table.Related("jobs")).Scan(&total); err != nil {
+			t.Fatal(err)
+		}
+		if total != 50 {
+			t.Errorf("%s: the jobs table counts %d rows deleted, want 50", table, total)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+}
