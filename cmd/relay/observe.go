@@ -44,6 +44,9 @@ import (
 //	dropped            events: that many events were left out at this
 //	                   point because the file did not take them fast enough
 //
+// With --tables naming several tables, every line but started and dropped
+// also has table, the schema.name of the table whose relay reported it.
+//
 // claim is "lease", "lock" or "ordered"; durations are milliseconds;
 // result is the relay.BatchResult of the batch, its Backoff as backoff_ms.
 // A kind this list does not name (a later relay's) is written with its
@@ -92,6 +95,7 @@ type observed struct {
 	at      time.Time
 	started bool
 	e       relay.Event
+	table   string // the table of the relay that reported e, with several
 	dropped int64
 }
 
@@ -115,13 +119,28 @@ func newObserveFile(w io.WriteCloser, name string, logger *slog.Logger) *observe
 
 // Observe queues e, and the started line before the first claim; it never
 // waits.
-func (o *observeFile) Observe(e relay.Event) {
+func (o *observeFile) Observe(e relay.Event) { o.observe(e, "") }
+
+// observe is Observe for the relay of table ("" for the only one).
+func (o *observeFile) observe(e relay.Event, table string) {
 	now := time.Now()
 	if e.Kind == relay.EventClaimed {
 		o.started.Do(func() { o.enqueue(observed{at: now, started: true}) })
 	}
-	o.enqueue(observed{at: now, e: e})
+	o.enqueue(observed{at: now, e: e, table: table})
 }
+
+// forTable returns the observer of the relay of table: its lines name the
+// table.
+func (o *observeFile) forTable(table string) relay.Observer { return tableObserveFile{o, table} }
+
+// tableObserveFile is the observe file as one table's relay sees it.
+type tableObserveFile struct {
+	o     *observeFile
+	table string
+}
+
+func (t tableObserveFile) Observe(e relay.Event) { t.o.observe(e, t.table) }
 
 // enqueue queues x with the count of the events dropped before it, or
 // counts x as dropped when the queue is full. After close nothing is
@@ -211,6 +230,7 @@ type observeLine struct {
 	Time       time.Time      `json:"time"`
 	Kind       string         `json:"kind"`
 	RelayID    string         `json:"relay_id,omitempty"`
+	Table      string         `json:"table,omitempty"`
 	Claim      string         `json:"claim,omitempty"`
 	Rows       *int           `json:"rows,omitempty"`
 	DurationMS *float64       `json:"duration_ms,omitempty"`
@@ -239,7 +259,7 @@ func (o *observeFile) line(x observed) observeLine {
 		return observeLine{Time: x.at, Kind: "started", RelayID: o.relayID}
 	}
 	e := x.e
-	l := observeLine{Time: x.at, Kind: e.Kind.String()}
+	l := observeLine{Time: x.at, Kind: e.Kind.String(), Table: x.table}
 	rows, took := e.Rows, float64(e.Duration)/float64(time.Millisecond)
 	switch e.Kind {
 	case relay.EventClaimed, relay.EventPublished:

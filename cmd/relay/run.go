@@ -94,7 +94,13 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer closeWithin(logger, "database pool", pool.Close)
 	defer o.tracing.startShutdown() // Run has returned: every span has ended
-	fl, err := newFleet(pool, pub, cfg.relay, tables, func(t outbox.Table) string { return migrateUpCommandFor(f, o.db, t) })
+	// With several tables, each relay's observer names its table in the
+	// observe file.
+	var observer func(outbox.Table) relay.Observer
+	if obs != nil && len(tables) > 1 {
+		observer = func(t outbox.Table) relay.Observer { return o.metrics.observer(obs.forTable(t.String())) }
+	}
+	fl, err := newFleet(pool, pub, cfg.relay, tables, observer, func(t outbox.Table) string { return migrateUpCommandFor(f, o.db, t) })
 	if err != nil {
 		return asUsage(err)
 	}

@@ -207,12 +207,17 @@ type fleet struct {
 	command func(outbox.Table) string
 }
 
-// newFleet creates a relay per table, each with cfg and its own table.
-func newFleet(pool *pgxpool.Pool, pub relay.Publisher, cfg relay.Config, tables []outbox.Table, command func(outbox.Table) string) (*fleet, error) {
+// newFleet creates a relay per table, each with cfg and its own table,
+// and the Observer observer returns for the table when observer is not
+// nil.
+func newFleet(pool *pgxpool.Pool, pub relay.Publisher, cfg relay.Config, tables []outbox.Table, observer func(outbox.Table) relay.Observer, command func(outbox.Table) string) (*fleet, error) {
 	fl := &fleet{command: command}
 	for _, t := range tables {
 		c := cfg
 		c.Table = t
+		if observer != nil {
+			c.Observer = observer(t)
+		}
 		r, err := relay.New(pool, pub, c)
 		if err != nil {
 			return nil, err

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -155,8 +158,9 @@ func TestRunServesSeveralTables(t *testing.T) {
 				}
 			}
 			env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": schema, "OUTBOX_KAFKA_BROKERS": strings.Join(br.Addrs(), ",")}
+			observed := filepath.Join(t.TempDir(), "observe.jsonl")
 			stderr, stop := startRun(t, env, "--tables", c.tables(schema), "--poll-interval", "20ms", "--log-format", "json",
-				"--metrics-addr", "127.0.0.1:0", "--metrics-backlog-interval", "50ms")
+				"--metrics-addr", "127.0.0.1:0", "--metrics-backlog-interval", "50ms", "--observe-file", observed)
 			addr := metricsAddr(t, stderr)
 			for i, n := range names {
 				testdb.AwaitSent(t, pool, outbox.Table{Schema: schema, Name: n}, perTable-i*100, 30*time.Second)
@@ -205,6 +209,32 @@ func TestRunServesSeveralTables(t *testing.T) {
 			}
 			if code := stop(); code != 0 {
 				t.Fatalf("exit %d\n%s", code, stderr.String())
+			}
+			// The observe file says which table's relay sent what.
+			data, err := os.ReadFile(observed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sentBy := map[string]int{}
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var l struct {
+					Kind   string `json:"kind"`
+					Table  string `json:"table"`
+					Result struct {
+						Sent int `json:"sent"`
+					} `json:"result"`
+				}
+				if err := json.Unmarshal([]byte(line), &l); err != nil {
+					t.Fatalf("observe file line %q: %v", line, err)
+				}
+				if l.Kind == "recorded" {
+					sentBy[l.Table] += l.Result.Sent
+				}
+			}
+			for i, n := range names {
+				if got := sentBy[schema+"."+n]; got != perTable-i*100 {
+					t.Errorf("the observe file's recorded lines of %s.%s count %d sent, want %d (all: %v)", schema, n, got, perTable-i*100, sentBy)
+				}
 			}
 		})
 	}
