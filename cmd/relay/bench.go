@@ -53,8 +53,8 @@ type benchFlags struct {
 	ceilingClients, ceilingScript          string
 	noCeiling                              bool
 
-	rate, writers   int
-	duration, grace time.Duration
+	rate, writers, burst     int
+	duration, grace, burstAt time.Duration
 
 	retention, janitorInterval, sampleEvery, vacuumEvery time.Duration
 	janitorBatch                                         int
@@ -96,6 +96,8 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 		f.Int(&b.writers, "writers", bench.DefaultWriters, "concurrent writers, one event per transaction each")
 		f.Duration(&b.duration, "duration", bench.DefaultSteadyDuration, "how long to write")
 		f.Duration(&b.grace, "grace", bench.DefaultGrace, "how long to wait for events in flight after the writers stop; later ones count as missing")
+		f.Int(&b.burst, "burst", 0, "also write this many events in one transaction, on a topic of their own, at --burst-at: the steady events' latency before, during and after it, and its drain time, are reported")
+		f.Duration(&b.burstAt, "burst-at", 0, "when the burst is written, from the start of the writes (default: a third of --duration)")
 	case bench.ModeIdle:
 		f.Duration(&b.duration, "duration", bench.DefaultIdleDuration, "how long to watch the idle relays")
 	case bench.ModeSoak:
@@ -157,7 +159,7 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 		BatchSize: b.batchSize, PayloadBytes: b.payload, Partitions: b.partitions,
 		PollInterval: b.pollInterval, SampleInterval: b.sampleInterval, Timeout: b.timeout,
 		Events: b.events, CeilingRows: b.ceilingRows, NoCeiling: b.noCeiling, CeilingScript: b.ceilingScript,
-		Rate: b.rate, Writers: b.writers, Duration: b.duration, Grace: b.grace,
+		Rate: b.rate, Writers: b.writers, Duration: b.duration, Grace: b.grace, Burst: b.burst, BurstAt: b.burstAt,
 		Retention: b.retention, JanitorInterval: b.janitorInterval, JanitorBatch: b.janitorBatch, SampleEvery: b.sampleEvery,
 		VacuumEvery: b.vacuumEvery,
 	}
@@ -193,6 +195,7 @@ var benchConfigFlag = map[string]string{
 	"DatabaseURL": "database-url", "Schema": "schema", "Relays": "relays", "BatchSize": "batch-size",
 	"PayloadBytes": "payload", "PollInterval": "poll-interval", "Partitions": "partitions",
 	"Events": "events", "Rate": "rate", "Writers": "writers", "Duration": "duration", "Grace": "grace",
+	"Burst": "burst", "BurstAt": "burst-at",
 	"CeilingRows": "ceiling-rows", "CeilingClients": "ceiling-clients", "Timeout": "timeout",
 	"Retention": "retention", "JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "SampleEvery": "sample-every",
 	"VacuumEvery": "vacuum-every", "Sink": "sink", "SinkURL": "sink-url", "SinkCeilingEvents": "sink-ceiling-events",

@@ -242,6 +242,41 @@ func TestSteady(t *testing.T) {
 	checkCommon(t, r)
 }
 
+// A burst on top of the steady stream is written, drained and reported:
+// every burst row sent, the steady events split by when they committed.
+func TestSteadyWithBurst(t *testing.T) {
+	t.Parallel()
+	cfg := newConfig(t, ModeSteady)
+	cfg.Rate, cfg.Duration, cfg.Writers, cfg.Grace = 200, 3*time.Second, 4, 20*time.Second
+	cfg.Burst, cfg.BurstAt = 5000, time.Second
+	r := run(t, cfg).Runs[0]
+	if r.Missing != 0 || r.Duplicates != 0 || r.Received != r.Events {
+		t.Errorf("events %d, received %d, missing %d, duplicates %d: want each steady event delivered once", r.Events, r.Received, r.Missing, r.Duplicates)
+	}
+	b := r.Steady.Burst
+	if b == nil {
+		t.Fatal("no burst reported")
+	}
+	if b.Events != 5000 || b.AtS < 0.9 || b.AtS > 3 || b.DrainS <= 0 || b.WriteS <= 0 {
+		t.Errorf("burst %+v: want 5000 events committed about 1s in, drained after", b)
+	}
+	if b.Before == nil || b.After == nil && b.During == nil {
+		t.Fatalf("burst latencies before %+v, during %+v, after %+v: want steady events before and after its commit", b.Before, b.During, b.After)
+	}
+	n := b.Before.N
+	for _, p := range []*Percentiles{b.During, b.After} {
+		if p != nil {
+			n += p.N
+		}
+	}
+	if n != r.Steady.Latency.N {
+		t.Errorf("%d latencies split by the burst, %d in all", n, r.Steady.Latency.N)
+	}
+	if r.Sent != r.Events+5000 {
+		t.Errorf("%d rows sent, want %d steady + 5000 burst", r.Sent, r.Events)
+	}
+}
+
 // Without the notify trigger the relays poll: adaptively, so that the
 // latency stays far below the poll interval of 2s. The test is not
 // parallel: it runs before the parallel ones, whose load would stretch its

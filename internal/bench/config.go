@@ -131,6 +131,15 @@ type Config struct {
 	Partitions int
 	// Events is how many events burn-down pre-writes. Defaults to 1,000,000.
 	Events int
+	// Burst, in steady mode, is how many events one transaction writes at
+	// BurstAt into the run, on a topic of their own, on top of the steady
+	// stream: the steady events' latency before, during and after the
+	// burst and the burst's drain time are recorded (SteadyStats.Burst).
+	// 0: no burst.
+	Burst int
+	// BurstAt is when the burst is written, from the start of the steady
+	// writes. Defaults to a third of Duration.
+	BurstAt time.Duration
 	// Rate is the events per second steady and soak mode write, over all
 	// writers. Defaults to 2000 (steady) or 500 (soak).
 	Rate int
@@ -241,6 +250,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.Rate, DefaultRate)
 	setDefault(&c.Writers, DefaultWriters)
 	setDefault(&c.Duration, DefaultSteadyDuration)
+	if c.Burst > 0 {
+		setDefault(&c.BurstAt, c.Duration/3)
+	}
 	setDefault(&c.Grace, DefaultGrace)
 	setDefault(&c.CeilingRows, DefaultCeilingRows)
 	setDefault(&c.SampleInterval, DefaultSampleInterval)
@@ -310,6 +322,12 @@ func (c Config) validate() error {
 		return bad("Grace", "%v is negative", c.Grace)
 	case c.Timeout < 0:
 		return bad("Timeout", "%v is negative", c.Timeout)
+	case c.Burst < 0:
+		return bad("Burst", "%d is negative", c.Burst)
+	case c.Burst > 0 && c.Mode != ModeSteady:
+		return bad("Burst", "a burst is written in steady mode only")
+	case c.Burst > 0 && (c.BurstAt < 0 || c.BurstAt >= c.Duration):
+		return bad("BurstAt", "%v is not within the run's %v", c.BurstAt, c.Duration)
 	}
 	if c.Mode == ModeSoak {
 		if err := c.validateSoak(); err != nil {

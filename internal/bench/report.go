@@ -23,6 +23,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for _, r := range rep.Runs {
+		if r.Steady != nil && r.Steady.Burst != nil {
+			writeBurst(w, r.Relays, r.Steady.Burst)
+		}
 		if r.Soak != nil {
 			fmt.Fprintln(w)
 			if err := writeSoak(w, r); err != nil {
@@ -196,6 +199,21 @@ func optional(v *float64, format string) string {
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// writeBurst prints a steady run's burst.
+func writeBurst(w io.Writer, relays int, b *BurstStats) {
+	fmt.Fprintf(w, "\nburst, %d relays: %d events committed at %.1fs (written in %.2fs), all sent %.2fs after their commit (%.0f events/s)\n",
+		relays, b.Events, b.AtS, b.WriteS, b.DrainS, float64(b.Events)/max(b.DrainS, 1e-9))
+	fmt.Fprintf(w, "steady events' latency p50/p99/max ms, by commit: before %s, during %s, after %s\n",
+		burstCell(b.Before), burstCell(b.During), burstCell(b.After))
+}
+
+func burstCell(p *Percentiles) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f/%.1f/%.1f (%d events)", p.P50, p.P99, p.Max, p.N)
+}
 
 // summaryLine is the progress line at the end of a run.
 func summaryLine(r Result) string {

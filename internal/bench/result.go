@@ -268,6 +268,29 @@ type SteadyStats struct {
 	LateWrites int `json:"late_writes"`
 	// MaxLagMS is the largest delay of a write's start behind its schedule.
 	MaxLagMS float64 `json:"max_lag_ms"`
+	// Burst is the burst of Config.Burst, when there was one.
+	Burst *BurstStats `json:"burst,omitempty"`
+}
+
+// BurstStats is a burst written on top of steady mode's stream: its
+// events, when it committed, how long the relays took to send it, and the
+// steady events' latency before, during and after.
+type BurstStats struct {
+	Events int `json:"events"`
+	// AtS is when the burst's transaction committed, in seconds from the
+	// start of the steady writes; WriteS is how long it took (BEGIN to
+	// COMMIT).
+	AtS    float64 `json:"at_s"`
+	WriteS float64 `json:"write_s"`
+	// DrainS is from the burst's commit to the last of its events marked
+	// sent (the database's clock, read after the run).
+	DrainS float64 `json:"drain_s"`
+	// Before, During and After are the steady events' latency (ms), by
+	// when they committed: before the burst's commit, between it and the
+	// burst's last sent_at, and after that.
+	Before *Percentiles `json:"before_ms"`
+	During *Percentiles `json:"during_ms"`
+	After  *Percentiles `json:"after_ms"`
 }
 
 // IdleStats is what idle mode measures: the database load of relays with

@@ -32,11 +32,25 @@ func (r *runner) steady(ctx context.Context) error {
 	defer release()
 	r.startSampler(ctx)
 	fmt.Fprintf(r.cfg.Progress, "steady: %d relays: writing %d events/s for %v\n", r.relays, r.cfg.Rate, r.cfg.Duration)
-	writes, elapsed, err := writeSteady(ctx, r.pool, r.table, r.topic, r.cfg)
+	start := time.Now()
+	b, err := r.startBurst(ctx, start)
 	if err != nil {
 		return err
 	}
+	if b != nil {
+		fmt.Fprintf(r.cfg.Progress, "steady: a burst of %d events at %v\n", r.cfg.Burst, r.cfg.BurstAt)
+	}
+	writes, elapsed, err := writeSteadyFrom(ctx, r.pool, r.table, r.topic, r.cfg, start)
+	if err != nil {
+		return err
+	}
+	if err := r.awaitBurstSent(ctx, b); err != nil {
+		return err
+	}
 	if err := r.finishFollowing(ctx, a, writes, elapsed, stopConsumer); err != nil {
+		return err
+	}
+	if err := r.summarizeBurst(ctx, b, start, writes, a); err != nil {
 		return err
 	}
 	return r.recordSentAndAfter(ctx)
