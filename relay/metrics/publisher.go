@@ -55,14 +55,22 @@ type sinkMetrics struct {
 	down bool
 }
 
-// results returns topic's outbox_sink_messages_total counters, in the
-// order acknowledged, unavailable, permanent, error.
+// resultOf is the result label of each publishers.Class.
+var resultOf = [4]string{
+	publishers.ClassAcknowledged: ResultAcknowledged,
+	publishers.ClassTransient:    ResultError,
+	publishers.ClassUnavailable:  ResultUnavailable,
+	publishers.ClassPermanent:    ResultPermanent,
+}
+
+// results returns topic's outbox_sink_messages_total counters, indexed by
+// publishers.Class.
 func (s *sinkMetrics) results(topic string) *[4]prometheus.Counter {
 	if c, ok := s.topics.Load(topic); ok {
 		return c.(*[4]prometheus.Counter)
 	}
 	c := &[4]prometheus.Counter{}
-	for i, r := range []string{ResultAcknowledged, ResultUnavailable, ResultPermanent, ResultError} {
+	for i, r := range resultOf {
 		c[i] = s.m.sinkMessages.WithLabelValues(s.name, topic, r)
 	}
 	actual, _ := s.topics.LoadOrStore(topic, c)
@@ -131,21 +139,21 @@ func (w *measured) Publish(ctx context.Context, msgs []outbox.Message) error {
 		if results != nil {
 			e = results[i]
 		}
-		switch {
-		case e == nil:
-			run[0]++
+		// Classified as the relay does: a permanent error wins over an
+		// unavailable one inside it.
+		class := publishers.ClassOf(e)
+		run[class]++
+		switch class {
+		case publishers.ClassAcknowledged:
 			acked = true
 			if !msgs[i].CreatedAt.IsZero() {
 				s.age.Observe(end.Sub(msgs[i].CreatedAt).Seconds())
 			}
-		case errors.Is(e, publishers.ErrUnavailable):
-			run[1]++
+		case publishers.ClassUnavailable:
 			unavailable = true
-		case publishers.IsPermanent(e):
-			run[2]++
+		case publishers.ClassPermanent:
 			refused = true
 		default:
-			run[3]++
 			transient++
 		}
 	}
