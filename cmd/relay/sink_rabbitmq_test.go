@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -65,18 +64,7 @@ func TestRunWithRabbitMQSink(t *testing.T) {
 	// interleaved in transactions of several events; events with a binary
 	// key, without a key, with the empty key, with headers, on another
 	// topic.
-	var committed []outbox.Message
-	const keys, perKey = 5, 10
-	for round := range perKey {
-		var batch []outbox.Message
-		for k := range keys {
-			batch = append(batch, outbox.Message{
-				Topic: ordered, Key: fmt.Appendf(nil, "customer-%d", k),
-				Payload: fmt.Appendf(nil, `{"customer":%d,"seq":%d}`, k, round),
-			})
-		}
-		committed = append(committed, writeTx(t, w, pool, batch, true)...)
-	}
+	committed := writeKeyRounds(t, w, pool, ordered, 5, 10)
 	committed = append(committed, writeTx(t, w, pool, []outbox.Message{
 		{Topic: unordered, Key: []byte{0, 0xff, '\n'}, Payload: []byte{1, 2, 3, 0, 255}},
 		{Topic: unordered, Payload: []byte("no key")},

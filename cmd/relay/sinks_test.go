@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -78,4 +79,24 @@ func writeTx(t *testing.T, w *outbox.Writer, pool *pgxpool.Pool, msgs []outbox.M
 		}
 	}
 	return out
+}
+
+// writeKeyRounds commits perKey rounds of one event for each of keys keys
+// (customer-0, customer-1, ...) of topic, a transaction per round, so that
+// each key's events interleave with the others'; it returns them in write
+// order, with their ids.
+func writeKeyRounds(t *testing.T, w *outbox.Writer, pool *pgxpool.Pool, topic string, keys, perKey int) []outbox.Message {
+	t.Helper()
+	var committed []outbox.Message
+	for round := range perKey {
+		batch := make([]outbox.Message, 0, keys)
+		for k := range keys {
+			batch = append(batch, outbox.Message{
+				Topic: topic, Key: fmt.Appendf(nil, "customer-%d", k),
+				Payload: fmt.Appendf(nil, `{"customer":%d,"seq":%d}`, k, round),
+			})
+		}
+		committed = append(committed, writeTx(t, w, pool, batch, true)...)
+	}
+	return committed
 }
