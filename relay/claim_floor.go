@@ -32,8 +32,8 @@ import (
 //     younger transactions, are still above it (next_retry_at defaults to
 //     the writing transaction's start);
 //   - after a claim that took nothing, or one that looked for lapsed
-//     leases and filled its batch (which may have had no room left for
-//     pending rows), it stays.
+//     leases or took rows a sweep found and filled its batch (which may
+//     have had no room left for pending rows), it stays.
 //
 // A claim then walks past the dead entries of the rows claimed within
 // about floorMargin, however many VACUUM has left below.
@@ -43,17 +43,28 @@ import (
 // One can still turn up there later: a row of a transaction that ran longer
 // than floorMargin (or, in a backlog, that began before the rows the claim
 // took), a row another replica gave back or whose claim rolled back, a row
-// set back by hand or written with a next_retry_at in the past. A sweep
-// takes them: a claim that reads pending rows from the lowest, and every
-// lapsed lease from the oldest. It replaces one of the claims that look
-// for lapsed leases (once every lapsedEvery) once sweepRatio times its own
-// duration has passed since the last sweep, at most sweepMax: every 250 ms
-// while VACUUM keeps up (a sweep takes about a millisecond then), less
-// often while dead entries pile up, so that sweeps take at most about
-// 1/sweepRatio of the time. A sweep whose batch filled up with rows from
-// below the floor is followed by another at the next look. A row that
-// turns up below the floor therefore waits at most about sweepMax, and
-// 250 ms on a healthy table.
+// set back by hand or written with a next_retry_at in the past. So can a
+// lease that lapsed before the window the claims' own looks read
+// (streamClaims). A sweep finds them, in two steps (sweep.go):
+//
+//   - a look, which locks nothing and runs beside the claims, not in a
+//     claim's turn: it reads the due pending rows below the floor from the
+//     lowest, and the lapsed leases from the oldest, up to BatchSize of
+//     each (look_below.sql). Under a held snapshot it walks every dead
+//     entry of both indexes, up to a second past a million of them, and
+//     the claims go on meanwhile;
+//   - the claims after a look that found rows take them by id, from the
+//     primary key, beside the rows from the floor (claim.sql): that reads
+//     a few pages a row, however many dead entries lie below the floor.
+//
+// A look runs once sweepRatio times the duration of the last one has
+// passed since it began, at least lapsedEvery and at most sweepMax later,
+// and only after a claim since the last look (an idle relay looks as
+// often as it polls) that took every row that look found. A look that
+// found BatchSize rows of either kind is followed by another as soon as
+// the claims took them. A row that turns up below the floor therefore
+// waits at most about sweepMax and one look (a second under a snapshot
+// held for ten minutes at 1,000 events/s), and 250 ms on a healthy table.
 type floor struct {
 	due pgtype.Timestamptz
 	id  [16]byte
@@ -72,35 +83,27 @@ const (
 	// since the last complete one: it covers the time between a claim's
 	// send and its now() in the database.
 	lapsedMargin = lapsedEvery
-	// sweepRatio and sweepMax space the sweeps (see floor).
+	// sweepRatio and sweepMax space the looks below the floor (see
+	// floor).
 	sweepRatio = 200
 	sweepMax   = time.Minute
 )
 
-// claimRange is what a lease claim reads: pending rows from from up, and,
+// claimRange is what a lease claim reads: the rows swept if they are
+// still due pending rows or lapsed leases, pending rows from from up, and,
 // when lapsed, rows whose lease ran out, of those only the ones whose
 // lease ended within lapsedWithin before now when lapsedWithin is
 // positive.
 type claimRange struct {
+	swept        [][16]byte
 	from         floor
 	lapsed       bool
 	lapsedWithin time.Duration
 }
 
 // everything is the range of a claim that reads every pending row and
-// every lapsed lease, from the oldest: ProcessBatch's claims and sweeps.
+// every lapsed lease, from the oldest: ProcessBatch's claims.
 var everything = claimRange{from: bottom, lapsed: true}
-
-// below reports whether every row of rows has a key below f: then a sweep
-// that filled its batch with them may have left more there.
-func below(rows []row, f floor) bool {
-	for _, r := range rows {
-		if !(floor{due: r.due, id: r.id}).less(f) {
-			return false
-		}
-	}
-	return true
-}
 
 // less reports whether key a sorts before key b in pending_idx.
 func (a floor) less(b floor) bool {
@@ -143,8 +146,8 @@ func nextFloor(prev floor, rows []row, limit int) floor {
 	return low
 }
 
-// sweepEvery returns how long after a sweep that took took the next one
-// is due.
+// sweepEvery returns how long after a look below the floor that took
+// took the next one is due.
 func sweepEvery(took time.Duration) time.Duration {
 	return min(max(sweepRatio*took, lapsedEvery), sweepMax)
 }

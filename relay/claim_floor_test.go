@@ -56,9 +56,10 @@ func TestSweepEvery(t *testing.T) {
 }
 
 // Run's claims start at the floor: a row that turns up below it waits for
-// the next sweep, which reads from the bottom; a claim that looks for
-// lapsed leases but is no sweep leaves it too.
-func TestRowsBelowTheFloorWaitForASweep(t *testing.T) {
+// a look below the floor, which reads from the bottom, and the claim
+// after the look takes it by id; a claim that looks for lapsed leases
+// leaves it too.
+func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	ctx := context.Background()
@@ -85,28 +86,36 @@ func TestRowsBelowTheFloorWaitForASweep(t *testing.T) {
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
 		t.Fatalf("the late row was claimed from above the floor (%d left pending)", n)
 	}
-	c.lapsedAt, c.sweepAt = time.Time{}, time.Now().Add(time.Hour) // a look, no sweep
+	c.lapsedAt = time.Time{} // a look for lapsed leases
 	if res, err := r.process(ctx, c, 3, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("claim that looks for lapsed leases = %+v, %v; want the 2 rows above the floor", res, err)
 	}
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
-		t.Fatal("a look for lapsed leases that is no sweep read below the floor")
+		t.Fatal("a claim's look for lapsed leases read below the floor")
 	}
-	c.lapsedAt, c.sweepAt = time.Time{}, time.Time{}
-	before := time.Now()
+	floorBefore := c.floor
+	if found, full, err := c.look(ctx); err != nil || found != 1 || full || len(c.found) != 1 {
+		t.Fatalf("look = %d found (%d kept), full %v, %v; want the late row", found, len(c.found), full, err)
+	}
+	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
+		t.Fatal("the look took the late row: it must only read")
+	}
 	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 1 {
-		t.Fatalf("sweep = %+v, %v; want the late row", res, err)
+		t.Fatalf("claim after the look = %+v, %v; want the late row", res, err)
 	}
-	if !c.sweepAt.After(before) || c.sweepAt.After(time.Now().Add(sweepMax)) {
-		t.Errorf("next sweep at %v; want within sweepMax after %v", c.sweepAt, before)
+	if n := pendingPayloads(t, pool, table, `\x01`); n != 0 {
+		t.Fatal("the claim after the look left the late row pending")
+	}
+	if len(c.found) != 0 || c.floor.less(floorBefore) {
+		t.Errorf("after the claim: %d found rows left, floor %+v (was %+v); want none, and the floor not lower", len(c.found), c.floor, floorBefore)
 	}
 	c.sent.flush(context.Background())
 	testdb.AwaitSent(t, pool, table, 7, 20*time.Second)
 }
 
-// A look for lapsed leases that is no sweep reads the leases that ended
-// since the last complete look (and lapsedMargin before it); a sweep reads
-// them all.
+// A look for lapsed leases that a claim makes reads the leases that ended
+// since the last complete look (and lapsedMargin before it); a look below
+// the floor finds them all, and the next claim takes them.
 func TestLapsedLooksReadSinceTheLastOne(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
@@ -119,16 +128,112 @@ func TestLapsedLooksReadSinceTheLastOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := r.stream
-	c.lapsedAt, c.sweepAt, c.coveredAt = time.Time{}, time.Now().Add(time.Hour), time.Now().Add(-time.Second)
+	c.lapsedAt, c.coveredAt = time.Time{}, time.Now().Add(-time.Second)
 	if res, err := r.process(ctx, c, 0, nil); err != nil || res.Claimed != 0 {
 		t.Fatalf("look for leases that ended within the last second = %+v, %v; want the hour-old one left", res, err)
 	}
-	c.lapsedAt, c.sweepAt = time.Time{}, time.Time{}
+	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
+		t.Fatalf("look below the floor found %d rows, %v; want the lapsed lease", len(c.found), err)
+	}
+	c.lapsedAt = time.Now().Add(time.Hour) // the claim takes it by id, not by its own look
 	if res, err := r.process(ctx, c, 0, nil); err != nil || res.Claimed != 1 {
-		t.Fatalf("sweep = %+v, %v; want the lapsed row rescued", res, err)
+		t.Fatalf("claim after the look = %+v, %v; want the lapsed row rescued", res, err)
 	}
 	c.sent.flush(context.Background())
 	testdb.AwaitSent(t, pool, table, 1, 20*time.Second)
+}
+
+// A look below the floor holds no lock of the relay's claims: while one is
+// in flight (held at its statement by the test), a claim takes the rows
+// above the floor and returns; when the look is let go, what it found is
+// taken by the claim after it.
+func TestClaimsGoOnWhileALookRuns(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx := context.Background()
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "look-beside"})
+	c := r.stream
+	c.lapsedAt = time.Now().Add(time.Hour)
+	insertRows(t, pool, table, 2)
+	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
+		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
+	}
+	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+
+		` (id, topic, payload, next_retry_at) VALUES (gen_random_uuid(), 'orders', '\x01', now() - interval '1 hour')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	look := c.lookBelow
+	c.lookBelow = func(ctx context.Context, from floor, limit int) ([][16]byte, bool, error) {
+		close(entered)
+		<-release
+		return look(ctx, from, limit)
+	}
+	looked := make(chan error, 1)
+	go func() {
+		_, _, err := c.look(ctx)
+		looked <- err
+	}()
+	<-entered
+	insertRows(t, pool, table, 3)
+	claimed := make(chan BatchResult, 1)
+	go func() {
+		res, err := r.process(ctx, c, 10, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		claimed <- res
+	}()
+	select {
+	case res := <-claimed:
+		if res.Claimed != 3 {
+			t.Errorf("claim during the look = %+v; want the 3 rows above the floor", res)
+		}
+	case <-time.After(30 * time.Second): // a guard against a hang, not a measure
+		t.Fatal("a claim waited for the look below the floor")
+	}
+	close(release)
+	if err := <-looked; err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.process(ctx, c, 10, nil); err != nil || res.Claimed != 1 {
+		t.Fatalf("claim after the look = %+v, %v; want the late row", res, err)
+	}
+	c.sent.flush(context.Background())
+	testdb.AwaitSent(t, pool, table, 6, 20*time.Second)
+}
+
+// Under Run, a row set back below the claim floor and a lease that lapsed
+// long ago are sent: the relay's looks find them and its claims take them.
+// Run returns once cancelled, its looks too (the -race build of make test
+// runs this with the package's other tests).
+func TestRunSweepsBelowTheFloor(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "run-sweep", PollInterval: 20 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	insertRows(t, pool, table, 50)
+	testdb.AwaitSent(t, pool, table, 50, 20*time.Second)
+	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+
+		` (id, topic, payload, next_retry_at) VALUES (gen_random_uuid(), 'orders', '\x01', now() - interval '1 hour')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pool.Exec(ctx, "INSERT INTO "+table.Ident()+
+		` (id, topic, payload, status, locked_by, locked_until, attempt)
+		VALUES (gen_random_uuid(), 'orders', '\x02', 'processing', 'dead#1', now() - interval '1 hour', 1)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testdb.AwaitSent(t, pool, table, 52, 20*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
 }
 
 // The regression test of a claim under a held snapshot: while a REPEATABLE
@@ -152,7 +257,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := r.stream
-	c.lapsedAt = time.Now().Add(time.Hour) // no lapsed looks, so no sweeps
+	c.lapsedAt = time.Now().Add(time.Hour) // no lapsed looks
 	const perCycle = 5
 	cycle := 0
 	cycles := func(to int) {
@@ -174,7 +279,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	}
 	reads := func(from floor) int {
 		t.Helper()
-		return claimPages(t, pool, r.store.q.claim, from)
+		return claimPages(t, pool, r.store.q.claim, from, nil)
 	}
 	cycles(30)
 	early := reads(c.floor)
@@ -192,6 +297,36 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if fromBottom < 10*late {
 		t.Errorf("a claim from the bottom read %d pages, from the floor %d: the snapshot kept too few dead entries for this test to tell", fromBottom, late)
 	}
+
+	// A row set back below the floor: the look that finds it walks the
+	// dead entries, off the claim path; the claim that takes it by id reads
+	// its primary-key entry, not the dead entries below the floor.
+	_, err = pool.Exec(ctx, "INSERT INTO "+table.Ident()+
+		` (id, topic, payload, next_retry_at) VALUES (gen_random_uuid(), 'orders', '\x01', now() - interval '2 days')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, topics := r.store.orderedTopics()
+	looked := statementPages(t, pool, r.store.q.lookBelow, 1000, c.floor.due, c.floor.id, all, topics)
+	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
+		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
+	}
+	plan := explainBuffers(t, pool, r.store.q.claim, 100, "test#1", 30000, c.floor.due, c.floor.id, false, []string{}, false, nil, c.found)
+	swept, found := plan.pages("")
+	if !found {
+		t.Fatalf("the claim's plan has no index scan: %+v", plan)
+	}
+	t.Logf("pages the look below the floor read: %d; the claim that takes its row by id, every index: %d", looked, swept)
+	if swept > late+10 {
+		t.Errorf("the claim that takes the row a look found read %d pages, one from the floor %d: it walks the dead entries", swept, late)
+	}
+	if looked < 5*swept {
+		t.Errorf("the look read %d pages, the claim after it %d: the look no longer walks what the claims skip, or the test no longer tells them apart", looked, swept)
+	}
+	if res, err := r.process(ctx, c, perCycle, nil); err != nil || res.Claimed != 1 {
+		t.Fatalf("claim after the look = %+v, %v; want the row set back", res, err)
+	}
+	c.sent.flush(ctx)
 
 	// The mark-sent of a batch looks its rows up by id, whatever
 	// processing_idx holds; the same statement testing the status so that
@@ -232,13 +367,13 @@ func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int
 	return pages
 }
 
-// claimPages runs the claim q from floor from in a transaction it rolls
-// back, under EXPLAIN (ANALYZE, BUFFERS), and returns the buffers its scans
-// of pending_idx touched: index pages and the heap pages of the entries
-// they checked.
-func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor) int {
+// claimPages runs the claim q from floor from, taking the rows swept by
+// id, in a transaction it rolls back, under EXPLAIN (ANALYZE, BUFFERS),
+// and returns the buffers its scans of pending_idx touched: index pages
+// and the heap pages of the entries they checked.
+func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor, swept [][16]byte) int {
 	t.Helper()
-	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil)
+	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil, swept)
 	pages, found := plan.pages("pending_idx")
 	if !found {
 		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)

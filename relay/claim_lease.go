@@ -60,7 +60,9 @@ func (c *leaseClaims) leased(rows []row, owner string) *batch {
 //
 //   - a claim reads pending rows from the claim floor up, and a look for
 //     lapsed leases reads those that ended since the last complete look;
-//     a sweep now and then reads both from the lowest (claim_floor.go);
+//     rows below the floor and older lapsed leases are found by looks that
+//     run beside the claims, and taken by id by the claims after them
+//     (claim_floor.go, sweep.go);
 //   - a claim looks for lapsed leases only if no claim did within
 //     lapsedEvery;
 //   - a batch the sink took whole has its rows marked sent by the next
@@ -71,11 +73,27 @@ type streamClaims struct {
 	// Guarded by lease.mu: where the next claim starts reading pending
 	// rows; when a claim last looked for lapsed leases; when the last
 	// look that took every lapsed lease it read (its batch was not full)
-	// was sent, zero before the first; and when the next sweep is due.
+	// was sent, zero before the first; and the rows the last look below
+	// the floor found that no claim has taken yet.
 	floor     floor
 	lapsedAt  time.Time
 	coveredAt time.Time
-	sweepAt   time.Time
+	found     [][16]byte
+	// claimed gets a token after every claim, for the looks (sweep.go).
+	claimed chan struct{}
+	// lookBelow is the look's statement: store.lookBelow, or a test's
+	// stand-in.
+	lookBelow func(ctx context.Context, from floor, limit int) ([][16]byte, bool, error)
+}
+
+// newStreamClaims returns the stream claims of lease, with mark-sent
+// batching sent, from the bottom.
+func newStreamClaims(lease *leaseClaims, sent *sentBatching) *streamClaims {
+	return &streamClaims{
+		lease: lease, sent: sent, floor: bottom,
+		claimed:   make(chan struct{}, 1),
+		lookBelow: lease.r.store.lookBelow,
+	}
 }
 
 // lapsedEvery is how often a stream's claims look for lapsed leases. The
@@ -97,39 +115,34 @@ func (c *streamClaims) lapsedDue() bool {
 	return true
 }
 
-// next returns what the claim sent at now reads, and whether it is a
-// sweep. Callers hold lease.mu.
-func (c *streamClaims) next(now time.Time) (claimRange, bool) {
+// next returns what the claim sent at now with a batch of limit reads: up
+// to limit of the rows the last look found, which it takes off found, and
+// the rows from the floor. Callers hold lease.mu.
+func (c *streamClaims) next(now time.Time, limit int) claimRange {
 	rg := claimRange{from: c.floor}
-	if !c.lapsedDue() {
-		return rg, false
+	if n := min(limit, len(c.found)); n > 0 {
+		rg.swept, c.found = c.found[:n:n], c.found[n:]
 	}
-	if !now.Before(c.sweepAt) {
-		return everything, true
+	if !c.lapsedDue() {
+		return rg
 	}
 	rg.lapsed = true
 	if !c.coveredAt.IsZero() {
 		rg.lapsedWithin = now.Sub(c.coveredAt) + lapsedMargin
 	}
-	return rg, false
+	return rg
 }
 
-// moved records a claim sent at start that read rg (a sweep when sweep),
-// took rows with a batch of limit and took took. Callers hold lease.mu.
-func (c *streamClaims) moved(rg claimRange, sweep bool, rows []row, limit int, start time.Time, took time.Duration) {
+// moved records a claim sent at start that read rg and took rows with a
+// batch of limit. Callers hold lease.mu.
+func (c *streamClaims) moved(rg claimRange, rows []row, limit int, start time.Time) {
 	full := len(rows) >= limit
 	if rg.lapsed && !full {
 		c.coveredAt = start
 	}
-	switch {
-	case sweep && full && below(rows, c.floor):
-		c.sweepAt = time.Time{} // more may be below: the next look sweeps again
-	case sweep:
-		c.sweepAt = start.Add(sweepEvery(took))
-	}
-	// A claim that looked for lapsed leases and filled its batch may not
-	// have read pending rows at all.
-	if !full || !rg.lapsed {
+	// A claim that filled its batch with lapsed leases or rows a look
+	// found may not have read pending rows at all.
+	if !full || (!rg.lapsed && len(rg.swept) == 0) {
 		c.floor = nextFloor(c.floor, rows, limit)
 	}
 }
@@ -145,13 +158,19 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 	}
 	sent := c.sent.take()
 	start := time.Now()
-	rg, sweep := c.next(start)
+	rg := c.next(start, limit)
 	rows, fenced, err := r.store.claim(cctx, owner, limit, rg, sent)
 	took := time.Since(start)
 	if err == nil {
-		c.moved(rg, sweep, rows, limit, start, took)
+		c.moved(rg, rows, limit, start)
+	} else {
+		c.found = append(rg.swept, c.found...) // for the next claim
 	}
 	c.lease.mu.Unlock()
+	select {
+	case c.claimed <- struct{}{}:
+	default: // a token waits already
+	}
 	if err != nil {
 		c.sent.add(sent...) // for the next claim, or on their own
 		return nil, err

@@ -1,7 +1,8 @@
 -- claim: the lease claim. It takes up to $1 rows and leases them to the
--- claim's token $2 for $3 ms, with one more attempt: when $8, processing
--- rows whose lease ran out first (their relay died or froze), then due
--- pending rows, oldest first, from the floor ($4, $5) up (claim_floor.go).
+-- claim's token $2 for $3 ms, with one more attempt: the rows $10 a look
+-- below the floor found first, then, when $8, processing rows whose lease
+-- ran out (their relay died or froze), then due pending rows, oldest
+-- first, from the floor ($4, $5) up (claim_floor.go).
 -- Each branch uses its own partial index; SKIP LOCKED lets replicas claim
 -- side by side without waiting on each other. Rows of ordered topics ($6: every topic, $7:
 -- these) that have a key are left to claim_ordered.sql; with $6 true the
@@ -17,7 +18,25 @@
 -- row claimed and sent since, and a transaction held open anywhere in the
 -- database keeps VACUUM from removing any of them. $8 false folds the
 -- lapsed branch away, $9 NULL its lower bound.
+--
+-- The swept branch comes first: rows $10 that a look below the floor
+-- found (look_below.sql), taken by id from the primary key if they are
+-- still due pending rows or lapsed leases, so that a claim that takes
+-- them reads no dead entries either. The status test is wrapped in
+-- IS TRUE so that the planner cannot read a partial index for it (see
+-- mark_sent.sql); $10 NULL or empty folds the branch away.
 WITH picked AS (
+    SELECT id FROM (
+        SELECT id
+        FROM {{table}}
+        WHERE cardinality($10::uuid[]) > 0
+          AND id = ANY($10::uuid[])
+          AND ((status = 'pending' AND next_retry_at <= now())
+               OR (status = 'processing' AND locked_until < now())) IS TRUE
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) AS swept
+    UNION ALL
     SELECT id FROM (
         SELECT id
         FROM {{table}}
