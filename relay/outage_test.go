@@ -237,6 +237,10 @@ func TestSinkAnsweringProbesButRefusingMessagesIsOneOutage(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The end is logged just after the state flips: wait for the line.
+	for len(lines(t, &buf, "sink answers again; resuming")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if n := len(lines(t, &buf, "sink answers again; resuming")); n != 1 {
 		t.Errorf("%d outage ends logged, want 1", n)
 	}

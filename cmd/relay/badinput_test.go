@@ -223,6 +223,11 @@ func TestBadRowsFailWithReasonAndTheRelayKeepsServing(t *testing.T) {
 				t.Errorf("%s: last_error %q does not say %q", b.name, *lastError, want)
 			}
 		}
+		// The relay logs a failed event after its write-back commits:
+		// wait for the line.
+		for end := time.Now().Add(10 * time.Second); !strings.Contains(p.stderr.String(), id.String()) && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if !strings.Contains(p.stderr.String(), id.String()) {
 			t.Errorf("%s: the relay did not log the failed event %s", b.name, id)
 		}

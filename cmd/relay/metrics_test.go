@@ -169,11 +169,15 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	}
 
 	// The 30 events are sent and counted by topic, by the relay and by
-	// the sink; the held one waits, due, and its age grows.
+	// the sink; the held one waits, due, and its age grows. The backlog
+	// gauges are sampled on their own interval, so the wait also covers a
+	// sample taken after the 30 were marked sent (processing back to 0).
 	var m map[string]float64
 	await(t, 20*time.Second, func() bool {
 		m = scrape(t, addr)
+		processing, ok := m[`outbox_backlog_rows{state="processing",table="`+table.String()+`"}`]
 		return m[`outbox_events_total{outcome="sent",topic="m.a"}`] == 20 && m[`outbox_events_total{outcome="sent",topic="m.b"}`] == 10 &&
+			ok && processing == 0 &&
 			m[`outbox_backlog_rows{state="pending_due",table="`+table.String()+`"}`] == 1 && m[`outbox_oldest_due_age_seconds{table="`+table.String()+`"}`] > 0.2
 	})
 	want := map[string]float64{
