@@ -3,13 +3,13 @@
 OUTBOX_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 export OUTBOX_TEST_DATABASE_URL
 
-.PHONY: test prereqs unit chaos-short chaos fuzz demo demo-ordered build vet fmt
+.PHONY: test prereqs unit partitioned chaos-short chaos fuzz demo demo-ordered build vet fmt
 
 # The fault-injection harness (integration/chaos) runs on its own, after the
 # other tests, with -v so that its schedule and summary line are printed.
 CHAOS_PKG := ./integration/chaos
 
-test: prereqs vet unit chaos-short
+test: prereqs vet unit partitioned chaos-short
 
 # What the tests need besides Go (the database, kcat, PostgreSQL's server
 # programs): each missing piece is named with the command that installs it.
@@ -18,6 +18,11 @@ prereqs:
 
 unit: prereqs
 	go test -race -count=1 $$(go list ./... | grep -v /integration/chaos)
+
+# The integration and admin tests again, every table partitioned by hour
+# (docs/architecture.md#partitioned-tables).
+partitioned: prereqs
+	OUTBOX_TEST_PARTITION_INTERVAL=1h go test -race -count=1 ./integration ./admin
 
 # CHAOS_SINK picks the sink of chaos-short and chaos (default kafka).
 CHAOS_SINK ?= kafka

@@ -197,8 +197,21 @@ func TestStatusCountsStatesTopicsAndHolders(t *testing.T) {
 	if s.Ordered != nil {
 		t.Errorf("ordered = %+v without shard rows, want nil", s.Ordered)
 	}
-	if len(s.Jobs) != 1 || s.Jobs[0].Job != "retention" || s.Jobs[0].Running || s.Jobs[0].LastStartedSeconds != nil {
-		t.Errorf("jobs = %+v, want the retention job, never run", s.Jobs)
+	jobs := s.Jobs
+	if testdb.Partitioned() {
+		if len(jobs) == 0 || jobs[0].Job != "partitions" {
+			t.Errorf("jobs = %+v, want the partitions job first", jobs)
+		} else {
+			jobs = jobs[1:]
+		}
+		if n := len(s.Partitions); n < 2 || s.Partitions[n-1].From != nil || s.Partitions[0].From == nil || s.Partitions[0].Bytes <= 0 {
+			t.Errorf("partitions = %+v, want range partitions and the DEFAULT one last", s.Partitions)
+		}
+	} else if s.Partitions != nil {
+		t.Errorf("partitions = %+v on an unpartitioned table, want nil", s.Partitions)
+	}
+	if len(jobs) != 1 || jobs[0].Job != "retention" || jobs[0].Running || jobs[0].LastStartedSeconds != nil {
+		t.Errorf("jobs = %+v, want the retention job, never run", jobs)
 	}
 	if !strings.Contains(s.SinkOutage, "outbox_sink_outage") {
 		t.Errorf("sink outage = %q, want a pointer to the metric", s.SinkOutage)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/migrations"
 )
 
 // Status is a snapshot of an outbox table and of the relays serving it.
@@ -42,8 +43,13 @@ type Status struct {
 	// Ordered is the shard table of ordered delivery; nil when it has no
 	// rows (no relay ran with --ordered-topics).
 	Ordered *Ordered `json:"ordered"`
-	// Jobs are the periodic jobs (the retention janitor).
+	// Jobs are the periodic jobs (the retention janitor, and a
+	// partitioned table's partitions job).
 	Jobs []Job `json:"jobs"`
+	// Partitions are a partitioned table's partitions, oldest first, the
+	// DEFAULT partition last; nil for an unpartitioned table
+	// (docs/architecture.md#partitioned-tables).
+	Partitions []Partition `json:"partitions,omitempty"`
 	// SinkOutage says what the database can tell of a sink outage:
 	// nothing, as a relay keeps its outage state in memory (see
 	// SinkOutageUnknown).
@@ -146,6 +152,19 @@ type Job struct {
 	TotalDeleted        int64    `json:"total_deleted"`
 }
 
+// Partition is one partition of a partitioned table.
+type Partition struct {
+	Name string `json:"name"`
+	// From and To bound when its events were made; both nil for the
+	// DEFAULT partition.
+	From *time.Time `json:"from"`
+	To   *time.Time `json:"to"`
+	// Rows is the planner's estimate (-1 before the partition's first
+	// ANALYZE), Bytes its size with indexes and TOAST.
+	Rows  int64 `json:"rows_estimate"`
+	Bytes int64 `json:"bytes"`
+}
+
 // StatusOptions tune Status.
 type StatusOptions struct {
 	// ExactSent counts sent rows exactly, through sent_idx: as long as an
@@ -195,7 +214,7 @@ func (a *Admin) Status(ctx context.Context, o StatusOptions) (*Status, error) {
 	}{
 		{"count rows", a.statusCounts}, {"count sent rows", a.statusSent}, {"read holders", a.statusHolders},
 		{"read recent senders", a.statusSenders}, {"read sessions", a.statusSessions},
-		{"read shards", a.statusShards}, {"read jobs", a.statusJobs},
+		{"read shards", a.statusShards}, {"read jobs", a.statusJobs}, {"read partitions", a.statusPartitions},
 	} {
 		if err := part.fn(ctx, tx, s, o); err != nil {
 			return nil, fmt.Errorf("admin: status: %s: %w", part.what, err)
@@ -381,4 +400,35 @@ func (s *Status) markServing() {
 func RelayOf(token string) string {
 	id, _, _ := strings.Cut(token, "#")
 	return id
+}
+
+// statusPartitions lists the partitions of a partitioned table, with the
+// planner's row estimates and their sizes; it reads only the catalog.
+func (a *Admin) statusPartitions(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {
+	table := a.cfg.Table.WithDefaults()
+	if ok, err := migrations.IsPartitioned(ctx, tx, table); err != nil || !ok {
+		return err
+	}
+	parts, err := migrations.Partitions(ctx, tx, table)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		from, to := p.From, p.To
+		s.Partitions = append(s.Partitions, Partition{Name: p.Name, From: &from, To: &to})
+	}
+	if name, ok, err := migrations.DefaultPartition(ctx, tx, table); err != nil {
+		return err
+	} else if ok {
+		s.Partitions = append(s.Partitions, Partition{Name: name})
+	}
+	for i := range s.Partitions {
+		p := &s.Partitions[i]
+		ident := pgx.Identifier{table.Schema, p.Name}.Sanitize()
+		err := tx.QueryRow(ctx, "SELECT reltuples::bigint, pg_total_relation_size(oid) FROM pg_class WHERE oid = $1::regclass", ident).Scan(&p.Rows, &p.Bytes)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

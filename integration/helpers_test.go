@@ -36,6 +36,19 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	pool, table := testdb.New(t)
+	return bundleFor(t, pool, table)
+}
+
+// setupUnpartitioned is setup for tests of what only an unpartitioned
+// table has (testdb.NewUnpartitioned).
+func setupUnpartitioned(t *testing.T) *bundle {
+	t.Helper()
+	pool, table := testdb.NewUnpartitioned(t)
+	return bundleFor(t, pool, table)
+}
+
+func bundleFor(t *testing.T, pool *pgxpool.Pool, table outbox.Table) *bundle {
+	t.Helper()
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
 	if err != nil {
 		t.Fatalf("NewWriter: %v", err)

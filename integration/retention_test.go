@@ -397,11 +397,11 @@ func awaitOutcome(t *testing.T, done <-chan retentionOutcome) relay.RetentionRes
 }
 
 // awaitBlockedDelete waits until a janitor's DELETE waits for a lock on
-// the test's table.
+// the test's table (or, partitioned, one of its partitions).
 func (b *bundle) awaitBlockedDelete() {
 	b.t.Helper()
 	await(b.t, 10*time.Second, func() bool {
-		return b.countActivity("wait_event_type = 'Lock' AND query LIKE $1", "DELETE FROM "+b.table.Ident()+"%") == 1
+		return b.countActivity("wait_event_type = 'Lock' AND query LIKE $1", "DELETE FROM %"+b.table.Schema+"%") == 1
 	}, "no janitor DELETE waits for the table lock")
 }
 
@@ -567,7 +567,7 @@ func TestRetentionErrorsDoNotStopTheRelay(t *testing.T) {
 // beforehand by hand.
 func TestRetentionMigrationDownAndUp(t *testing.T) {
 	t.Parallel()
-	pool, table := testdb.New(t)
+	pool, table := testdb.NewUnpartitioned(t)
 	ctx := context.Background()
 	exists := func() (jobs, idx bool) {
 		t.Helper()
@@ -681,7 +681,7 @@ func (b *bundle) newPool(change func(*pgxpool.Config)) *pgxpool.Pool {
 // drop.
 func TestRetentionVacuumsAfterDeleting(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupUnpartitioned(t)
 	b.exec("ALTER TABLE {{table}} SET (autovacuum_enabled = false)")
 	failed := b.aged(400, "failed", "1 day")
 	b.exec("UPDATE {{table}} SET last_error = 'operator looked' WHERE id = ANY($1)", failed) // 400 dead row versions
@@ -727,7 +727,7 @@ func TestRetentionVacuumsOnlyAfterDeletingAndUnlessNoVacuum(t *testing.T) {
 	t.Parallel()
 	t.Run("NoVacuum", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setupUnpartitioned(t)
 		expired := b.aged(50, "sent", "8 days")
 		before := b.vacuumStats()
 		res := runRetention(t, b.ctx, b.newRelay(&sink{}, relay.Config{NoVacuum: true}))
@@ -746,7 +746,7 @@ func TestRetentionVacuumsOnlyAfterDeletingAndUnlessNoVacuum(t *testing.T) {
 	})
 	t.Run("nothing deleted", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setupUnpartitioned(t)
 		young := b.aged(10, "sent", "1 day")
 		before := b.vacuumStats()
 		r := b.newRelay(&sink{}, relay.Config{})
@@ -812,7 +812,7 @@ func (l *logRecorder) count(line string) int {
 // logs it once for the Relay and does not try again; the deletes go on.
 func TestRetentionRoleThatDoesNotOwnTheTableDoesNotVacuum(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupUnpartitioned(t)
 	role := b.newRole()
 	pool := b.newPool(func(c *pgxpool.Config) { c.ConnConfig.User = role })
 	logs := &logRecorder{}

@@ -30,5 +30,6 @@ CREATE TABLE {{related "jobs"}} (
     total_deleted    bigint      NOT NULL DEFAULT 0
 );
 
--- The retention job is due at once; the relays never create job rows.
-INSERT INTO {{related "jobs"}} (job) VALUES ('retention');
+-- The retention job is due at once; the relays never create job rows. A
+-- partitioned table also has the job that creates partitions ahead of time.
+INSERT INTO {{related "jobs"}} (job) VALUES ('retention'){{if .Partitioned}}, ('partitions'){{end}};

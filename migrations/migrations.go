@@ -29,6 +29,9 @@ var (
 	// ErrSchemaTooNew means the database holds migrations this binary does
 	// not know: it is older than the schema.
 	ErrSchemaTooNew = errors.New("outbox schema is newer than this binary; upgrade the relay")
+	// ErrNotPartitioned means a partition interval was given for a table
+	// that exists and is not partitioned.
+	ErrNotPartitioned = errors.New("outbox table exists and is not partitioned; PostgreSQL cannot partition it in place (docs/architecture.md#partitioned-tables)")
 )
 
 // Migration is one versioned schema change.
@@ -107,23 +110,62 @@ func Latest() int {
 // returns what it applied (nothing when the schema is current). It refuses
 // a table that holds a newer version than it knows (ErrSchemaTooNew).
 func Up(ctx context.Context, db DB, table outbox.Table) ([]Migration, error) {
+	return UpWith(ctx, db, table, Options{})
+}
+
+// Options are the choices UpWith makes when it creates the table.
+type Options struct {
+	// PartitionInterval, when positive, creates the table partitioned by
+	// time, one partition per interval (docs/architecture.md#partitioned-tables),
+	// with the partitions of the current interval and PartitionsAhead
+	// more. It must be a whole number of seconds, at least
+	// MinPartitionInterval. A table that exists already keeps its shape:
+	// UpWith refuses to migrate an unpartitioned table with a
+	// PartitionInterval (ErrNotPartitioned), since PostgreSQL cannot
+	// partition a table in place.
+	PartitionInterval time.Duration
+}
+
+// UpWith is Up with Options for a table it creates.
+func UpWith(ctx context.Context, db DB, table outbox.Table, opts Options) ([]Migration, error) {
 	all, err := All()
 	if err != nil {
 		return nil, err
 	}
+	if opts.PartitionInterval != 0 {
+		if err := checkInterval(opts.PartitionInterval); err != nil {
+			return nil, err
+		}
+	}
 	var applied []Migration
 	err = locked(ctx, db, table, func(tx pgx.Tx, done map[int]time.Time) error {
+		sh, err := shapeOf(ctx, tx, table)
+		if err != nil {
+			return err
+		}
+		_, created := done[1]
+		switch {
+		case opts.PartitionInterval > 0 && created && !sh.Partitioned:
+			return fmt.Errorf("table %s: %w", table, ErrNotPartitioned)
+		case opts.PartitionInterval > 0 && !created:
+			sh.Partitioned = true
+		}
 		for _, m := range all {
 			if _, ok := done[m.Version]; ok {
 				continue
 			}
-			if err := execTemplate(ctx, tx, table, m, m.up); err != nil {
+			if err := execTemplate(ctx, tx, table, sh, m, m.up); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, "INSERT INTO "+table.Related("migrations")+" (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
 				return fmt.Errorf("migrations: record %03d: %w", m.Version, err)
 			}
 			applied = append(applied, m)
+		}
+		if opts.PartitionInterval > 0 && !created {
+			if _, err := createPartitions(ctx, tx, table, opts.PartitionInterval); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -144,7 +186,11 @@ func Down(ctx context.Context, db DB, table outbox.Table) (reverted Migration, o
 			if _, applied := done[m.Version]; !applied {
 				continue
 			}
-			if err := execTemplate(ctx, tx, table, m, m.down); err != nil {
+			sh, err := shapeOf(ctx, tx, table)
+			if err != nil {
+				return err
+			}
+			if err := execTemplate(ctx, tx, table, sh, m, m.down); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, "DELETE FROM "+table.Related("migrations")+" WHERE version = $1", m.Version); err != nil {
@@ -314,8 +360,25 @@ func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[
 	return nil
 }
 
+// shape is what a migration's template may ask about the table.
+type shape struct {
+	// Table is the quoted, schema-qualified table name.
+	Table string
+	// Partitioned is true for a table partitioned by range of id.
+	Partitioned bool
+}
+
+// shapeOf reads the table's shape from the catalog; a table that does not
+// exist yet is not partitioned.
+func shapeOf(ctx context.Context, q Querier, table outbox.Table) (shape, error) {
+	s := shape{Table: table.Ident()}
+	var err error
+	s.Partitioned, err = IsPartitioned(ctx, q, table)
+	return s, err
+}
+
 // execTemplate renders a migration for table and runs it.
-func execTemplate(ctx context.Context, tx pgx.Tx, table outbox.Table, m Migration, body string) error {
+func execTemplate(ctx context.Context, tx pgx.Tx, table outbox.Table, sh shape, m Migration, body string) error {
 	table = table.WithDefaults() // {{name}} derives from table.Name: "" must mean "outbox"
 	t, err := template.New(m.Name).Funcs(template.FuncMap{
 		"name":    func(suffix string) string { return pgx.Identifier{table.Name + "_" + suffix}.Sanitize() },
@@ -326,7 +389,7 @@ func execTemplate(ctx context.Context, tx pgx.Tx, table outbox.Table, m Migratio
 		return fmt.Errorf("migrations: parse %03d_%s: %w", m.Version, m.Name, err)
 	}
 	var sql strings.Builder
-	if err := t.Execute(&sql, struct{ Table string }{table.Ident()}); err != nil {
+	if err := t.Execute(&sql, sh); err != nil {
 		return fmt.Errorf("migrations: render %03d_%s: %w", m.Version, m.Name, err)
 	}
 	if _, err := tx.Exec(ctx, sql.String()); err != nil {

@@ -78,8 +78,15 @@ func (r *recordingTx) Exec(_ context.Context, sql string, _ ...any) (pgconn.Comm
 	return pgconn.CommandTag{}, nil
 }
 
-// render returns the SQL that execTemplate runs for every migration.
+// render returns the SQL that execTemplate runs for every migration of
+// an unpartitioned table.
 func render(t *testing.T, table outbox.Table, down bool) string {
+	t.Helper()
+	return renderShape(t, table, false, down)
+}
+
+// renderShape is render for a table partitioned or not.
+func renderShape(t *testing.T, table outbox.Table, partitioned, down bool) string {
 	t.Helper()
 	all, err := All()
 	if err != nil {
@@ -91,7 +98,8 @@ func render(t *testing.T, table outbox.Table, down bool) string {
 		if down {
 			body = m.down
 		}
-		if err := execTemplate(context.Background(), tx, table, m, body); err != nil {
+		sh := shape{Table: table.Ident(), Partitioned: partitioned}
+		if err := execTemplate(context.Background(), tx, table, sh, m, body); err != nil {
 			t.Fatalf("execTemplate %03d_%s: %v", m.Version, m.Name, err)
 		}
 	}
@@ -120,8 +128,9 @@ func TestTemplatesRenderForTable(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			for _, down := range []bool{false, true} {
-				sql := render(t, c.table, down)
+			for _, shaped := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				partitioned, down := shaped[0], shaped[1]
+				sql := renderShape(t, c.table, partitioned, down)
 				if strings.Contains(sql, "{{") || strings.Contains(sql, "}}") {
 					t.Fatalf("unrendered template left:\n%s", sql)
 				}
@@ -150,6 +159,15 @@ func TestTemplatesRenderForTable(t *testing.T) {
 			}
 			if len(missing) > 0 {
 				t.Errorf("up SQL does not create %s:\n%s", strings.Join(missing, ", "), up)
+			}
+			parted := renderShape(t, c.table, true, false)
+			for _, want := range []string{"PARTITION BY RANGE (id)", `"` + c.prefix + `default" PARTITION OF`, `"` + c.prefix + `dedup"`} {
+				if !strings.Contains(parted, want) {
+					t.Errorf("partitioned up SQL lacks %q", want)
+				}
+			}
+			if strings.Contains(up, "PARTITION") {
+				t.Error("unpartitioned up SQL mentions PARTITION")
 			}
 		})
 	}

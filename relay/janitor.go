@@ -2,9 +2,13 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/migrations"
 )
 
 // RetentionResult says what one call of RunRetention did.
@@ -39,6 +43,20 @@ type RetentionResult struct {
 	// return it: the deletes stand, and the next run that deletes rows
 	// tries again.
 	VacuumErr error
+	// Dropped counts the partitions of a partitioned table that the run
+	// dropped, and DroppedRows is the statistics system's count of the
+	// rows they held (n_live_tup) (counted in the job row's total_deleted too). Each drop is
+	// logged with the partition's name.
+	Dropped     int
+	DroppedRows int64
+	// LockWaited is true when the lock to drop a partition was not free
+	// within partitionLockTimeout: the run stopped there, is not
+	// complete, and the next run tries again.
+	LockWaited bool
+	// Kept counts the expired partitions the run kept because some of
+	// their rows are pending, processing or failed, or were sent within
+	// Retention; their sent rows past Retention are deleted row by row.
+	Kept int
 }
 
 // vacuumTimeout bounds the janitor's VACUUM. A manual VACUUM is not
@@ -89,25 +107,35 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 	}
 	res.Ran = true
 	start := time.Now()
-	for ctx.Err() == nil {
-		bctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-		n, held, err := r.store.deleteSent(bctx, owner, r.cfg.Retention, r.cfg.JanitorBatch)
-		cancel()
-		if err != nil {
-			r.finishRetention(hard, owner, &res)
-			return res, err
-		}
-		if !held {
-			res.LeaseLost = true
-			break
-		}
-		res.Batches++
-		res.Deleted += n
-		if n < int64(r.cfg.JanitorBatch) {
-			res.Complete = true
-			break
+	targets, err := r.dropPartitions(ctx, hard, owner, &res)
+	if err != nil {
+		r.finishRetention(hard, owner, &res)
+		return res, err
+	}
+	done := 0 // targets with no expired row left
+targets:
+	for _, target := range targets {
+		for !res.LeaseLost && ctx.Err() == nil {
+			bctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+			n, held, err := r.store.deleteSent(bctx, owner, target, r.cfg.Retention, r.cfg.JanitorBatch)
+			cancel()
+			if err != nil {
+				r.finishRetention(hard, owner, &res)
+				return res, err
+			}
+			if !held {
+				res.LeaseLost = true
+				break targets
+			}
+			res.Batches++
+			res.Deleted += n
+			if n < int64(r.cfg.JanitorBatch) {
+				done++
+				break
+			}
 		}
 	}
+	res.Complete = done == len(targets) && !res.LeaseLost && !res.LockWaited && ctx.Err() == nil
 	if !res.LeaseLost {
 		r.finishRetention(hard, owner, &res)
 	}
@@ -121,10 +149,146 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 	if res.Deleted == 0 {
 		level = slog.LevelDebug
 	}
-	r.log.Log(ctx, level, "retention run", "deleted", res.Deleted, "batches", res.Batches, "duration", took,
+	r.log.Log(ctx, level, "retention run", "deleted", res.Deleted, "batches", res.Batches, "dropped_partitions", res.Dropped, "duration", took,
 		"complete", res.Complete, "vacuumed", res.Vacuumed, "vacuum_duration", vacuumTook, "retention", r.cfg.Retention, "token", owner)
+
 	if res.LeaseLost {
 		r.log.Warn("retention job lost to another run; stopped", "token", owner, "deleted", res.Deleted)
+	}
+	return res, nil
+}
+
+// dropPartitions drops, on a partitioned table, the partitions whose
+// events were all made more than Retention ago, oldest first, each in a
+// transaction of its own fenced by the job, unless some of their rows are
+// not sent or were sent within Retention (migrations.DropPartition); those
+// are kept (res.Kept). It returns where the row deletes that follow look
+// for expired sent rows: the partitions kept and the DEFAULT partition,
+// never a partition that is not expired yet (it is dropped whole later);
+// on an unpartitioned table, the table. A partition whose lock was not
+// free in time (res.LockWaited) ends the drops of this run.
+func (r *Relay) dropPartitions(ctx, hard context.Context, owner string, res *RetentionResult) (targets []string, err error) {
+	lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+	defer cancel()
+	partitioned, now, err := r.store.partitioned(lctx)
+	if err != nil || !partitioned {
+		return []string{r.store.table.Ident()}, err
+	}
+	parts, err := migrations.Partitions(lctx, r.store.pool, r.store.table)
+	if err != nil {
+		return nil, err
+	}
+	if name, ok, err := migrations.DefaultPartition(lctx, r.store.pool, r.store.table); err != nil {
+		return nil, err
+	} else if ok {
+		targets = append(targets, pgx.Identifier{r.store.table.WithDefaults().Schema, name}.Sanitize())
+	}
+	cutoff := now.Add(-r.cfg.Retention)
+	for _, p := range parts {
+		if p.To.After(cutoff) || ctx.Err() != nil {
+			break
+		}
+		var dropped bool
+		var rows int64
+		dctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+		held, waited, err := r.store.inJob(dctx, jobRetention, owner, func(tx pgx.Tx) (int64, error) {
+			var err error
+			dropped, rows, err = migrations.DropPartition(dctx, tx, r.store.table, p, cutoff)
+			return rows, err
+		})
+		cancel()
+		switch {
+		case err != nil:
+			return targets, fmt.Errorf("drop partition %s: %w", p.Name, err)
+		case !held:
+			res.LeaseLost = true
+			return targets, nil
+		case waited:
+			res.LockWaited = true
+			r.log.Info("retention janitor: the lock to drop a partition was not free in time; trying again at the next run",
+				"partition", p.Name, "lock_timeout", partitionLockTimeout)
+			return targets, nil
+		case dropped:
+			res.Dropped++
+			res.DroppedRows += rows
+			r.log.Info("retention janitor: dropped a partition", "partition", p.Name, "rows_estimate", rows, "token", owner)
+		default:
+			res.Kept++
+			r.log.Debug("retention janitor: kept an expired partition that holds unfinished or recently sent rows", "partition", p.Name)
+			targets = append(targets, pgx.Identifier{r.store.table.WithDefaults().Schema, p.Name}.Sanitize())
+		}
+	}
+	return targets, nil
+}
+
+// PartitionsResult says what one call of RunPartitions did.
+type PartitionsResult struct {
+	// Ran is true when the call held the partitions job: the table is
+	// partitioned, the job was due and no other run held it.
+	Ran bool
+	// Created names the partitions the run created.
+	Created []string
+	// Waited is true when a lock was not available within
+	// partitionLockTimeout: nothing was created, and the next run tries
+	// again.
+	Waited bool
+	// LeaseLost is true when another run held the job by the time this
+	// one wrote to it; what it created was rolled back.
+	LeaseLost bool
+}
+
+// RunPartitions runs the partitions job of a partitioned table once, if it
+// is due and no other run holds it: it creates the partitions missing from
+// the current interval up to PartitionsAhead intervals, and at least three
+// JanitorIntervals, ahead (migrations.CreatePartitions), in one
+// transaction fenced by the job. On an unpartitioned table, which has no
+// such job, it does nothing. Run calls it every JanitorInterval on every
+// replica, whatever KeepSent says. Events whose partition does not exist
+// yet are not lost: they go to the DEFAULT partition
+// (docs/architecture.md#partitioned-tables).
+func (r *Relay) RunPartitions(ctx context.Context) (PartitionsResult, error) {
+	var res PartitionsResult
+	if ctx.Err() != nil {
+		return res, nil
+	}
+	owner := r.token()
+	hard, stopHard := r.shutdownBound(ctx)
+	defer stopHard()
+	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+	defer cancel()
+	ok, err := r.store.claimJob(cctx, jobPartitions, owner)
+	if err != nil || !ok {
+		return res, err
+	}
+	res.Ran = true
+	held, waited, err := r.store.inJob(cctx, jobPartitions, owner, func(tx pgx.Tx) (int64, error) {
+		created, err := migrations.CreatePartitions(cctx, tx, r.store.table, 0, 3*r.cfg.JanitorInterval)
+		for _, p := range created {
+			res.Created = append(res.Created, p.Name)
+		}
+		return 0, err
+	})
+	res.LeaseLost, res.Waited = err == nil && !held, waited
+	if !held || waited || err != nil {
+		res.Created = nil
+	}
+	complete := err == nil && held && !waited
+	if !res.LeaseLost {
+		fctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+		_, ferr := r.store.finishJob(fctx, jobPartitions, owner, complete, r.cfg.JanitorInterval)
+		cancel()
+		if ferr != nil {
+			r.log.Warn("releasing the partitions job failed; it returns when its lease ends", "token", owner, "error", ferr)
+		}
+	}
+	if err != nil {
+		return res, fmt.Errorf("create partitions: %w", err)
+	}
+	if len(res.Created) > 0 {
+		r.log.Info("partitions job: created partitions", "created", res.Created, "token", owner)
+	}
+	if waited {
+		r.log.Info("partitions job: a lock was not free in time; trying again at the next run", "lock_timeout", partitionLockTimeout)
 	}
 	return res, nil
 }
@@ -183,6 +347,9 @@ func (r *Relay) vacuum(ctx context.Context, res *RetentionResult) time.Duration 
 // never stop the relay.
 func (r *Relay) runJanitor(ctx context.Context) {
 	for ctx.Err() == nil {
+		if _, err := r.RunPartitions(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("partitions job: database error; trying again at the next interval", "error", err, "retry_in", r.cfg.JanitorInterval)
+		}
 		if res, err := r.RunRetention(ctx); err != nil && ctx.Err() == nil {
 			level := slog.LevelWarn
 			if fatal(err) {

@@ -91,7 +91,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		live:  newLiveness(cfg),
 	}
 	r.leases = &leaseClaims{r: r}
-	r.stream = &streamClaims{lease: r.leases, sent: newSentBatching(r, sentBatchWait), floor: bottom}
+	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
 	r.locks = lockClaims{r}
 	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)

@@ -33,7 +33,14 @@ import (
 //
 // Unless Config.KeepSent is set, Run also runs the retention janitor
 // (RunRetention) every JanitorInterval; on cancellation it lets a DELETE
-// under way finish and releases the job before returning.
+// under way finish and releases the job before returning. On a
+// partitioned table it runs the partitions job (RunPartitions) at the
+// same interval, whatever KeepSent says.
+//
+// With lease claims Run also looks for rows below its claim floor and
+// lapsed leases beside the claims, on a pool connection of its own
+// (docs/architecture.md#claiming): a pool of Workers + 4 connections or
+// more lets every part run at once, as relay run sizes it.
 func (r *Relay) Run(ctx context.Context) error {
 	r.live.state.Store(livenessRunning)
 	defer r.live.state.Store(livenessStopped)
@@ -73,11 +80,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	if !r.cfg.NoListen {
 		spawn(r.listen)
 	}
-	if !r.cfg.KeepSent {
-		spawn(r.runJanitor)
-	}
+	spawn(r.runJanitor) // retention, unless KeepSent, and a partitioned table's partitions
 	if r.prober != nil {
 		spawn(func(ctx context.Context) { r.sink.watch(ctx, r.prober) })
+	}
+	if r.cfg.Claim != ClaimLock {
+		spawn(r.stream.runLooks) // below the claim floor, beside the claims (sweep.go)
 	}
 
 	// Workers unordered batches in flight: each worker claims, publishes

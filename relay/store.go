@@ -38,6 +38,7 @@ type statements struct {
 	claimOrdered                                                      string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum   string
 	backlog, backlogEstimate                                          string
+	lookBelow                                                         string
 }
 
 // loadStatements reads the statements for table. read records each file
@@ -63,6 +64,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
+		lookBelow: file("look_below"),
 	}
 }
 
@@ -183,9 +185,10 @@ func (s *store) orderedTopics() (all bool, topics []string) {
 	return s.ordering.allTopics(), topics
 }
 
-// claim takes up to limit unordered rows and leases them to owner: pending
-// rows from rg.from up, and first, when rg.lapsed, rows whose lease ran
-// out (within rg.lapsedWithin before now, when that is set). In
+// claim takes up to limit unordered rows and leases them to owner: the
+// rows of rg.swept that are still due pending rows or lapsed leases, then,
+// when rg.lapsed, rows whose lease ran out (within rg.lapsedWithin before
+// now, when that is set), then pending rows from rg.from up. In
 // the same transaction and round trip it marks the rows of earlier claims
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
@@ -200,7 +203,7 @@ func (s *store) claim(ctx context.Context, owner string, limit int, rg claimRang
 		ms := rg.lapsedWithin.Milliseconds()
 		lapsedWithin = &ms
 	}
-	b.Queue(s.q.claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin)
+	b.Queue(s.q.claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
@@ -226,6 +229,34 @@ func (s *store) claim(ctx context.Context, owner string, limit int, rg claimRang
 		return nil, nil, err
 	}
 	return rows, fenced, nil
+}
+
+// lookBelow returns what a sweep would take, without locking anything:
+// up to limit lapsed leases, oldest first, and up to limit due pending
+// rows below from, lowest first (look_below.sql). full reports whether
+// either branch found limit rows: more may wait behind them.
+func (s *store) lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error) {
+	all, topics := s.orderedTopics()
+	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, from.due, from.id, all, topics)
+	if err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	var lapsed, below int
+	var id [16]byte
+	var isLapsed bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &isLapsed}, func() error {
+		ids = append(ids, id)
+		if isLapsed {
+			lapsed++
+		} else {
+			below++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	return ids, lapsed >= limit || below >= limit, nil
 }
 
 // What a claim returns after the columns every claim does.

@@ -560,3 +560,34 @@ func TestRelayRecordsWhenARowFailed(t *testing.T) {
 		})
 	}
 }
+
+// relay migrate up --partition-interval creates a partitioned table, a
+// second run leaves it as it is, the same flag on an unpartitioned table
+// is refused naming the reason, and relay status lists the partitions.
+func TestMigratePartitionedAndStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, table := testdb.NewEmpty(t)
+	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema}
+	code, out, stderr := invoke(ctx, env, "migrate", "up", "--partition-interval", "1h")
+	if code != 0 || !strings.Contains(out, "created "+table.String()+" partitioned by 1h0m0s") {
+		t.Fatalf("migrate up --partition-interval: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr = invoke(ctx, env, "migrate", "up", "--partition-interval", "1h"); code != 0 || !strings.Contains(out, "up to date") {
+		t.Errorf("second migrate up: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = invoke(ctx, env, "status")
+	if code != 0 || !strings.Contains(out, "partitions: ") || !strings.Contains(out, "\noutbox_p") || !hasLine(out, "outbox_default", "default") ||
+		!strings.Contains(out, "partitions job: never ran") {
+		t.Errorf("status of a partitioned table: exit %d\n%s%s", code, out, stderr)
+	}
+
+	env["OUTBOX_TABLE"] = "plain"
+	if code, out, stderr = invoke(ctx, env, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = invoke(ctx, env, "migrate", "up", "--partition-interval", "24h")
+	if code == 0 || !strings.Contains(stderr, "cannot partition it in place") {
+		t.Errorf("migrate up --partition-interval on an unpartitioned table: exit %d\n%s%s", code, out, stderr)
+	}
+}

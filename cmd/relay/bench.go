@@ -57,6 +57,7 @@ type benchFlags struct {
 	duration, grace, burstAt time.Duration
 
 	retention, janitorInterval, sampleEvery, vacuumEvery time.Duration
+	partitionInterval                                    time.Duration
 	janitorBatch                                         int
 }
 
@@ -109,6 +110,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 		f.Duration(&b.janitorInterval, "janitor-interval", bench.DefaultJanitorInterval, "the relays' --janitor-interval")
 		f.Int(&b.janitorBatch, "janitor-batch", bench.DefaultJanitorBatch, "the relays' --janitor-batch")
 		f.Duration(&b.sampleEvery, "sample-every", bench.DefaultSampleEvery, "how often to sample the table and the janitor; also the window of each sample's latencies")
+		f.Duration(&b.partitionInterval, "partition-interval", 0, "migrate the outbox table partitioned by time with this interval, so that retention drops whole partitions; 0 is unpartitioned")
 		f.Duration(&b.vacuumEvery, "vacuum-every", 0, "run VACUUM (ANALYZE) on the table this often, throttled like autovacuum: a stand-in where autovacuum is off; 0 is never")
 	}
 }
@@ -161,7 +163,7 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 		Events: b.events, CeilingRows: b.ceilingRows, NoCeiling: b.noCeiling, CeilingScript: b.ceilingScript,
 		Rate: b.rate, Writers: b.writers, Duration: b.duration, Grace: b.grace, Burst: b.burst, BurstAt: b.burstAt,
 		Retention: b.retention, JanitorInterval: b.janitorInterval, JanitorBatch: b.janitorBatch, SampleEvery: b.sampleEvery,
-		VacuumEvery: b.vacuumEvery,
+		VacuumEvery: b.vacuumEvery, PartitionInterval: b.partitionInterval,
 	}
 	if b.sampleInterval == 0 {
 		cfg.SampleInterval = -1 // off

@@ -86,8 +86,12 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		"status lists migrations and when they ran.", stdout, getenv)
 	var db dbFlags
 	db.register(f, "")
-	var timeout time.Duration
+	var timeout, partitionInterval time.Duration
 	f.Duration(&timeout, "timeout", time.Minute, "give up when the database does not answer within this time")
+	f.Duration(&partitionInterval, "partition-interval", 0,
+		"up: create the table partitioned by time, one partition per interval (whole seconds, e.g. 24h), "+
+			"so that retention drops whole partitions (docs/architecture.md#partitioned-tables); "+
+			"only when up creates the table")
 	if len(args) == 0 {
 		f.printUsage(stderr)
 		return usageError("migrate needs a subcommand: up, down or status")
@@ -117,9 +121,12 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 
 	switch sub {
 	case "up":
-		applied, err := migrations.Up(ctx, pool, table)
+		applied, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: partitionInterval})
 		if err != nil {
 			return err
+		}
+		if partitionInterval > 0 && len(applied) > 0 && applied[0].Version == 1 {
+			fmt.Fprintf(stdout, "created %s partitioned by %v\n", table, partitionInterval)
 		}
 		if len(applied) == 0 {
 			fmt.Fprintf(stdout, "%s is up to date (version %03d)\n", table, migrations.Latest())

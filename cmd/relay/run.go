@@ -79,9 +79,10 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	// Each worker's batch, the listener, the ordered loop and the janitor
-	// of each table may each hold a connection at once.
-	o.db.minConns = len(tables) * (cfg.relay.Workers + 3)
+	// Each worker's batch, the listener, the ordered loop, the janitor and
+	// the look below the claim floor of each table may each hold a
+	// connection at once.
+	o.db.minConns = len(tables) * (cfg.relay.Workers + 4)
 	// The sessions are named after the replica, so that relay status lists
 	// the relays connected.
 	if cfg.relay.ID == "" {

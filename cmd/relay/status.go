@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/admin"
 )
@@ -132,6 +133,18 @@ func printStatus(w io.Writer, s *admin.Status) {
 	for _, j := range s.Jobs {
 		fmt.Fprintf(w, "%s job: %s\n", j.Job, jobLine(j))
 	}
+	if s.Partitions != nil {
+		fmt.Fprintf(w, "partitions: %d\n", len(s.Partitions))
+		fmt.Fprintln(tw, "PARTITION\tFROM\tTO\tROWS (ESTIMATE)\tSIZE")
+		for _, p := range s.Partitions {
+			from, to := "default", ""
+			if p.From != nil {
+				from, to = p.From.UTC().Format(time.RFC3339), p.To.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, from, to, p.Rows, bytesText(p.Bytes))
+		}
+		tw.Flush()
+	}
 	fmt.Fprintln(w, "sink outage: "+s.SinkOutage)
 }
 
@@ -179,13 +192,24 @@ func jobLine(j admin.Job) string {
 	if j.LastFinishedSeconds != nil && !j.Running {
 		parts = append(parts, "finished "+secs(*j.LastFinishedSeconds)+" ago")
 	}
-	if j.LastDeleted != nil {
+	if j.LastDeleted != nil && j.Job != "partitions" {
 		parts = append(parts, fmt.Sprintf("deleted %d (%d in all)", *j.LastDeleted, j.TotalDeleted))
 	}
-	if j.NextRunSeconds > 0 {
+	switch {
+	case j.NextRunSeconds > 0:
 		parts = append(parts, "next run in "+secs(j.NextRunSeconds))
-	} else {
+	case j.Job == "partitions":
+		parts = append(parts, "due now (any relay runs it)")
+	default:
 		parts = append(parts, "due now (a relay without --keep-sent runs it)")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// bytesText is a size in MiB with one decimal, or bytes below a MiB.
+func bytesText(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }

@@ -26,7 +26,7 @@ import (
 //
 // Each table gets a relay.Relay of its own, with its own claim loops,
 // workers, listener and retention janitor (its jobs table is the table's),
-// all sharing one pgx pool, sized Workers + 3 per table, and one sink (or
+// all sharing one pgx pool, sized Workers + 4 per table, and one sink (or
 // router). Fairness comes from that: a table's claims never wait for
 // another table's, only for a pool connection or the sink.
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/migrations"
 )
 
 // Run measures cfg.Mode once per relay count in cfg.Relays and returns the
@@ -145,6 +146,7 @@ func (h *harness) settings() Settings {
 	case ModeSoak:
 		s.Rate, s.Writers, s.DurationS, s.GraceS = c.Rate, c.Writers, c.Duration.Seconds(), c.Grace.Seconds()
 		s.RetentionS, s.JanitorIntervalS, s.JanitorBatch = c.Retention.Seconds(), c.JanitorInterval.Seconds(), c.JanitorBatch
+		s.PartitionIntervalS = c.PartitionInterval.Seconds()
 		s.SampleEveryS, s.VacuumEveryS = c.SampleEvery.Seconds(), c.VacuumEvery.Seconds()
 	}
 	return s
@@ -156,7 +158,7 @@ func (h *harness) run(ctx context.Context, n int) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	res := Result{Mode: h.cfg.Mode, Relays: n, BatchSize: h.cfg.BatchSize}
-	table, err := prepareOutbox(ctx, h.pool, h.cfg.Schema, !h.cfg.NoNotify)
+	table, err := prepareOutbox(ctx, h.pool, h.cfg.Schema, !h.cfg.NoNotify, migrations.Options{PartitionInterval: h.cfg.PartitionInterval})
 	if err != nil {
 		return res, err
 	}

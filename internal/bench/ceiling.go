@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -125,7 +126,7 @@ func ceilingTable(ctx context.Context, cfg Config, pool *pgxpool.Pool) (table ou
 	drop = func() {
 		dropSchema(context.WithoutCancel(ctx), pool, schema) //nolint:errcheck // best effort
 	}
-	if table, err = migrateOutbox(ctx, pool, schema, true); err != nil {
+	if table, err = migrateOutbox(ctx, pool, schema, true, migrations.Options{}); err != nil {
 		drop()
 		return table, nil, fmt.Errorf("ceiling: %w", err)
 	}

@@ -126,6 +126,11 @@ type Config struct {
 	// remove none of the dead row versions the run leaves. Defaults to
 	// false.
 	HoldSnapshot bool
+	// PartitionInterval, in soak mode, migrates the outbox table
+	// partitioned by time with this interval, so that retention drops
+	// whole partitions (docs/architecture.md#partitioned-tables). Defaults
+	// to 0: an unpartitioned table.
+	PartitionInterval time.Duration
 	// Partitions is the partition count of the topics Run creates.
 	// Defaults to 3.
 	Partitions int

@@ -53,9 +53,12 @@ type Settings struct {
 	// The soak's janitor settings and sampling period.
 	RetentionS       float64 `json:"retention_s,omitempty"`
 	JanitorIntervalS float64 `json:"janitor_interval_s,omitempty"`
-	JanitorBatch     int     `json:"janitor_batch,omitempty"`
-	SampleEveryS     float64 `json:"sample_every_s,omitempty"`
-	VacuumEveryS     float64 `json:"vacuum_every_s,omitempty"`
+	// PartitionIntervalS is Config.PartitionInterval: the table is
+	// partitioned by time when it is set.
+	PartitionIntervalS float64 `json:"partition_interval_s,omitempty"`
+	JanitorBatch       int     `json:"janitor_batch,omitempty"`
+	SampleEveryS       float64 `json:"sample_every_s,omitempty"`
+	VacuumEveryS       float64 `json:"vacuum_every_s,omitempty"`
 }
 
 // CeilingResult is one lifecycle of the SQL-only ceiling.
@@ -433,8 +436,13 @@ type SoakSample struct {
 	// runs on the table since it was created. Vacuums is vacuum_count:
 	// the VACUUMs run by hand, the harness's included (one before the
 	// relays start, and those of Config.VacuumEvery).
+	//
+	// On a partitioned table every figure is the sum over the partitions
+	// that exist at the sample (a dropped partition takes its counts
+	// with it), and Partitions counts them, the DEFAULT one included.
 	Autovacuums int64 `json:"autovacuums"`
 	Vacuums     int64 `json:"vacuums"`
+	Partitions  int64 `json:"partitions,omitempty"`
 	// Pending, Processing and Sent count the rows by status, each on its
 	// partial index (pending_idx, processing_idx, sent_idx) under a 1s
 	// statement_timeout; null when it ran out. Failed rows have no index

@@ -114,18 +114,18 @@ func dropSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 
 // prepareOutbox recreates schema and migrates the outbox table in it;
 // without notify, inserts into it do not notify.
-func prepareOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, notify bool) (outbox.Table, error) {
+func prepareOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, notify bool, opts migrations.Options) (outbox.Table, error) {
 	if err := resetSchema(ctx, pool, schema); err != nil {
 		return outbox.Table{Schema: schema, Name: outbox.DefaultTable}, err
 	}
-	return migrateOutbox(ctx, pool, schema, notify)
+	return migrateOutbox(ctx, pool, schema, notify, opts)
 }
 
 // migrateOutbox migrates the outbox table in schema, which exists, with
 // package migrations; without notify, inserts into it do not notify.
-func migrateOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, notify bool) (outbox.Table, error) {
+func migrateOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, notify bool, opts migrations.Options) (outbox.Table, error) {
 	table := outbox.Table{Schema: schema, Name: outbox.DefaultTable}
-	if _, err := migrations.Up(ctx, pool, table); err != nil {
+	if _, err := migrations.UpWith(ctx, pool, table, opts); err != nil {
 		return table, fmt.Errorf("migrate %s: %w", table, err)
 	}
 	if !notify {

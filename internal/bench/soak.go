@@ -19,20 +19,27 @@ import (
 // The statements of a soak sample. {{table}} and {{jobs}} are replaced by
 // quoted identifiers.
 const (
-	// soakTableSQL reads the sizes and the statistics of the table. The
-	// total is the sum of the two sizes, which is what
-	// pg_total_relation_size computes: calling it as well would read the
-	// files at another instant, and a concurrent insert could make the
-	// three disagree.
-	soakTableSQL = `SELECT pg_table_size(c.oid),
-       pg_indexes_size(c.oid),
-       coalesce(s.n_live_tup, 0),
-       coalesce(s.n_dead_tup, 0),
-       coalesce(s.autovacuum_count, 0),
-       coalesce(s.vacuum_count, 0)
-FROM pg_class AS c
-LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid
-WHERE c.oid = to_regclass($1)`
+	// soakTableSQL reads the sizes and the statistics of the table: of
+	// its partitions, summed, when it is partitioned (pg_partition_tree
+	// lists nothing for an unpartitioned table, which is then its own
+	// only leaf). The total is the
+	// sum of the two sizes, which is what pg_total_relation_size
+	// computes: calling it as well would read the files at another
+	// instant, and a concurrent insert could make the three disagree.
+	soakTableSQL = `SELECT coalesce(sum(pg_table_size(t.relid)), 0)::bigint,
+       coalesce(sum(pg_indexes_size(t.relid)), 0)::bigint,
+       coalesce(sum(s.n_live_tup), 0)::bigint,
+       coalesce(sum(s.n_dead_tup), 0)::bigint,
+       coalesce(sum(s.autovacuum_count), 0)::bigint,
+       coalesce(sum(s.vacuum_count), 0)::bigint,
+       count(*) FILTER (WHERE t.level > 0)
+FROM (
+    SELECT relid, level FROM pg_partition_tree(to_regclass($1)) WHERE isleaf
+    UNION ALL
+    SELECT to_regclass($1), 0
+    WHERE NOT EXISTS (SELECT FROM pg_partition_tree(to_regclass($1)))
+) AS t
+LEFT JOIN pg_stat_user_tables AS s ON s.relid = t.relid`
 
 	// soakCountsSQL counts the rows of the statuses that have a partial
 	// index. It runs with sequential and bitmap scans off (soakCountsSetup),
@@ -288,7 +295,7 @@ func readSoakSample(ctx context.Context, pool *pgxpool.Pool, table outbox.Table)
 			return err
 		}
 		if err := c.QueryRow(ctx, soakTableSQL, table.Ident()).Scan(
-			&s.TableBytes, &s.IndexesBytes, &s.LiveTuples, &s.DeadTuples, &s.Autovacuums, &s.Vacuums); err != nil {
+			&s.TableBytes, &s.IndexesBytes, &s.LiveTuples, &s.DeadTuples, &s.Autovacuums, &s.Vacuums, &s.Partitions); err != nil {
 			return err
 		}
 		s.SizeBytes = s.TableBytes + s.IndexesBytes

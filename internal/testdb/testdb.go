@@ -25,6 +25,12 @@ import (
 // EnvURL names the variable holding the test database URL.
 const EnvURL = "OUTBOX_TEST_DATABASE_URL"
 
+// EnvPartitionInterval names the variable that, set to a duration such as
+// "1h", makes New create partitioned tables with that interval, so that a
+// package's tests run against the partitioned shape
+// (docs/architecture.md#partitioned-tables).
+const EnvPartitionInterval = "OUTBOX_TEST_PARTITION_INTERVAL"
+
 var (
 	urlOnce sync.Once
 	baseURL string
@@ -78,11 +84,41 @@ func startDocker() (string, error) {
 func New(t testing.TB) (*pgxpool.Pool, outbox.Table) {
 	t.Helper()
 	pool, table := NewEmpty(t)
+	if _, err := migrations.UpWith(context.Background(), pool, table, Options(t)); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool, table
+}
+
+// NewUnpartitioned is New for tests of what only an unpartitioned table
+// has (its own VACUUM counters, CREATE INDEX CONCURRENTLY, its relation
+// file): the table is never partitioned.
+func NewUnpartitioned(t testing.TB) (*pgxpool.Pool, outbox.Table) {
+	t.Helper()
+	pool, table := NewEmpty(t)
 	if _, err := migrations.Up(context.Background(), pool, table); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return pool, table
 }
+
+// Options are the migration options New uses: a partition interval when
+// EnvPartitionInterval is set.
+func Options(t testing.TB) migrations.Options {
+	t.Helper()
+	v := os.Getenv(EnvPartitionInterval)
+	if v == "" {
+		return migrations.Options{}
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", EnvPartitionInterval, v, err)
+	}
+	return migrations.Options{PartitionInterval: d}
+}
+
+// Partitioned reports whether New creates partitioned tables.
+func Partitioned() bool { return os.Getenv(EnvPartitionInterval) != "" }
 
 // NewEmpty is New without migrating: the schema does not exist yet.
 func NewEmpty(t testing.TB) (*pgxpool.Pool, outbox.Table) {

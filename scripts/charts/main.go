@@ -9,7 +9,10 @@
 // bar group: the relay's events/s beside the SQL ceilings its report
 // measured) and writes burndown.png. -steady takes one report or an array
 // (each run one group of latency percentiles) and writes latency.png.
-// -name-prefix prefixes both file names. Either input may be omitted.
+// -soak takes labelled soak reports, "partitions=a.json,delete=b.json",
+// and writes soak-size.png, soak-claim.png and soak-latency.png, one line
+// per report. -name-prefix prefixes the file names. Any input may be
+// omitted.
 package main
 
 import (
@@ -58,10 +61,11 @@ func main() {
 	burndown := flag.String("burndown", "", "JSON of burn-down reports (one, or an array)")
 	steady := flag.String("steady", "", "JSON of steady reports (one, or an array)")
 	out := flag.String("out", "docs/img", "directory for the PNG files")
+	soaks := flag.String("soak", "", "labelled soak reports: label=path,label=path")
 	prefix := flag.String("name-prefix", "", "prefix of the file names")
 	flag.Parse()
-	if *burndown == "" && *steady == "" {
-		log.Fatal("charts: give -burndown and/or -steady")
+	if *burndown == "" && *steady == "" && *soaks == "" {
+		log.Fatal("charts: give -burndown, -steady and/or -soak")
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
@@ -73,6 +77,11 @@ func main() {
 	}
 	if *steady != "" {
 		if err := draw(*steady, filepath.Join(*out, *prefix+"latency.png"), latencyPlot); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if *soaks != "" {
+		if err := drawSoaks(*soaks, *out, *prefix); err != nil {
 			log.Fatal(err)
 		}
 	}
