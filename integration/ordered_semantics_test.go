@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,12 +16,19 @@ import (
 
 // orderSink records, in publish order, the payloads it acknowledges; fail
 // decides per message whether to refuse it (nil: acknowledge everything).
+// With keyBatches it is a relay.KeyBatcher and keeps that promise: once a
+// key's message failed other than permanently, the key's later messages in
+// the call are not sent.
 type orderSink struct {
-	mu    sync.Mutex
-	got   []string
-	calls [][]string
-	fail  func(m outbox.Message) error
+	mu         sync.Mutex
+	got        []string
+	calls      [][]string
+	fail       func(m outbox.Message) error
+	keyBatches bool
 }
+
+// KeyBatches implements relay.KeyBatcher.
+func (s *orderSink) KeyBatches() bool { return s.keyBatches }
 
 func (s *orderSink) Publish(_ context.Context, msgs []outbox.Message) error {
 	s.mu.Lock()
@@ -28,10 +36,18 @@ func (s *orderSink) Publish(_ context.Context, msgs []outbox.Message) error {
 	errs := make([]error, len(msgs))
 	var call []string
 	failed := false
+	stopped := map[string]bool{}
 	for i, m := range msgs {
 		call = append(call, string(m.Payload))
-		if s.fail != nil {
+		key := m.Topic + "/" + string(m.Key)
+		switch {
+		case s.keyBatches && m.Key != nil && stopped[key]:
+			errs[i] = errors.New("not sent: an earlier message of its key failed")
+		case s.fail != nil:
 			errs[i] = s.fail(m)
+		}
+		if errs[i] != nil && !publishers.IsPermanent(errs[i]) {
+			stopped[key] = true
 		}
 		if errs[i] == nil {
 			s.got = append(s.got, string(m.Payload))
@@ -105,10 +121,26 @@ func TestOrderedVisibilityHazard(t *testing.T) {
 // flow meanwhile.
 func TestOrderedHeadOfLineWait(t *testing.T) {
 	t.Parallel()
+	forKeyBatches(t, testOrderedHeadOfLineWait)
+}
+
+// forKeyBatches runs test against a sink that takes one event per key per
+// call and against one that takes a key's run in one call
+// (relay.KeyBatcher): the ordered semantics are the same.
+func forKeyBatches(t *testing.T, test func(t *testing.T, keyBatches bool)) {
+	for _, kb := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keyBatches=%v", kb), func(t *testing.T) {
+			t.Parallel()
+			test(t, kb)
+		})
+	}
+}
+
+func testOrderedHeadOfLineWait(t *testing.T, keyBatches bool) {
 	b := setup(t)
 	var mu sync.Mutex
 	failures := 3
-	s := &orderSink{fail: func(m outbox.Message) error {
+	s := &orderSink{keyBatches: keyBatches, fail: func(m outbox.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if string(m.Payload) == "stuck:0" && failures > 0 {
@@ -138,14 +170,62 @@ func TestOrderedHeadOfLineWait(t *testing.T) {
 	if n := b.count("attempt = 4 AND status = 'sent' AND payload = 'stuck:0'"); n != 1 {
 		t.Errorf("stuck:0 should be sent at its 4th attempt: %v", b.rows("true"))
 	}
+	// The events behind it were released untouched each time: no attempt
+	// spent on them.
+	if n := b.count("attempt = 1 AND status = 'sent' AND payload IN ('stuck:1', 'stuck:2')"); n != 2 {
+		t.Errorf("stuck:1 and stuck:2 should be sent at their first attempt: %v", b.rows("true"))
+	}
+}
+
+// For a sink that takes a key's run in one call (relay.KeyBatcher), the
+// ordered loop publishes each key's claimed events together, in write
+// order, instead of one event per key per call.
+func TestOrderedKeyBatchesPublishAKeysRunInOneCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var msgs []outbox.Message
+	for i := range 30 {
+		key := []string{"a", "b", "c"}[i%3]
+		msgs = append(msgs, outbox.Message{Topic: "orders", Key: []byte(key), Payload: fmt.Appendf(nil, "%s:%d", key, i/3)})
+	}
+	b.write(msgs...)
+	s := &orderSink{keyBatches: true}
+	b.startRelay(s, orderedConfig(1))
+	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 30 }, "not all sent: %v", b.statuses())
+	got := s.delivered()
+	for _, key := range []string{"a", "b", "c"} {
+		for i := 1; i < 10; i++ {
+			if indexOf(got, fmt.Sprintf("%s:%d", key, i-1)) > indexOf(got, fmt.Sprintf("%s:%d", key, i)) {
+				t.Errorf("key %s delivered out of order: %v", key, got)
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	most := 0
+	for _, call := range s.calls {
+		perKey := map[string]int{}
+		for _, p := range call {
+			key, _, _ := strings.Cut(p, ":")
+			perKey[key]++
+			most = max(most, perKey[key])
+		}
+	}
+	if most < 2 {
+		t.Errorf("no call carried two events of one key (calls %v): the key batches were not used", s.calls)
+	}
 }
 
 // With HeadOfLinePark, a key's event that fails transiently is parked
 // (failed, "parked: ...") at once and the key's later events go on.
 func TestOrderedHeadOfLinePark(t *testing.T) {
 	t.Parallel()
+	forKeyBatches(t, testOrderedHeadOfLinePark)
+}
+
+func testOrderedHeadOfLinePark(t *testing.T, keyBatches bool) {
 	b := setup(t)
-	s := &orderSink{fail: func(m outbox.Message) error {
+	s := &orderSink{keyBatches: keyBatches, fail: func(m outbox.Message) error {
 		if string(m.Payload) == "poison:0" {
 			return errors.New("consumer contract violated")
 		}

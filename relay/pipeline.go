@@ -132,8 +132,10 @@ type outcome struct {
 // while b.renew keeps the claim's hold on them, and returns the outcome to
 // record; it counts the outage and abandoned rows in res. An unordered
 // batch is one round. An ordered batch's rounds carry at most one event
-// per key, and a key's next event goes out only after the previous one was
-// acknowledged; a key whose event did not get through stops there: its
+// per key (or, for a KeyBatcher sink, every event of the batch in one
+// round, in write order), and a key's next event goes out only after the
+// previous one was acknowledged; a key whose event did not get through
+// stops there: its
 // later events are released untouched and wait behind it
 // (HeadOfLineWait), unless the event failed for good or was parked
 // (HeadOfLinePark), in which case the key goes on. Rounds stop at
@@ -153,6 +155,14 @@ func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) o
 		b.ph.publish += time.Since(start)
 		beat(b.slot)
 		published += len(msgs)
+		if q.keyed && cut == publishWhole {
+			var behind []outbox.Message
+			msgs, results, behind = heads(msgs, results)
+			out.released = append(out.released, idsOf(behind)...)
+			for _, m := range behind {
+				out.topics.add(m.Topic, tallyReleased, 1)
+			}
+		}
 		down, finished := r.classify(msgs, results, cut, b.park, &out, res)
 		for i := range msgs {
 			if !finished[i] { // the key waits behind this event

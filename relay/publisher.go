@@ -25,3 +25,28 @@ type Publisher interface {
 type Prober interface {
 	Probe(ctx context.Context) error
 }
+
+// KeyBatcher is implemented by sinks that can take several events of one
+// key in one Publish call without risking their order. KeyBatches reports
+// whether this publisher can (a wrapper answers for the sink it wraps):
+// one key's messages in a call are delivered in their order, and once one
+// of them fails other than permanently (publishers.Permanent), none of the
+// key's later messages in the call is sent, then or later in the
+// background: each gets an error. A permanent failure, which the relay
+// fails at once, does not hold back the messages behind it.
+//
+// The ordered loop then publishes a key's whole run of claimed events in
+// one call instead of one event per key per call, and treats the events
+// behind a key's first failed one as not attempted (docs/ordering.md).
+// Sinks that do not implement it, or answer false, get one event per key
+// per call. publishers/publisherstest checks the promise for sinks that
+// declare Features.KeyBatches.
+type KeyBatcher interface {
+	KeyBatches() bool
+}
+
+// keyBatches reports whether p declares KeyBatcher and answers true.
+func keyBatches(p Publisher) bool {
+	kb, ok := p.(KeyBatcher)
+	return ok && kb.KeyBatches()
+}

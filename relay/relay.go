@@ -37,7 +37,10 @@ type Relay struct {
 	// sizes is the unordered workers' adaptive batch size, orderedSizes the
 	// ordered loop's (batch_size.go).
 	sizes, orderedSizes *batchSizer
-	live                *liveness // the claim loops' progress, for Liveness
+	// keyBatches: pub takes several events of one key per call
+	// (KeyBatcher), so ordered batches are published in one round.
+	keyBatches bool
+	live       *liveness // the claim loops' progress, for Liveness
 }
 
 // BatchResult counts what happened to one claimed batch.
@@ -100,6 +103,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 		r.turns.signal()
 	})
 	r.prober, _ = pub.(Prober)
+	r.keyBatches = keyBatches(pub)
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.
 	r.seq.Store(rand.Uint64() >> 24)

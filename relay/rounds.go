@@ -11,12 +11,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
 // rounds hands out a batch's messages round by round: all of them at once,
-// or, when ordered, one per key per round, in write order.
+// or, when ordered, one per key per round, in write order. An ordered batch
+// for a sink that takes a key's events together (KeyBatcher) is one round
+// in write order, and keyed.
 type rounds struct {
-	all    []outbox.Message            // unordered: the one round
+	all    []outbox.Message            // unordered, or keyed: the one round
+	keyed  bool                        // all is ordered: see heads
 	queues map[string][]outbox.Message // ordered: per topic and key, in write order
 	keys   []string                    // ordered: in order of first appearance
 }
@@ -69,6 +73,31 @@ func (q *rounds) rest(t *topicTally) []uuid.UUID {
 	return ids
 }
 
+// heads splits a keyed round's published messages at each key's first
+// message that failed other than permanently: keep are the messages up to
+// and including it (and any acknowledged one after it, which a KeyBatcher
+// does not produce but which was delivered all the same), behind the
+// key's later failed ones. A KeyBatcher did not send those, so they are
+// released untouched and wait behind their key's head, as they would have
+// waited for their own round. A permanent failure stops nothing: its
+// event fails, and the key goes on.
+func heads(msgs []outbox.Message, results []error) (keep []outbox.Message, keepResults []error, behind []outbox.Message) {
+	stopped := make(map[string]bool)
+	for i, m := range msgs {
+		k := roundKey(m)
+		if stopped[k] && results[i] != nil {
+			behind = append(behind, m)
+			continue
+		}
+		if results[i] != nil && !publishers.IsPermanent(results[i]) {
+			stopped[k] = true
+		}
+		keep = append(keep, m)
+		keepResults = append(keepResults, results[i])
+	}
+	return keep, keepResults, behind
+}
+
 func idsOf(msgs []outbox.Message) []uuid.UUID {
 	ids := make([]uuid.UUID, len(msgs))
 	for i := range msgs {
@@ -102,6 +131,9 @@ func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
 	if !b.ordered {
 		slices.SortFunc(msgs, func(a, b outbox.Message) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 		return &rounds{all: msgs}
+	}
+	if r.keyBatches {
+		return &rounds{all: msgs, keyed: true}
 	}
 	q := &rounds{queues: map[string][]outbox.Message{}}
 	for _, msg := range msgs {

@@ -33,6 +33,7 @@ func TestConformance(t *testing.T) {
 		Features: publisherstest.Features{
 			DurableAcks:      true,
 			KeyOrder:         true,
+			KeyBatches:       true,
 			PerMessageErrors: true,
 			MaxMessageBytes:  kafka.DefaultMaxMessageBytes,
 			Prober:           true,

@@ -241,8 +241,29 @@ func (p *Publisher) bisect(ctx context.Context, batch []kafkago.Message, set []i
 	}
 	half := len(again) / 2
 	p.bisect(ctx, batch, again[:half], errs)
+	// The second half goes only if every message of the first was
+	// acknowledged or found at fault itself: a message that failed for
+	// another reason will be sent again, and what is behind it must not
+	// overtake it (KeyBatches).
+	for _, j := range again[:half] {
+		if err := errs[j]; err != nil && !isRecordLevel(err) {
+			for _, k := range again[half:] {
+				errs[k] = fmt.Errorf("kafka: not sent: an earlier message of its batch failed (%w)", err)
+			}
+			return
+		}
+	}
 	p.bisect(ctx, batch, again[half:], errs)
 }
+
+// KeyBatches reports that the publisher takes several events of one key
+// in one call (relay.KeyBatcher): one key's messages go to one partition,
+// whose requests are sent one after the other, and none is sent after one
+// that failed other than for its own content (a message the broker
+// refuses for good, which the relay fails, does not hold back the ones
+// behind it). A request written when the call's context ended may still
+// be appended, but nothing is sent after it.
+func (p *Publisher) KeyBatches() bool { return true }
 
 // confirmUnknownTopic checks with the brokers whether a topic reported
 // unknown really is. kafka-go answers from metadata it caches for up to

@@ -14,6 +14,9 @@
 //     keyed and unkeyed, text and binary messages;
 //   - one key's messages in one Publish arrive in their order
 //     (Features.KeyOrder), in small batches, large ones and concurrent ones;
+//   - a sink that takes a key's whole run in one call (relay.KeyBatcher,
+//     Features.KeyBatches) never delivers a key's later message without
+//     its earlier ones, wherever a cut off broker interrupts the call;
 //   - per-message errors land on the right message, are permanent, and the
 //     other messages of the batch arrive (Features.PerMessageErrors);
 //   - a message over the size limit is permanent and fails alone

@@ -54,6 +54,13 @@ type Features struct {
 	// KeyOrder: the messages of one key in one Publish call arrive in their
 	// order in the call (in one Record.Stream).
 	KeyOrder bool
+	// KeyBatches: the publisher implements relay.KeyBatcher and answers
+	// true: once one of a key's messages in a call fails other than
+	// permanently, none of the key's later messages in the call is sent, so
+	// the relay may publish a key's whole run in one call. Checked by
+	// cutting the broker off during a batch of several keys' runs (needs
+	// Outage), and the answer must match the declaration.
+	KeyBatches bool
 	// PerMessageErrors: the sink can refuse one message of a batch and take
 	// the others, and says which one with a publishers.Errors. Needs
 	// Harness.RejectingTopic.

@@ -38,6 +38,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("StalledPublishHonoursDeadline", s.testStalledDeadline)
 	t.Run("StalledPublishHonoursCancel", s.testStalledCancel)
 	t.Run("CloseIsBoundedDuringStalledPublish", s.testStalledClose)
+	t.Run("KeyBatchesUnderCut", s.testKeyBatchesUnderCut)
 
 	parallel := func(name string, f func(*testing.T)) {
 		t.Run(name, func(t *testing.T) {
@@ -48,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 	parallel("EmptyPublish", s.testEmpty)
 	parallel("MessagesArriveIntact", s.testIntact)
 	parallel("KeyOrderWithinPublish", s.testKeyOrder)
+	parallel("KeyBatchesDeclared", s.testKeyBatchesDeclared)
 	parallel("LargeBatch", s.testLargeBatch)
 	parallel("ConcurrentPublish", s.testConcurrent)
 	parallel("PerMessageErrors", s.testPerMessageErrors)

@@ -121,6 +121,12 @@ type prober interface {
 	Probe(ctx context.Context) error
 }
 
+// keyBatcher is a sink that may take several events of one key in one
+// call (relay.KeyBatcher).
+type keyBatcher interface {
+	KeyBatches() bool
+}
+
 // ErrNoRoute fails a message whose topic no rule matches.
 var ErrNoRoute = errors.New("no route for the topic")
 
@@ -198,6 +204,19 @@ func (rt *Router) Publish(ctx context.Context, msgs []outbox.Message) error {
 		}
 	}
 	return nil
+}
+
+// KeyBatches reports whether every sink takes several events of one key
+// in one call (relay.KeyBatcher). One key's messages share a topic, hence
+// a sink, so each sink's promise covers them; a router over several sinks
+// can only promise what all of them do.
+func (rt *Router) KeyBatches() bool {
+	for _, s := range rt.sinks {
+		if kb, ok := s.(keyBatcher); !ok || !kb.KeyBatches() {
+			return false
+		}
+	}
+	return true
 }
 
 // Close closes every sink at once and returns their errors joined.

@@ -94,6 +94,19 @@ func (p *probingPublisher) Probe(ctx context.Context) error { return p.prober.Pr
 // Close closes the wrapped sink.
 func (p *publisher) Close() error { return p.sink.Close() }
 
+// keyBatcher is a sink that may take several events of one key in one
+// call (relay.KeyBatcher).
+type keyBatcher interface {
+	KeyBatches() bool
+}
+
+// KeyBatches answers for the wrapped sink (relay.KeyBatcher): tracing
+// changes nothing about which messages it sends.
+func (p *publisher) KeyBatches() bool {
+	kb, ok := p.sink.(keyBatcher)
+	return ok && kb.KeyBatches()
+}
+
 // w3c is the propagator of the trace context in the headers: outbox.Write
 // stores it with it, consumers read it with it. No global propagator is
 // needed.

@@ -177,6 +177,13 @@ func (w *measured) Publish(ctx context.Context, msgs []outbox.Message) error {
 // Close closes the wrapped sink.
 func (w *measured) Close() error { return w.p.Close() }
 
+// KeyBatches answers for the wrapped sink (relay.KeyBatcher): measuring
+// changes nothing about which messages it sends.
+func (w *measured) KeyBatches() bool {
+	kb, ok := w.p.(relay.KeyBatcher)
+	return ok && kb.KeyBatches()
+}
+
 // measuredProber is a measured sink that can be probed.
 type measuredProber struct {
 	*measured
