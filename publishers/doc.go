@@ -16,7 +16,10 @@
 // outbox.HeaderEventID header, or the sink's equivalent), which consumers
 // use to drop the duplicates at-least-once delivery allows. A sink that
 // offers per-key order delivers the messages of one key within one call in
-// their order in msgs. Publish is called from several goroutines at once
+// their order in msgs. A sink that also never sends a key's later message
+// of a call after an earlier one failed (other than permanently)
+// implements relay.KeyBatcher, and ordered delivery gives it a key's whole
+// claimed run in one call; others get one event per key per call. Publish is called from several goroutines at once
 // (the relay's workers) and does not keep msgs after it returns.
 //
 // # Results

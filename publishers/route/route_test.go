@@ -193,3 +193,36 @@ func TestRouterProbe(t *testing.T) {
 		t.Error("a router with a sink that cannot be probed claims to be a prober")
 	}
 }
+
+// keyBatchingSink is a sink that answers relay.KeyBatcher.
+type keyBatchingSink struct {
+	*memSink
+	answer bool
+}
+
+func (s keyBatchingSink) KeyBatches() bool { return s.answer }
+
+// A router takes a key's run in one call only when every sink does: a
+// key's messages share a topic, hence a sink.
+func TestRouterKeyBatches(t *testing.T) {
+	rules := []Rule{{Pattern: "a", Sink: "one"}, {Pattern: "b", Sink: "two"}}
+	yes, no := keyBatchingSink{&memSink{}, true}, keyBatchingSink{&memSink{}, false}
+	for _, tc := range []struct {
+		name     string
+		one, two Sink
+		want     bool
+	}{
+		{"both", yes, yes, true},
+		{"one answering false", yes, no, false},
+		{"one without KeyBatcher", yes, &memSink{}, false},
+	} {
+		rt, err := New(rules, map[string]Sink{"one": tc.one, "two": tc.two})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, ok := rt.(keyBatcher)
+		if got := ok && kb.KeyBatches(); got != tc.want {
+			t.Errorf("%s: router answers %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -323,3 +323,32 @@ func TestUnsampledSpanKeepsTheStoredContext(t *testing.T) {
 		t.Errorf("a message without a stored context got %v", inner.got[1].Headers)
 	}
 }
+
+// keyBatchingSink is a sink that answers relay.KeyBatcher.
+type keyBatchingSink struct {
+	sink
+	answer bool
+}
+
+func (s *keyBatchingSink) KeyBatches() bool { return s.answer }
+
+// The wrapper answers relay.KeyBatcher for the sink it wraps: tracing does
+// not change which messages are sent.
+func TestKeyBatchesForwarded(t *testing.T) {
+	tp, _ := setup(t)
+	type keyBatcher interface{ KeyBatches() bool }
+	for _, tc := range []struct {
+		name string
+		s    tracing.Sink
+		want bool
+	}{
+		{"without KeyBatcher", &sink{}, false},
+		{"answering false", &keyBatchingSink{answer: false}, false},
+		{"answering true", &keyBatchingSink{answer: true}, true},
+	} {
+		kb, ok := wrap(t, tc.s, "kafka", tp).(keyBatcher)
+		if got := ok && kb.KeyBatches(); got != tc.want {
+			t.Errorf("%s: wrapper answers %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

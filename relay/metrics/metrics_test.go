@@ -383,3 +383,35 @@ func helpOf(t *testing.T, reg *prometheus.Registry, name string) string {
 	t.Helper()
 	return family(t, reg, name).GetHelp()
 }
+
+type fakeKeyBatcher struct {
+	fakeSink
+	answer bool
+}
+
+func (s *fakeKeyBatcher) KeyBatches() bool { return s.answer }
+
+type probingKeyBatcher struct{ fakeKeyBatcher }
+
+func (s *probingKeyBatcher) Probe(context.Context) error { return nil }
+
+// The measured sink answers relay.KeyBatcher for the sink it wraps.
+func TestPublisherKeyBatches(t *testing.T) {
+	t.Parallel()
+	m, _ := newMetrics(t)
+	for _, tc := range []struct {
+		name string
+		sink relay.Publisher
+		want bool
+	}{
+		{"without KeyBatcher", &fakeSink{}, false},
+		{"answering false", &fakeKeyBatcher{answer: false}, false},
+		{"answering true", &fakeKeyBatcher{answer: true}, true},
+		{"a prober answering true", &probingKeyBatcher{fakeKeyBatcher{answer: true}}, true},
+	} {
+		kb, ok := m.Publisher(tc.name, tc.sink).(relay.KeyBatcher)
+		if got := ok && kb.KeyBatches(); got != tc.want {
+			t.Errorf("%s: measured sink answers %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
