@@ -2,14 +2,18 @@ package relay
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
-// runOrdered serves the ordered topics until ctx ends: it leases the least
-// recently served shard that has work, publishes that shard's rows in
-// order until it is drained or ShardBudget rows were claimed, hands the
-// shard back and leases the next. See docs/ordering.md.
-func (r *Relay) runOrdered(ctx context.Context) {
+// runOrdered is ordered loop number loop (Run starts Workers of them): it
+// serves the ordered topics until ctx ends: it leases the least recently
+// served shard that has work, publishes that shard's rows in order until
+// it is drained or ShardBudget rows were claimed, hands the shard back and
+// leases the next. A shard is leased by one loop at a time, so the loops
+// serve different shards side by side. See docs/ordering.md.
+func (r *Relay) runOrdered(ctx context.Context, loop int) {
+	slot := r.live.orderedSlot(loop)
 	// Leasing and handing back shards outlive ctx, within the shutdown
 	// bound.
 	hard, stopHard := r.shutdownBound(ctx)
@@ -52,7 +56,7 @@ func (r *Relay) runOrdered(ctx context.Context) {
 		}
 		dbDown.Reset()
 		r.observe(Event{Kind: EventShardLeased, Shard: shard})
-		claimed, wait := r.serveShard(ctx, shard, lessee)
+		claimed, wait := r.serveShard(ctx, shard, lessee, slot)
 		hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 		if err := r.store.handBack(hctx, shard, lessee); err != nil {
 			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
@@ -72,10 +76,10 @@ func (r *Relay) runOrdered(ctx context.Context) {
 // serveShard claims and publishes batches of shard until it has no ready
 // rows, ShardBudget rows were claimed, or something asks for a pause; wait
 // is how long to pause before leasing again.
-func (r *Relay) serveShard(ctx context.Context, shard int, lessee string) (claimed int, wait time.Duration) {
+func (r *Relay) serveShard(ctx context.Context, shard int, lessee string, slot *atomic.Int64) (claimed int, wait time.Duration) {
 	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
 		limit := r.orderedSizes.next()
-		res, err := r.processIn(ctx, shardClaims{r, shard, lessee}, limit, r.orderedSizes, nil, r.live.slot(r.cfg.Workers))
+		res, err := r.processIn(ctx, shardClaims{r, shard, lessee}, limit, r.orderedSizes, nil, slot)
 		claimed += res.Claimed
 		switch {
 		case err != nil:

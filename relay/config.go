@@ -57,8 +57,10 @@ type Config struct {
 	// database works on one batch while another is being published or
 	// recorded. The workers share wake-ups: a notification or a poll
 	// starts one claim, not one per worker, and a full batch invites
-	// another worker to claim the next one. Rows of ordered topics are
-	// not affected. Defaults to 2; at most 64.
+	// another worker to claim the next one. With ordered topics it is
+	// also how many shards a relay serves at once: as many ordered loops,
+	// each leasing a shard of its own (docs/ordering.md). Defaults to 2;
+	// at most 64.
 	Workers int
 	// Claim is how an unordered claim holds its rows while they are
 	// published: ClaimLease (the default) or ClaimLock; see ClaimMode and

@@ -10,7 +10,7 @@ import (
 // ErrStopped is what Liveness returns once Run has returned.
 var ErrStopped = errors.New("relay: Run has returned")
 
-// liveness follows Run's claim loops: each unordered worker and the
+// liveness follows Run's claim loops: each unordered worker and each
 // ordered loop has a slot holding the time of its last progress while it
 // is inside a batch, and 0 while it waits (for rows, for its next poll,
 // for the database or the sink to come back). Every step of a batch is
@@ -37,14 +37,16 @@ const stallSlack = time.Minute
 
 func newLiveness(cfg Config) *liveness {
 	return &liveness{
-		loops: make([]atomic.Int64, cfg.Workers+1), // the workers, then the ordered loop
+		loops: make([]atomic.Int64, 2*cfg.Workers), // the workers, then the ordered loops
 		stall: 2*cfg.Lease + cfg.PublishTimeout + cfg.ShutdownTimeout + abandonAfter + stallSlack,
 	}
 }
 
-// slot returns the progress slot of worker i, or of the ordered loop when
-// i is the worker count.
+// slot returns the progress slot of worker i.
 func (l *liveness) slot(i int) *atomic.Int64 { return &l.loops[i] }
+
+// orderedSlot returns the progress slot of ordered loop i.
+func (l *liveness) orderedSlot(i int) *atomic.Int64 { return &l.loops[len(l.loops)/2+i] }
 
 // beat records progress in slot; a nil slot (ProcessBatch) records nothing.
 func beat(slot *atomic.Int64) {
@@ -62,7 +64,7 @@ func rest(slot *atomic.Int64) {
 
 // Liveness reports whether Run's claim loops are alive. It returns nil
 // before Run is called and while Run runs, unless one of its claim loops
-// (an unordered worker, or the ordered loop) has been inside one batch
+// (an unordered worker, or an ordered loop) has been inside one batch
 // without progress (a claim returning, a publish returning, an outcome
 // written) for longer than StallAfter: then an error naming the loop and
 // how long. Waiting is not a stall: a relay waiting for rows, for an
@@ -87,8 +89,8 @@ func (r *Relay) Liveness() error {
 		}
 		if idle := now.Sub(time.Unix(0, since)); idle > l.stall {
 			loop := fmt.Sprintf("worker %d", i)
-			if i == len(l.loops)-1 {
-				loop = "the ordered loop"
+			if workers := len(l.loops) / 2; i >= workers {
+				loop = fmt.Sprintf("ordered loop %d", i-workers)
 			}
 			return fmt.Errorf("relay: %s has made no progress on its batch for %v (more than %v)", loop, idle.Round(time.Second), l.stall)
 		}

@@ -81,3 +81,27 @@ func TestLiveness(t *testing.T) {
 		t.Errorf("default StallAfter = %v, want %v", d.StallAfter(), want)
 	}
 }
+
+// Each ordered loop has a slot of its own after the workers', and a stall
+// there names it.
+func TestLivenessNamesAnOrderedLoop(t *testing.T) {
+	t.Parallel()
+	l := newLiveness(Config{Workers: 3, Lease: time.Second, PublishTimeout: time.Second})
+	if len(l.loops) != 6 {
+		t.Fatalf("%d slots for 3 workers, want 6: the workers and as many ordered loops", len(l.loops))
+	}
+	if l.orderedSlot(0) == l.slot(2) || l.orderedSlot(2) != &l.loops[5] {
+		t.Fatal("ordered loop slots overlap the workers' or run past the end")
+	}
+	r := &Relay{live: l}
+	l.state.Store(livenessRunning)
+	l.orderedSlot(1).Store(time.Now().Add(-2 * l.stall).UnixNano())
+	if err := r.Liveness(); err == nil || !strings.Contains(err.Error(), "ordered loop 1") {
+		t.Errorf("Liveness = %v, want a stall naming ordered loop 1", err)
+	}
+	l.orderedSlot(1).Store(0)
+	l.slot(2).Store(time.Now().Add(-2 * l.stall).UnixNano())
+	if err := r.Liveness(); err == nil || !strings.Contains(err.Error(), "worker 2") {
+		t.Errorf("Liveness = %v, want a stall naming worker 2", err)
+	}
+}

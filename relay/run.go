@@ -40,7 +40,8 @@ import (
 // With lease claims Run also looks for rows below its claim floor and
 // lapsed leases beside the claims, on a pool connection of its own
 // (docs/architecture.md#claiming): a pool of Workers + 4 connections or
-// more lets every part run at once, as relay run sizes it.
+// more (2 x Workers + 4 with ordered topics, for as many ordered loops)
+// lets every part run at once, as relay run sizes it.
 func (r *Relay) Run(ctx context.Context) error {
 	r.live.state.Store(livenessRunning)
 	defer r.live.state.Store(livenessStopped)
@@ -75,7 +76,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}()
 	}
 	if r.cfg.Ordering.enabled() {
-		spawn(r.runOrdered)
+		for loop := range r.cfg.Workers {
+			spawn(func(ctx context.Context) { r.runOrdered(ctx, loop) })
+		}
 	}
 	if !r.cfg.NoListen {
 		spawn(r.listen)

@@ -123,7 +123,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Int(&r.batchSize, "batch-size", d.BatchSize, "most rows one claim takes: claims start at --batch-min, double while they come back full and halve when they come back less than a quarter full")
 	f.Int(&r.batchMin, "batch-min", 0, fmt.Sprintf("smallest claim of the adaptive batch size; equal to --batch-size fixes the size (default %d, or --batch-size when smaller)", relay.DefaultBatchMin))
 	f.Int(&r.batchBytes, "batch-bytes", d.BatchBytes, "a batch grows no further once its rows' payloads, keys and headers reach this many bytes")
-	f.Int(&r.workers, "workers", d.Workers, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published")
+	f.Int(&r.workers, "workers", d.Workers, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published; with --ordered-topics also the ordered loops, each serving a shard of its own")
 	f.Duration(&r.lease, "lease", d.Lease, "how long a claim is valid without renewal")
 	f.String(&r.claimMode, "claim-mode", string(d.Claim), "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
 	f.Duration(&r.pollInterval, "poll-interval", d.PollInterval, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")

@@ -79,10 +79,14 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	// Each worker's batch, the listener, the ordered loop, the janitor and
-	// the look below the claim floor of each table may each hold a
-	// connection at once.
-	o.db.minConns = len(tables) * (cfg.relay.Workers + 4)
+	// Each worker's batch, each ordered loop's (as many as workers, with
+	// ordered topics), the listener, the janitor and the look below the
+	// claim floor of each table may each hold a connection at once.
+	perTable := cfg.relay.Workers + 4
+	if len(cfg.relay.Ordering.Topics) > 0 {
+		perTable += cfg.relay.Workers
+	}
+	o.db.minConns = len(tables) * perTable
 	// The sessions are named after the replica, so that relay status lists
 	// the relays connected.
 	if cfg.relay.ID == "" {

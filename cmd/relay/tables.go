@@ -36,7 +36,7 @@ type tablesFlag struct{ list string }
 func (t *tablesFlag) register(f *flags) {
 	f.String(&t.list, "tables", "", "serve several outbox tables at once, comma-separated: [schema.]table (schema defaults to --schema), "+
 		"or a pattern with * ? [...] matched at start against the tables migrated in the database, e.g. 'svc_*.outbox'; "+
-		"each table has its own claim loops, workers and retention janitor, sharing the database pool (--workers + 3 connections per table) and the sink; "+
+		"each table has its own claim loops, workers and retention janitor, sharing the database pool (--workers + 4 connections per table, --workers more with --ordered-topics) and the sink; "+
 		"replaces --table; off when empty (one table: --schema, --table)")
 }
 
