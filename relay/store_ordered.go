@@ -66,12 +66,23 @@ func (s *store) extendShard(ctx context.Context, shard int, owner string) error 
 // per key; lessee is the token of the shard lease.
 func (s *store) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) ([]row, error) {
 	all, topics := s.orderedTopics()
+	buckets := bucketsOf(shard, s.ordering.Shards)
 	rows, err := s.pool.Query(ctx, s.q.claimOrdered, limit, owner, s.lease.Milliseconds(),
-		shard, lessee, bucketsOf(shard, s.ordering.Shards), all, topics)
+		shard, lessee, buckets, all, topics, firstWindow(limit, len(buckets)))
 	if err != nil {
 		return nil, fmt.Errorf("claim ordered: %w", err)
 	}
 	return collectRows(rows, withTx)
+}
+
+// firstWindow is how many pending rows of each of its buckets a claim of
+// limit rows reads first (claim_ordered.sql): twice a bucket's share of
+// limit when the oldest rows are spread evenly over the buckets, plus 8,
+// and never more than limit. A bucket that holds more than that of the
+// oldest rows is read again, up to limit rows, so the window only sets
+// how often that second read happens, never which rows are claimed.
+func firstWindow(limit, buckets int) int {
+	return min(limit, 8+(2*limit+buckets-1)/max(buckets, 1))
 }
 
 // bucketsOf lists the buckets of shard: those with bucket % shards = shard.

@@ -1,22 +1,55 @@
 -- claim_ordered: claims up to $1 rows for the claim $2 (lease $3 ms), in
 -- write order, from the runs of ready rows at the head of each key in the
--- buckets $6 of shard $4, leased by $5; $7/$8 are the ordered topics.
+-- buckets $6 of shard $4, leased by $5; $7/$8 are the ordered topics; $9
+-- (at most $1) is how many pending rows of each bucket it reads first.
 --
 --   - lease re-checks and extends the shard lease in the same statement.
 --     While it holds the shard row's lock another replica's lease_shard
 --     skips the shard, and a takeover that got in first makes the check
 --     fail, so two claims of one shard never overlap;
---   - a bucket's unfinished rows are its pending rows, read through
---     ordered_pending_idx, and its processing rows, read through
---     processing_idx (as many as are in flight);
 --   - a row is ready when it is due (pending and next_retry_at passed, or
 --     processing with a lapsed lease) and its writing transaction is older
 --     than every transaction still running, so no earlier write for its
 --     key can still commit;
 --   - a key's rows are claimable up to its first row that is not ready: a
 --     later event never overtakes an earlier one;
+--   - it takes the $1 oldest claimable rows, by (tx, id);
 --   - the attempt saturates at the integer limit, as in claim.sql.
 -- It returns the writing transaction, by which the relay orders the rows.
+--
+-- What it reads is bounded, not the shard's whole backlog. A key lives in
+-- one bucket, so the first rows of a bucket in (tx, id) order, read
+-- through ordered_pending_idx, hold every earlier pending row of each key
+-- they hold: the runs computed over them (with the bucket's processing
+-- rows up to the last row read, from processing_idx, as many as are in
+-- flight) are the runs the whole backlog gives, up to that last row (the
+-- cut). Rows at or above the visibility horizon are never read: they are
+-- not ready, nor is anything after them in their bucket. An empty bucket
+-- costs one index probe. The claim reads in up to three passes, each only
+-- for the buckets the one before could not decide:
+--
+--   1. the first $9 pending rows of every bucket (a few more than a
+--      bucket's share of $1);
+--   2. the first $1 of each bucket whose first pass was full and whose
+--      cut comes before the $1-th oldest claimable row found (fewer
+--      found: every full bucket), since it may hold older claimable rows
+--      beyond its cut: a bucket that holds more than its share of the
+--      oldest rows, a hot key's;
+--   3. all pending rows, as a read of the whole backlog would, of each
+--      bucket whose second pass was full and still undecided in the
+--      same sense: a
+--      bucket where $1 rows did not yield enough claimable ones, because
+--      a key whose head is not ready (waiting for its retry, or in
+--      flight) fills them with its own rows. Reading past that key is
+--      what keeps it from starving the keys behind it in its bucket; the
+--      index does not order a bucket by key, so the cost of that read is
+--      the bucket's backlog, paid only while such a key blocks it.
+--
+-- A bucket that a pass does not send on to the next cannot hold any of
+-- the $1 oldest claimable rows beyond its cut: the pass found $1
+-- claimable rows no later than the cut, and a later pass only adds rows
+-- (its reads are longer, $9 <= $1). So the claim takes the same rows as a
+-- read of every unfinished row of the shard would.
 WITH lease AS (
     UPDATE {{shards}}
     SET locked_until = now() + $3 * interval '1 millisecond'
@@ -25,18 +58,8 @@ WITH lease AS (
       AND locked_until > now()
     RETURNING shard
 ),
-unfinished AS (
-    SELECT o.id, o.topic, o.key, o.tx,
-           o.next_retry_at <= now()
-           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
-    FROM {{table}} AS o
-    WHERE o.bucket = ANY($6::smallint[])
-      AND o.status = 'pending'
-      AND o.bucket IS NOT NULL
-      AND ($7::bool OR o.topic = ANY($8::text[]))
-      AND EXISTS (SELECT 1 FROM lease)
-    UNION ALL
-    SELECT o.id, o.topic, o.key, o.tx,
+inflight AS (
+    SELECT o.bucket, o.id, o.topic, o.key, o.tx,
            o.locked_until < now()
            AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
     FROM {{table}} AS o
@@ -45,19 +68,177 @@ unfinished AS (
       AND ($7::bool OR o.topic = ANY($8::text[]))
       AND EXISTS (SELECT 1 FROM lease)
 ),
-runs AS (
-    SELECT id, tx,
-           bool_and(ready) OVER (
-               PARTITION BY topic, key
-               ORDER BY tx, id
+-- Pass 1.
+first_rows AS (
+    SELECT b.bucket, p.id, p.topic, p.key, p.tx, p.ready, p.n
+    FROM unnest($6::smallint[]) AS b (bucket)
+    CROSS JOIN LATERAL (
+        SELECT o.id, o.topic, o.key, o.tx,
+               o.next_retry_at <= now()
+               AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
+               row_number() OVER (ORDER BY o.tx, o.id) AS n
+        FROM {{table}} AS o
+        WHERE o.bucket = b.bucket
+          AND o.status = 'pending'
+          AND o.bucket IS NOT NULL
+          AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+          AND ($7::bool OR o.topic = ANY($8::text[]))
+        ORDER BY o.tx, o.id
+        LIMIT $9
+    ) AS p
+    WHERE EXISTS (SELECT 1 FROM lease)
+),
+first_cut AS (
+    SELECT bucket, tx, id
+    FROM first_rows
+    WHERE n = $9
+),
+first_runs AS (
+    SELECT k.bucket, k.id, k.tx,
+           bool_and(k.ready) OVER (
+               PARTITION BY k.topic, k.key
+               ORDER BY k.tx, k.id
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
            ) AS claimable
-    FROM unfinished
+    FROM (
+        SELECT bucket, id, topic, key, tx, ready
+        FROM first_rows
+        UNION ALL
+        SELECT i.bucket, i.id, i.topic, i.key, i.tx, i.ready
+        FROM inflight AS i
+        WHERE NOT EXISTS (
+            SELECT 1
+            FROM first_cut AS c
+            WHERE c.bucket = i.bucket
+              AND (c.tx, c.id) < (i.tx, i.id)
+        )
+    ) AS k
+),
+first_edge AS (
+    SELECT tx, id
+    FROM first_runs
+    WHERE claimable
+    ORDER BY tx, id
+    OFFSET $1 - 1
+    LIMIT 1
+),
+-- Pass 2.
+second_buckets AS (
+    SELECT c.bucket
+    FROM first_cut AS c
+    WHERE NOT EXISTS (
+        SELECT 1
+        FROM first_edge AS e
+        WHERE (e.tx, e.id) <= (c.tx, c.id)
+    )
+),
+second_rows AS (
+    SELECT b.bucket, p.id, p.topic, p.key, p.tx, p.ready, p.n
+    FROM second_buckets AS b
+    CROSS JOIN LATERAL (
+        SELECT o.id, o.topic, o.key, o.tx,
+               o.next_retry_at <= now()
+               AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
+               row_number() OVER (ORDER BY o.tx, o.id) AS n
+        FROM {{table}} AS o
+        WHERE o.bucket = b.bucket
+          AND o.status = 'pending'
+          AND o.bucket IS NOT NULL
+          AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+          AND ($7::bool OR o.topic = ANY($8::text[]))
+        ORDER BY o.tx, o.id
+        LIMIT $1
+    ) AS p
+),
+second_cut AS (
+    SELECT bucket, tx, id
+    FROM second_rows
+    WHERE n = $1
+),
+second_runs AS (
+    SELECT k.bucket, k.id, k.tx,
+           bool_and(k.ready) OVER (
+               PARTITION BY k.topic, k.key
+               ORDER BY k.tx, k.id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           ) AS claimable
+    FROM (
+        SELECT bucket, id, topic, key, tx, ready
+        FROM second_rows
+        UNION ALL
+        SELECT i.bucket, i.id, i.topic, i.key, i.tx, i.ready
+        FROM inflight AS i
+        WHERE i.bucket IN (SELECT bucket FROM second_buckets)
+          AND NOT EXISTS (
+              SELECT 1
+              FROM second_cut AS c
+              WHERE c.bucket = i.bucket
+                AND (c.tx, c.id) < (i.tx, i.id)
+          )
+    ) AS k
+),
+second_claimable AS (
+    SELECT bucket, id, tx
+    FROM first_runs
+    WHERE claimable
+      AND bucket NOT IN (SELECT bucket FROM second_buckets)
+    UNION ALL
+    SELECT bucket, id, tx
+    FROM second_runs
+    WHERE claimable
+),
+second_edge AS (
+    SELECT tx, id
+    FROM second_claimable
+    ORDER BY tx, id
+    OFFSET $1 - 1
+    LIMIT 1
+),
+-- Pass 3.
+third_buckets AS (
+    SELECT c.bucket
+    FROM second_cut AS c
+    WHERE NOT EXISTS (
+        SELECT 1
+        FROM second_edge AS e
+        WHERE (e.tx, e.id) <= (c.tx, c.id)
+    )
+),
+third_runs AS (
+    SELECT k.bucket, k.id, k.tx,
+           bool_and(k.ready) OVER (
+               PARTITION BY k.topic, k.key
+               ORDER BY k.tx, k.id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           ) AS claimable
+    FROM (
+        SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+               o.next_retry_at <= now()
+               AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
+        FROM {{table}} AS o
+        WHERE o.bucket = ANY (ARRAY(SELECT bucket FROM third_buckets))
+          AND o.status = 'pending'
+          AND o.bucket IS NOT NULL
+          AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+          AND ($7::bool OR o.topic = ANY($8::text[]))
+          AND EXISTS (SELECT 1 FROM third_buckets)
+        UNION ALL
+        SELECT i.bucket, i.id, i.topic, i.key, i.tx, i.ready
+        FROM inflight AS i
+        WHERE i.bucket IN (SELECT bucket FROM third_buckets)
+    ) AS k
 ),
 picked AS (
     SELECT id
-    FROM runs
-    WHERE claimable
+    FROM (
+        SELECT id, tx
+        FROM second_claimable
+        WHERE bucket NOT IN (SELECT bucket FROM third_buckets)
+        UNION ALL
+        SELECT id, tx
+        FROM third_runs
+        WHERE claimable
+    ) AS c
     ORDER BY tx, id
     LIMIT $1
 )
@@ -66,7 +247,6 @@ SET status = 'processing',
     locked_by = $2,
     locked_until = now() + $3 * interval '1 millisecond',
     attempt = least(o.attempt, 2147483646) + 1
-FROM picked
-WHERE o.id = picked.id
+WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
   AND o.status IN ('pending', 'processing')
 RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, (o.tx::text)::bigint

@@ -1,0 +1,559 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// Tests of what the ordered claim (relay/sql/postgres/claim_ordered.sql)
+// reads: the rows a read of the shard's whole backlog would take, through
+// a read that does not grow with the backlog, and past a key that blocks
+// its bucket. They run the statement from its file against shard 0 of 16.
+
+const (
+	claimShards = 16
+	claimLessee = "lessee#1"
+)
+
+// fullClaimSQL picks rows as the ordered claim does, from a read of every
+// unfinished row of the shard's buckets $2 (of the ordered topics $3/$4):
+// the $1 oldest rows of the runs of ready rows at the head of each key.
+// It is the reference the claim, which reads in bounded passes, must
+// agree with; it only reads.
+const fullClaimSQL = `
+WITH unfinished AS (
+    SELECT o.id, o.topic, o.key, o.tx,
+           o.next_retry_at <= now()
+           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
+    FROM {{table}} AS o
+    WHERE o.bucket = ANY($2::smallint[])
+      AND o.status = 'pending'
+      AND o.bucket IS NOT NULL
+      AND ($3::bool OR o.topic = ANY($4::text[]))
+    UNION ALL
+    SELECT o.id, o.topic, o.key, o.tx,
+           o.locked_until < now()
+           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
+    FROM {{table}} AS o
+    WHERE o.status = 'processing'
+      AND o.bucket = ANY($2::smallint[])
+      AND ($3::bool OR o.topic = ANY($4::text[]))
+),
+runs AS (
+    SELECT id, tx,
+           bool_and(ready) OVER (
+               PARTITION BY topic, key
+               ORDER BY tx, id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           ) AS claimable
+    FROM unfinished
+)
+SELECT id
+FROM runs
+WHERE claimable
+ORDER BY tx, id
+LIMIT $1`
+
+// shardZero lists the buckets of shard 0 of claimShards.
+func shardZero() []int16 {
+	var b []int16
+	for x := 0; x < 1024; x += claimShards {
+		b = append(b, int16(x))
+	}
+	return b
+}
+
+// claimSQL is the relay's ordered claim for the test's table, read from
+// its file.
+func (b *bundle) claimSQL() string {
+	b.t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "relay", "sql", "postgres", "claim_ordered.sql"))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return strings.NewReplacer("{{table}}", b.table.Ident(), "{{shards}}", b.table.Related("shards")).Replace(string(raw))
+}
+
+// leaseShardZero creates the shard rows, with shard 0 leased to
+// claimLessee for an hour.
+func (b *bundle) leaseShardZero() {
+	b.t.Helper()
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table.Related("shards")+` (shard, locked_by, locked_until)
+		SELECT s, CASE WHEN s = 0 THEN $2 END, CASE WHEN s = 0 THEN now() + interval '1 hour' ELSE '-infinity' END
+		FROM generate_series(0, $1 - 1) AS s`, claimShards, claimLessee)
+	if err != nil {
+		b.t.Fatalf("create shards: %v", err)
+	}
+}
+
+// keysIn returns n keys of bucket, in a fixed order.
+func (b *bundle) keysIn(bucket int16, n int) []string {
+	b.t.Helper()
+	rows, err := b.pool.Query(b.ctx, `
+		SELECT k
+		FROM (SELECT 'key-' || g AS k FROM generate_series(1, 200000) AS g) AS c
+		WHERE (hashtextextended(encode(convert_to(k, 'UTF8'), 'hex'), 0) & 1023) = $1
+		LIMIT $2`, bucket, n)
+	if err != nil {
+		b.t.Fatalf("keys of bucket %d: %v", bucket, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(keys) != n {
+		b.t.Fatalf("keys of bucket %d: %v, %v", bucket, keys, err)
+	}
+	return keys
+}
+
+// claimIn runs in tx the ordered claim of up to limit rows of shard 0, of
+// every topic or of topics, reading window rows of each bucket first, and
+// returns the claimed ids.
+func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit, window int, topics []string) []uuid.UUID {
+	b.t.Helper()
+	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, window)
+	if err != nil {
+		b.t.Fatalf("claim: %v", err)
+	}
+	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
+		var id uuid.UUID
+		var skip any
+		err := r.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip)
+		return id, err
+	})
+	if err != nil {
+		b.t.Fatalf("claim: %v", err)
+	}
+	return ids
+}
+
+// fullClaimIn returns the ids fullClaimSQL picks in tx.
+func (b *bundle) fullClaimIn(tx pgx.Tx, limit int, topics []string) []uuid.UUID {
+	b.t.Helper()
+	rows, err := tx.Query(b.ctx, b.sql(fullClaimSQL), limit, shardZero(), topics == nil, topics)
+	if err != nil {
+		b.t.Fatalf("full claim: %v", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		b.t.Fatalf("full claim: %v", err)
+	}
+	return ids
+}
+
+// The bounded claim takes exactly the rows a read of the whole backlog
+// takes, whatever the window: random tables of a few keys sharing buckets,
+// with heads waiting for their retry, claims in flight and lapsed, rows
+// above the visibility horizon and rows of another shard, claimed with
+// windows from one row to the whole claim. Both run in one repeatable-read
+// transaction, so that they see the same snapshot and the same now(), and
+// the claim is rolled back.
+func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.leaseShardZero()
+	claimSQL := b.claimSQL()
+	// Three crowded buckets of shard 0, six with one key, and one key of
+	// shard 1, which the claim must never take.
+	var keys []string
+	for _, bucket := range []int16{0, 16, 32} {
+		keys = append(keys, b.keysIn(bucket, 4)...)
+	}
+	for _, bucket := range []int16{48, 64, 80, 96, 112, 1008} {
+		keys = append(keys, b.keysIn(bucket, 1)...)
+	}
+	keys = append(keys, b.keysIn(1, 1)...)
+
+	// Wide rounds spread hundreds of rows over every key; small ones put
+	// a dozen rows at most on two keys of one bucket and one of another,
+	// where a window of a row or two ends between a key's rows.
+	small := []string{keys[0], keys[1], keys[4]}
+	for round := range 230 {
+		rng := rand.New(rand.NewPCG(uint64(round), 19))
+		b.exec(`DELETE FROM {{table}}`)
+		if round < 30 {
+			b.writeBacklog(randomBacklog(rng, keys, 20+rng.IntN(400)))
+		} else {
+			b.writeBacklog(randomBacklog(rng, small, 3+rng.IntN(10)))
+		}
+		for _, limit := range []int{1, 2, 3, 7, 50} {
+			for _, window := range slices.Compact([]int{1, min(limit, 2), min(limit, 5), limit}) {
+				tx, err := b.pool.BeginTx(b.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Every topic, or one: the other's rows are not ordered.
+				var topics []string
+				if rng.IntN(2) == 0 {
+					topics = []string{"orders"}
+				}
+				want := b.fullClaimIn(tx, limit, topics)
+				got := b.claimIn(tx, claimSQL, limit, window, topics)
+				if err := tx.Rollback(b.ctx); err != nil {
+					t.Fatal(err)
+				}
+				slices.SortFunc(want, compareUUID)
+				slices.SortFunc(got, compareUUID)
+				if !slices.Equal(got, want) {
+					t.Fatalf("round %d, limit %d, window %d, topics %v: claimed %d rows %v, a full read takes %d rows %v",
+						round, limit, window, topics, len(got), got, len(want), want)
+				}
+			}
+		}
+	}
+}
+
+// Hand-picked tables where a pass must not decide on what lies past its
+// cut (the last row it read of a full bucket). Keys K and M share one
+// bucket, J and L another; each row's age is how far its transaction is
+// below the horizon (older first).
+func TestOrderedClaimCases(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.leaseShardZero()
+	claimSQL := b.claimSQL()
+	km, jl := b.keysIn(0, 2), b.keysIn(16, 2)
+	k, m, j, l := km[0], km[1], jl[0], jl[1]
+	for _, c := range []struct {
+		name          string
+		limit, window int
+		rows          []backlogRow
+		want          []int // indexes into rows
+	}{{
+		// The first pass reads K:0 of K's bucket: the lapsed claim K:2
+		// beyond it must not count as claimable (K:1 waits), or the pick
+		// looks full and J:1 is left out.
+		name: "a lapsed claim past the first cut", limit: 3, window: 1,
+		rows: []backlogRow{
+			{key: k, state: "pending", age: 100}, {key: k, state: "retrying", age: 90}, {key: k, state: "lapsed", age: 80},
+			{key: j, state: "pending", age: 70}, {key: j, state: "pending", age: 60},
+		},
+		want: []int{0, 3, 4},
+	}, {
+		// The second pass reads three rows of each bucket: M's, which
+		// wait behind M:0, and L:0, J:0, J:1. The lapsed claim K:1 beyond
+		// the cut must not count (K:0 waits), or J's bucket, cut at
+		// J:1, is taken as decided and J:2 is left out.
+		name: "a lapsed claim past the second cut", limit: 3, window: 1,
+		rows: []backlogRow{
+			{key: m, state: "retrying", age: 100}, {key: m, state: "pending", age: 99}, {key: m, state: "pending", age: 98},
+			{key: k, state: "retrying", age: 97}, {key: k, state: "lapsed", age: 96},
+			{key: l, state: "retrying", age: 95},
+			{key: j, state: "pending", age: 94}, {key: j, state: "pending", age: 93}, {key: j, state: "pending", age: 92},
+		},
+		want: []int{6, 7, 8},
+	}, {
+		// K's head waits; its rows fill the first and second passes of
+		// the bucket, and only the third reaches M's.
+		name: "a blocked key fills both passes", limit: 2, window: 1,
+		rows: []backlogRow{
+			{key: k, state: "retrying", age: 100}, {key: k, state: "pending", age: 99},
+			{key: k, state: "pending", age: 98}, {key: k, state: "pending", age: 97},
+			{key: m, state: "pending", age: 96}, {key: m, state: "pending", age: 95}, {key: m, state: "pending", age: 94},
+		},
+		want: []int{4, 5},
+	}, {
+		// K's in-flight claim holds K back; rows above the horizon are
+		// not read, and hold nothing back below it.
+		name: "in flight and above the horizon", limit: 5, window: 1,
+		rows: []backlogRow{
+			{key: k, state: "inFlight", age: 100}, {key: k, state: "pending", age: 99},
+			{key: m, state: "pending", age: 98}, {key: m, state: "pending", age: 0},
+			{key: j, state: "pending", age: -1}, {key: l, state: "pending", age: 97},
+		},
+		want: []int{2, 5},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			b.exec(`DELETE FROM {{table}}`)
+			ids := b.writeBacklog(c.rows)
+			var want []uuid.UUID
+			for _, i := range c.want {
+				want = append(want, ids[i])
+			}
+			tx, err := b.pool.BeginTx(b.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+			if err != nil {
+				t.Fatal(err)
+			}
+			full := b.fullClaimIn(tx, c.limit, nil)
+			got := b.claimIn(tx, claimSQL, c.limit, c.window, nil)
+			if err := tx.Rollback(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range [][]uuid.UUID{want, full, got} {
+				slices.SortFunc(s, compareUUID)
+			}
+			if !slices.Equal(full, want) {
+				t.Fatalf("a full read takes %v, the case expects %v: the case is wrong", full, want)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("claimed %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func compareUUID(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }
+
+// backlogRow is one row of a test backlog.
+type backlogRow struct {
+	key, topic string
+	// state is pending (due), retrying (pending, due in an hour),
+	// inFlight (processing, its lease running), lapsed (processing, its
+	// lease over) or sent.
+	state string
+	// age is how far below the visibility horizon its transaction id is;
+	// 0 or less: above it, a transaction that has not ended.
+	age int64
+}
+
+// writeBacklog writes rows, with ids in their order.
+func (b *bundle) writeBacklog(rows []backlogRow) []uuid.UUID {
+	b.t.Helper()
+	var horizon int64
+	if err := b.pool.QueryRow(b.ctx, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").Scan(&horizon); err != nil {
+		b.t.Fatal(err)
+	}
+	n := len(rows)
+	ids := make([]uuid.UUID, n)
+	keys := make([][]byte, n)
+	topics := make([]string, n)
+	statuses := make([]string, n)
+	retryIn := make([]int, n) // seconds from now
+	leaseIn := make([]*int, n)
+	txs := make([]int64, n)
+	for i, r := range rows {
+		ids[i] = uuid.Must(uuid.NewV7())
+		keys[i], topics[i] = []byte(r.key), r.topic
+		if topics[i] == "" {
+			topics[i] = "orders"
+		}
+		txs[i] = max(horizon-r.age, 3)
+		if r.age <= 0 {
+			txs[i] = horizon + 1_000_000_000 - r.age
+		}
+		statuses[i], retryIn[i] = "pending", -1
+		switch r.state {
+		case "retrying":
+			retryIn[i] = 3600
+		case "inFlight", "lapsed":
+			statuses[i] = "processing"
+			leaseIn[i] = new(int)
+			*leaseIn[i] = map[string]int{"inFlight": 3600, "lapsed": -1}[r.state]
+		case "sent":
+			statuses[i] = "sent"
+		}
+	}
+	b.exec(`INSERT INTO {{table}} (id, topic, key, payload, status, next_retry_at, locked_by, locked_until, tx)
+		SELECT u.id, u.topic, u.key, '\x00', u.status,
+		       now() + u.retry_in * interval '1 second',
+		       CASE WHEN u.lease_in IS NOT NULL THEN 'other#1' END,
+		       now() + u.lease_in * interval '1 second',
+		       u.tx::text::xid8
+		FROM unnest($1::uuid[], $2::text[], $3::bytea[], $4::text[], $5::int[], $6::int[], $7::bigint[])
+		     AS u (id, topic, key, status, retry_in, lease_in, tx)`,
+		ids, topics, keys, statuses, retryIn, leaseIn, txs)
+	return ids
+}
+
+// randomBacklog is n rows over keys, most of the first key, each of one of
+// two topics, in random states (a fifth not pending and due), several
+// rows to a transaction, in random order, a few above the horizon.
+func randomBacklog(rng *rand.Rand, keys []string, n int) []backlogRow {
+	rows := make([]backlogRow, n)
+	for i := range rows {
+		r := &rows[i]
+		r.key = keys[0]
+		if rng.IntN(2) == 0 {
+			r.key = keys[rng.IntN(len(keys))]
+		}
+		r.topic = []string{"orders", "payments"}[rng.IntN(2)]
+		r.age = 1 + int64(rng.IntN(n))
+		if rng.IntN(20) == 0 {
+			r.age = -int64(i)
+		}
+		switch x := rng.IntN(100); {
+		case x < 70:
+			r.state = "pending"
+		case x < 80:
+			r.state = "retrying"
+		case x < 87:
+			r.state = "inFlight"
+		case x < 94:
+			r.state = "lapsed"
+		default:
+			r.state = "sent"
+		}
+	}
+	return rows
+}
+
+// readCost is what one statement read, from its EXPLAIN (ANALYZE,
+// BUFFERS, FORMAT JSON).
+type readCost struct {
+	rows    float64 // rows the scans of the outbox table returned or filtered out
+	buffers int64   // shared buffers those scans hit or read
+	total   int64   // shared buffers the whole statement hit or read
+	out     float64 // rows the statement returned
+}
+
+// explain runs q with args under EXPLAIN (ANALYZE, BUFFERS) in a
+// transaction that it rolls back, and adds up what the scans of the
+// outbox table (or its partitions) read to pick the rows: all but the
+// primary-key look-ups of the picked rows, which every claim does, one
+// per row it claims.
+func (b *bundle) explain(q string, args ...any) readCost {
+	b.t.Helper()
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx) //nolint:errcheck // only undoes the claim
+	// As relay.ConfigurePool plans the relay's statements.
+	if _, err := tx.Exec(b.ctx, "SET LOCAL enable_bitmapscan = off"); err != nil {
+		b.t.Fatal(err)
+	}
+	var out []byte
+	if err := tx.QueryRow(b.ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...).Scan(&out); err != nil {
+		b.t.Fatalf("explain: %v", err)
+	}
+	type node struct {
+		Type     string  `json:"Node Type"`
+		Relation string  `json:"Relation Name"`
+		Index    string  `json:"Index Name"`
+		Rows     float64 `json:"Actual Rows"`
+		Loops    float64 `json:"Actual Loops"`
+		Removed  float64 `json:"Rows Removed by Filter"`
+		Hit      int64   `json:"Shared Hit Blocks"`
+		Read     int64   `json:"Shared Read Blocks"`
+		Plans    []node  `json:"Plans"`
+	}
+	var plans []struct {
+		Plan node `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		b.t.Fatalf("explain output %s: %v", out, err)
+	}
+	top := plans[0].Plan
+	c := readCost{total: top.Hit + top.Read, out: top.Rows}
+	var walk func(n node)
+	walk = func(n node) {
+		switch n.Type {
+		case "Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
+			// Scans are leaves: their buffers are their own.
+			if n.Relation != "" && !strings.HasSuffix(n.Relation, "_shards") && !strings.HasSuffix(n.Index, "_pkey") {
+				c.rows += (n.Rows + n.Removed) * n.Loops
+				c.buffers += n.Hit + n.Read
+			}
+		}
+		for _, p := range n.Plans {
+			walk(p)
+		}
+	}
+	walk(top)
+	return c
+}
+
+// A claim of 500 rows from a shard with a backlog of 50,000 events over
+// four keys reads about 2,000 rows (500 of each key's bucket, and the
+// first of every bucket), where a read of the whole backlog reads all
+// 50,000; and doubling the backlog changes nothing of what the claim
+// reads, while a full read reads twice as much. It counts what the claim
+// reads; it does not time it.
+func TestOrderedClaimReadIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.leaseShardZero()
+	const backlog, limit = 50000, 500
+	var keys []string
+	for _, bucket := range []int16{0, 16, 32, 48} {
+		keys = append(keys, b.keysIn(bucket, 1)...)
+	}
+	// The window relay.firstWindow gives a claim of 500 rows over 64 buckets.
+	const window = 8 + (2*limit+63)/64
+	measure := func() (bounded, full readCost) {
+		t.Helper()
+		b.exec(`INSERT INTO {{table}} (topic, key, payload)
+			SELECT 'orders', convert_to(($1::text[])[1 + g % 4], 'UTF8'), convert_to(repeat('x', 200), 'UTF8')
+			FROM generate_series(0, $2 - 1) AS g`, keys, backlog)
+		b.exec("ANALYZE {{table}}")
+		await(t, 10*time.Second, func() bool {
+			return b.count("tx >= pg_snapshot_xmin(pg_current_snapshot())") == 0
+		}, "the backlog's transaction is not below the visibility horizon")
+		bounded = b.explain(b.claimSQL(), limit, "claim#1", 60000, 0, claimLessee, shardZero(), true, []string{}, window)
+		full = b.explain(b.sql(fullClaimSQL), limit, shardZero(), true, []string{})
+		t.Logf("backlog %d: the claim read %.0f rows, %d buffers (%d in all); a full read %.0f rows, %d buffers (%d in all)",
+			b.count("true"), bounded.rows, bounded.buffers, bounded.total, full.rows, full.buffers, full.total)
+		if bounded.out != limit || full.out != limit {
+			t.Fatalf("claimed %.0f rows, a full read picks %.0f; want %d", bounded.out, full.out, limit)
+		}
+		return bounded, full
+	}
+
+	bounded, full := measure()
+	// Each of the 64 buckets is read up to the window, and each of the 4
+	// that hold the backlog up to the claim's size.
+	if maxRows := float64(64*window + 4*limit); bounded.rows > maxRows {
+		t.Errorf("the claim read %.0f rows, want at most %.0f (a full read: %.0f)", bounded.rows, maxRows, full.rows)
+	}
+	if full.rows < backlog {
+		t.Errorf("a full read read %.0f rows, want the whole backlog (%d): the reference is not what it claims", full.rows, backlog)
+	}
+
+	bounded2, full2 := measure()
+	if bounded2.rows != bounded.rows {
+		t.Errorf("with twice the backlog the claim read %.0f rows, want the same %.0f", bounded2.rows, bounded.rows)
+	}
+	// The same rows, through index probes one level deeper at most.
+	if bounded2.buffers*2 > bounded.buffers*3 {
+		t.Errorf("with twice the backlog the claim read %d buffers, want about the same as %d", bounded2.buffers, bounded.buffers)
+	}
+	if full2.rows < 2*backlog || full2.buffers < full.buffers*3/2 {
+		t.Errorf("with twice the backlog a full read read %.0f rows, %d buffers, want twice %.0f rows, %d buffers",
+			full2.rows, full2.buffers, full.rows, full.buffers)
+	}
+}
+
+// A key whose head waits for its retry, with more rows behind it than the
+// claim reads of a bucket, does not starve a key of the same bucket
+// written after it: the relay delivers that key's events, in order, and
+// none of the blocked key's.
+func TestOrderedClaimReadsPastABlockedKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pair := b.keysIn(0, 2)
+	blocked, other := pair[0], pair[1]
+	// More than the 10 and then 50 rows of the bucket that a claim of 50
+	// (orderedConfig) reads in its first two passes.
+	msgs := make([]outbox.Message, 300)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Topic: "orders", Key: []byte(blocked), Payload: fmt.Appendf(nil, "%s:%d", blocked, i)}
+	}
+	head := b.write(msgs...)[0]
+	b.exec(`UPDATE {{table}} SET attempt = 1, next_retry_at = now() + interval '1 hour' WHERE id = $1`, head)
+	for i := range 5 {
+		b.write(outbox.Message{Topic: "orders", Key: []byte(other), Payload: fmt.Appendf(nil, "%s:%d", other, i)})
+	}
+
+	s := &orderSink{}
+	b.startRelay(s, orderedConfig(claimShards))
+	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 5 }, "the later key was not delivered: %v", b.statuses())
+	var want []string
+	for i := range 5 {
+		want = append(want, fmt.Sprintf("%s:%d", other, i))
+	}
+	if got := s.delivered(); !slices.Equal(got, want) {
+		t.Errorf("delivered %v, want %v", got, want)
+	}
+	if n := b.count("key = $1 AND status <> 'pending'", []byte(blocked)); n != 0 {
+		t.Errorf("%d events of the blocked key were claimed, want none", n)
+	}
+}
