@@ -3,10 +3,13 @@
 -- than all running ones, or a lapsed claim. Shards whose holder died
 -- (lease lapsed, never handed back) come first, then the least recently
 -- served. $1 is the lease (ms), $2 the lease token, $4/$5 the ordered
--- topics. Pending rows are found through ordered_pending_idx, per bucket:
--- the buckets are an array, not an IN (subquery), so that the planner
--- reads the index per bucket instead of testing every due row per shard.
--- Lapsed claims are found through processing_idx.
+-- topics. Pending rows are found through ordered_pending_idx, one probe
+-- per bucket: each bucket's look is a LATERAL subquery for its oldest due
+-- row (ORDER BY the index's columns, LIMIT 1), which the planner cannot
+-- turn into a join and answers from the index, so an empty bucket costs
+-- one probe. Without it the planner scanned the table for every
+-- candidate shard when its statistics made due rows look common. Lapsed
+-- claims are found through processing_idx.
 UPDATE {{shards}} AS s
 SET locked_by = $2,
     locked_until = now() + $1 * interval '1 millisecond'
@@ -16,13 +19,19 @@ WHERE s.shard = (
     WHERE c.locked_until < now()
       AND (EXISTS (
               SELECT 1
-              FROM {{table}} AS o
-              WHERE o.bucket = ANY (ARRAY(SELECT generate_series(c.shard, 1023, $3)::smallint))
-                AND o.status = 'pending'
-                AND o.bucket IS NOT NULL
-                AND o.next_retry_at <= now()
-                AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-                AND ($4::bool OR o.topic = ANY($5::text[]))
+              FROM generate_series(c.shard, 1023, $3) AS b (bucket)
+              CROSS JOIN LATERAL (
+                  SELECT 1
+                  FROM {{table}} AS o
+                  WHERE o.bucket = b.bucket::smallint
+                    AND o.status = 'pending'
+                    AND o.bucket IS NOT NULL
+                    AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+                    AND o.next_retry_at <= now()
+                    AND ($4::bool OR o.topic = ANY($5::text[]))
+                  ORDER BY o.tx, o.id
+                  LIMIT 1
+              ) AS due
           )
           OR EXISTS (
               SELECT 1
