@@ -345,7 +345,8 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if byStatus == q {
 		t.Fatal("mark_sent.sql no longer tests the status as this test expects")
 	}
-	marked, walked := statementPages(t, pool, q, ids, "test#2"), statementPages(t, pool, byStatus, ids, "test#2")
+	lo, hi := idRange(ids)
+	marked, walked := statementPages(t, pool, q, ids, "test#2", lo, hi), statementPages(t, pool, byStatus, ids, "test#2", lo, hi)
 	t.Logf("pages a mark-sent of %d rows read: %d; testing status = 'processing': %d", perCycle, marked, walked)
 	if marked > 10*perCycle {
 		t.Errorf("a mark-sent of %d rows read %d pages", perCycle, marked)

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -196,7 +197,8 @@ func (s *store) claim(ctx context.Context, owner string, limit int, rg claimRang
 	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
 	for _, sb := range sent {
-		b.Queue(s.q.markSent, pgIDs(sb.ids), sb.owner)
+		lo, hi := idRange(sb.ids)
+		b.Queue(s.q.markSent, pgIDs(sb.ids), sb.owner, lo, hi)
 	}
 	var lapsedWithin *int64 // every lapsed lease
 	if rg.lapsedWithin > 0 {
@@ -301,29 +303,53 @@ func pgIDs(ids []uuid.UUID) [][16]byte {
 	return out
 }
 
+// idRange returns the least and the greatest of ids, in PostgreSQL's
+// order of uuid (byte by byte), for the write-backs' "id BETWEEN" bound;
+// a pair of ids no row has when ids is empty.
+func idRange[ID ~[16]byte](ids []ID) (lo, hi [16]byte) {
+	if len(ids) == 0 {
+		return lo, lo
+	}
+	lo, hi = ids[0], ids[0]
+	for _, id := range ids[1:] {
+		if bytes.Compare(id[:], lo[:]) < 0 {
+			lo = id
+		}
+		if bytes.Compare(id[:], hi[:]) > 0 {
+			hi = id
+		}
+	}
+	return lo, hi
+}
+
 // The write-backs of lease claims return how many of the rows were fenced
 // out: no longer held by the claim owner, so left untouched.
 
 func (s *store) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "mark sent", s.q.markSent, len(ids), pgIDs(ids), owner)
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "mark sent", s.q.markSent, len(ids), pgIDs(ids), owner, lo, hi)
 }
 
 func (s *store) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
-	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner)
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner, lo, hi)
 }
 
 func (s *store) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
-	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner)
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner, lo, hi)
 }
 
 func (s *store) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "release", s.q.release, len(ids), pgIDs(ids), owner)
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "release", s.q.release, len(ids), pgIDs(ids), owner, lo, hi)
 }
 
 func (s *store) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgIDs(ids), owner, s.lease.Milliseconds())
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgIDs(ids), owner, s.lease.Milliseconds(), lo, hi)
 }
 
 // retryColumns returns retries as the arrays the retry statements unnest.

@@ -6,8 +6,13 @@
 -- until a VACUUM, which a long transaction anywhere in the database holds
 -- off, and with statistics that counted few processing rows the planner
 -- preferred walking all of them to the primary-key look-ups of the ids.
+-- The ids lie between $4 and $5 (their least and greatest, which the
+-- relay passes along): on a partitioned table that range lets PostgreSQL
+-- leave out, when the statement starts, every partition that cannot hold
+-- them, where "= ANY" alone would look each id up in every partition.
 UPDATE {{table}}
 SET locked_until = now() + $3 * interval '1 millisecond'
 WHERE id = ANY($1)
+  AND id BETWEEN $4 AND $5
   AND locked_by = $2
   AND (status = 'processing') IS TRUE

@@ -6,6 +6,10 @@
 -- until a VACUUM, which a long transaction anywhere in the database holds
 -- off, and with statistics that counted few processing rows the planner
 -- preferred walking all of them to the primary-key look-ups of the ids.
+-- The ids lie between $4 and $5 (their least and greatest, which the
+-- relay passes along): on a partitioned table that range lets PostgreSQL
+-- leave out, when the statement starts, every partition that cannot hold
+-- them, where "= ANY" alone would look each id up in every partition.
 UPDATE {{table}} AS o
 SET status = 'failed',
     failed_at = now(),
@@ -13,5 +17,6 @@ SET status = 'failed',
     locked_until = NULL
 FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
 WHERE o.id = r.id
+  AND o.id BETWEEN $4 AND $5
   AND o.locked_by = $3
   AND (o.status = 'processing') IS TRUE

@@ -7,6 +7,10 @@
 -- until a VACUUM, which a long transaction anywhere in the database holds
 -- off, and with statistics that counted few processing rows the planner
 -- preferred walking all of them to the primary-key look-ups of the ids.
+-- The ids lie between $6 and $7 (their least and greatest, which the
+-- relay passes along): on a partitioned table that range lets PostgreSQL
+-- leave out, when the statement starts, every partition that cannot hold
+-- them, where "= ANY" alone would look each id up in every partition.
 UPDATE {{table}} AS o
 SET status = 'pending',
     next_retry_at = now() + r.delay_ms * interval '1 millisecond',
@@ -15,5 +19,6 @@ SET status = 'pending',
     locked_until = NULL
 FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
 WHERE o.id = r.id
+  AND o.id BETWEEN $6 AND $7
   AND o.locked_by = $5
   AND (o.status = 'processing') IS TRUE

@@ -1,0 +1,175 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
+)
+
+// scanNode is a node of EXPLAIN (ANALYZE, FORMAT JSON): which relation it
+// read, how often, and its children.
+type scanNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Loops    int        `json:"Actual Loops"`
+	Removed  int        `json:"Subplans Removed"`
+	Plans    []scanNode `json:"Plans"`
+}
+
+// read lists the relations the nodes under n read at least once.
+func (n scanNode) read() []string {
+	var out []string
+	if strings.HasSuffix(n.Type, "Scan") && n.Relation != "" && n.Loops > 0 {
+		out = append(out, n.Relation)
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.read()...)
+	}
+	return out
+}
+
+// On a partitioned table each lease write-back reads only the partitions
+// that can hold its ids, even as a generic plan (the one a prepared
+// statement settles on): its "id BETWEEN" bound lets the partitions be
+// pruned when the statement starts. Without it, "id = ANY" looks every id
+// up in every partition.
+func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewEmpty(t)
+	if _, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := migrations.Partitions(ctx, pool, table)
+	if err != nil || len(parts) < 4 {
+		t.Fatalf("partitions %v (%v): want the current one and 3 ahead", parts, err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (topic, payload) SELECT 'orders', '\\x00' FROM generate_series(1, 20)"); err != nil {
+		t.Fatal(err)
+	}
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
+	rows, _, err := r.store.claim(ctx, "test#1", 20, claimRange{from: bottom}, nil)
+	if err != nil || len(rows) != 20 {
+		t.Fatalf("claim = %d rows, %v", len(rows), err)
+	}
+	ids := make([][16]byte, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].id
+	}
+	lo, hi := idRange(ids)
+	q := r.store.q
+	for _, tc := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"mark sent", q.markSent, []any{ids, "test#1", lo, hi}},
+		{"release", q.release, []any{ids, "test#1", lo, hi}},
+		{"extend", q.extend, []any{ids, "test#1", int64(30000), lo, hi}},
+		{"mark retry", q.markRetry, []any{ids, make([]int64, len(ids)), make([]string, len(ids)), make([]int32, len(ids)), "test#1", lo, hi}},
+		{"mark failed", q.markFailed, []any{ids, make([]string, len(ids)), "test#1", lo, hi}},
+	} {
+		read := genericPlanReads(t, pool, tc.sql, tc.args...)
+		if len(read) != 1 || !strings.HasPrefix(read[0], table.Name+"_p") {
+			t.Errorf("%s read %v, want only the partition of its ids", tc.name, read)
+		}
+		// The same statement without the bound reads every partition.
+		bound := regexp.MustCompile(`AND (o\.)?id BETWEEN (\$\d+) AND (\$\d+)`)
+		if !bound.MatchString(tc.sql) {
+			t.Fatalf("%s has no id BETWEEN bound", tc.name)
+		}
+		unbounded := bound.ReplaceAllString(tc.sql, "AND ${2}::uuid IS NOT NULL AND ${3}::uuid IS NOT NULL")
+		if read := genericPlanReads(t, pool, unbounded, tc.args...); len(read) < len(parts) {
+			t.Errorf("%s without its bound read %v: the test no longer tells the two apart", tc.name, read)
+		}
+	}
+}
+
+// genericPlanReads runs q with args as a generic plan under EXPLAIN
+// ANALYZE, in a transaction it rolls back, and returns the relations its
+// scans read.
+func genericPlanReads(t *testing.T, pool *pgxpool.Pool, q string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
+	// EXPLAIN of the statement itself would plan it with the values of
+	// its parameters; a prepared statement's generic plan has only their
+	// types.
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "PREPARE write_back AS "+q, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer tx.Exec(ctx, "DEALLOCATE write_back") //nolint:errcheck // the rollback ends it anyway
+	// EXECUTE takes its values as SQL: a utility statement has no
+	// parameters of its own.
+	params := make([]string, len(args))
+	for i, a := range args {
+		params[i] = literal(t, a)
+	}
+	var plan []struct{ Plan scanNode }
+	explain := "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE write_back(" + strings.Join(params, ", ") + ")"
+	if err := tx.QueryRow(ctx, explain).Scan(&plan); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if len(plan) != 1 {
+		t.Fatalf("EXPLAIN returned %d plans", len(plan))
+	}
+	return plan[0].Plan.read()
+}
+
+// literal writes the test's argument values as SQL literals.
+func literal(t *testing.T, v any) string {
+	t.Helper()
+	array := func(items []string, typ string) string {
+		return "ARRAY[" + strings.Join(items, ", ") + "]::" + typ + "[]"
+	}
+	switch v := v.(type) {
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case int64:
+		return fmt.Sprint(v)
+	case [16]byte:
+		return "'" + uuid.UUID(v).String() + "'::uuid"
+	case [][16]byte:
+		items := make([]string, len(v))
+		for i, id := range v {
+			items[i] = literal(t, id)
+		}
+		return array(items, "uuid")
+	case []string:
+		items := make([]string, len(v))
+		for i, s := range v {
+			items[i] = literal(t, s)
+		}
+		return array(items, "text")
+	case []int64:
+		items := make([]string, len(v))
+		for i, n := range v {
+			items[i] = fmt.Sprint(n)
+		}
+		return array(items, "bigint")
+	case []int32:
+		items := make([]string, len(v))
+		for i, n := range v {
+			items[i] = fmt.Sprint(n)
+		}
+		return array(items, "int")
+	}
+	t.Fatalf("no literal for %T", v)
+	return ""
+}
