@@ -62,10 +62,11 @@ func main() {
 	steady := flag.String("steady", "", "JSON of steady reports (one, or an array)")
 	out := flag.String("out", "docs/img", "directory for the PNG files")
 	soaks := flag.String("soak", "", "labelled soak reports: label=path,label=path")
+	ordered := flag.String("ordered", "", "output of go test ./integration -bench OrderedVsUnordered")
 	prefix := flag.String("name-prefix", "", "prefix of the file names")
 	flag.Parse()
-	if *burndown == "" && *steady == "" && *soaks == "" {
-		log.Fatal("charts: give -burndown, -steady and/or -soak")
+	if *burndown == "" && *steady == "" && *soaks == "" && *ordered == "" {
+		log.Fatal("charts: give -burndown, -steady, -soak and/or -ordered")
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
@@ -82,6 +83,11 @@ func main() {
 	}
 	if *soaks != "" {
 		if err := drawSoaks(*soaks, *out, *prefix); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if *ordered != "" {
+		if err := drawOrdered(*ordered, *out, *prefix); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,32 @@ func TestChartsFromSavedRuns(t *testing.T) {
 	}
 	if _, err := latencyPlot([]report{{Mode: "steady"}}); err == nil {
 		t.Error("a report without steady runs drew a latency chart")
+	}
+}
+
+// The ordered chart reads go test -bench output: every (relays, keys) of
+// the saved run, with each ordered mode as a ratio of unordered.
+func TestOrderedFromSavedRun(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open("../../docs/bench/ordered/ordered-vs-unordered-20k.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	run, err := parseOrdered(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.groups) != 6 || len(run.rate["ordered"]) != 6 || len(run.rate["ordered-per-key"]) != 6 {
+		t.Fatalf("parsed %d groups, %d ordered and %d per-key results; want 6 of each", len(run.groups), len(run.rate["ordered"]), len(run.rate["ordered-per-key"]))
+	}
+	if g := run.groups[0]; g != (orderedGroup{1, 10}) || run.rate["unordered"][g] <= 0 {
+		t.Errorf("first group %v at %v events/s unordered, want 1 relay, 10 keys, a rate", g, run.rate["unordered"][g])
+	}
+	if _, err := orderedPlot(run); err != nil {
+		t.Error(err)
+	}
+	if _, err := parseOrdered(strings.NewReader("PASS\n")); err == nil {
+		t.Error("an output without results parsed")
 	}
 }
