@@ -74,16 +74,19 @@ func shardZero() []int16 {
 	return b
 }
 
-// claimSQL is the relay's ordered claim for the test's table, read from
-// its file.
-func (b *bundle) claimSQL() string {
+// relaySQL is the relay's statement name (relay/sql/postgres/<name>.sql)
+// for the test's table, read from its file.
+func (b *bundle) relaySQL(name string) string {
 	b.t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "relay", "sql", "postgres", "claim_ordered.sql"))
+	raw, err := os.ReadFile(filepath.Join("..", "relay", "sql", "postgres", name+".sql"))
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	return strings.NewReplacer("{{table}}", b.table.Ident(), "{{shards}}", b.table.Related("shards")).Replace(string(raw))
 }
+
+// claimSQL is the relay's ordered claim for the test's table.
+func (b *bundle) claimSQL() string { return b.relaySQL("claim_ordered") }
 
 // leaseShardZero creates the shard rows, with shard 0 leased to
 // claimLessee for an hour.

@@ -1,23 +1,9 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
-
-// leaseShardSQL is the relay's shard lease for the test's table, read
-// from its file.
-func (b *bundle) leaseShardSQL() string {
-	b.t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "relay", "sql", "postgres", "lease_shard.sql"))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return strings.NewReplacer("{{table}}", b.table.Ident(), "{{shards}}", b.table.Related("shards")).Replace(string(raw))
-}
 
 // Leasing a shard reads the ordered index once per bucket of each free
 // shard it considers, whatever the backlog: with 40,000 events over four
@@ -42,7 +28,7 @@ func TestLeaseShardReadIsBounded(t *testing.T) {
 		return b.count("tx >= pg_snapshot_xmin(pg_current_snapshot())") == 0
 	}, "the backlog's transaction is not below the visibility horizon")
 
-	cost := b.explain(b.leaseShardSQL(), 60000, "lessee#2", claimShards, true, []string{})
+	cost := b.explain(b.relaySQL("lease_shard"), 60000, "lessee#2", claimShards, true, []string{})
 	t.Logf("leasing a shard read %.0f rows, %d buffers (%d in all)", cost.rows, cost.buffers, cost.total)
 	if cost.out != 1 {
 		t.Fatalf("leased %.0f shards, want 1 (shard 0 has the work)", cost.out)

@@ -387,31 +387,62 @@ func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor, swept []
 // returns the plan.
 func explainBuffers(t *testing.T, pool *pgxpool.Pool, q string, args ...any) planNode {
 	t.Helper()
+	return explainIn(t, pool, []string{"SET LOCAL enable_bitmapscan = off"}, nil, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...)
+}
+
+// explainIn runs the statements setup, then explain (an EXPLAIN ... FORMAT
+// JSON) with args, then teardown, in a transaction it rolls back, and
+// returns the plan. setup and teardown go by the simple protocol: they
+// have no parameters of their own.
+func explainIn(t *testing.T, pool *pgxpool.Pool, setup, teardown []string, explain string, args ...any) planNode {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
-	if _, err := tx.Exec(ctx, "SET LOCAL enable_bitmapscan = off"); err != nil {
-		t.Fatal(err)
+	for _, q := range setup {
+		if _, err := tx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 	var plan []struct{ Plan planNode }
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
-		t.Fatal(err)
+	if err := tx.QueryRow(ctx, explain, args...).Scan(&plan); err != nil {
+		t.Fatalf("%s: %v", explain, err)
 	}
 	if len(plan) != 1 {
 		t.Fatalf("EXPLAIN returned %d plans", len(plan))
+	}
+	for _, q := range teardown {
+		if _, err := tx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 	return plan[0].Plan
 }
 
 // planNode is a node of EXPLAIN (FORMAT JSON).
 type planNode struct {
+	Type       string     `json:"Node Type"`
+	Relation   string     `json:"Relation Name"`
+	Loops      int        `json:"Actual Loops"`
 	IndexName  string     `json:"Index Name"`
 	SharedHit  int        `json:"Shared Hit Blocks"`
 	SharedRead int        `json:"Shared Read Blocks"`
 	Plans      []planNode `json:"Plans"`
+}
+
+// read lists the relations the scans under n read at least once.
+func (n planNode) read() []string {
+	var out []string
+	if strings.HasSuffix(n.Type, "Scan") && n.Relation != "" && n.Loops > 0 {
+		out = append(out, n.Relation)
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.read()...)
+	}
+	return out
 }
 
 // pages sums the buffers of the nodes under n that scan an index whose

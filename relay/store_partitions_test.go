@@ -9,33 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 )
-
-// scanNode is a node of EXPLAIN (ANALYZE, FORMAT JSON): which relation it
-// read, how often, and its children.
-type scanNode struct {
-	Type     string     `json:"Node Type"`
-	Relation string     `json:"Relation Name"`
-	Loops    int        `json:"Actual Loops"`
-	Removed  int        `json:"Subplans Removed"`
-	Plans    []scanNode `json:"Plans"`
-}
-
-// read lists the relations the nodes under n read at least once.
-func (n scanNode) read() []string {
-	var out []string
-	if strings.HasSuffix(n.Type, "Scan") && n.Relation != "" && n.Loops > 0 {
-		out = append(out, n.Relation)
-	}
-	for _, c := range n.Plans {
-		out = append(out, c.read()...)
-	}
-	return out
-}
 
 // On a partitioned table each lease write-back reads only the partitions
 // that can hold its ids, even as a generic plan (the one a prepared
@@ -96,40 +73,23 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 
 // genericPlanReads runs q with args as a generic plan under EXPLAIN
 // ANALYZE, in a transaction it rolls back, and returns the relations its
-// scans read.
+// scans read. EXPLAIN of the statement itself would plan it with the
+// values of its parameters; a prepared statement's generic plan has only
+// their types. A prepared statement outlives the transaction, so it is
+// dropped before the connection goes back to the pool.
 func genericPlanReads(t *testing.T, pool *pgxpool.Pool, q string, args ...any) []string {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
-	// EXPLAIN of the statement itself would plan it with the values of
-	// its parameters; a prepared statement's generic plan has only their
-	// types.
-	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "PREPARE write_back AS "+q, pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer tx.Exec(ctx, "DEALLOCATE write_back") //nolint:errcheck // the rollback ends it anyway
 	// EXECUTE takes its values as SQL: a utility statement has no
 	// parameters of its own.
 	params := make([]string, len(args))
 	for i, a := range args {
 		params[i] = literal(t, a)
 	}
-	var plan []struct{ Plan scanNode }
-	explain := "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE write_back(" + strings.Join(params, ", ") + ")"
-	if err := tx.QueryRow(ctx, explain).Scan(&plan); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	if len(plan) != 1 {
-		t.Fatalf("EXPLAIN returned %d plans", len(plan))
-	}
-	return plan[0].Plan.read()
+	plan := explainIn(t, pool,
+		[]string{"SET LOCAL plan_cache_mode = force_generic_plan", "PREPARE write_back AS " + q},
+		[]string{"DEALLOCATE write_back"},
+		"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE write_back("+strings.Join(params, ", ")+")")
+	return plan.read()
 }
 
 // literal writes the test's argument values as SQL literals.
