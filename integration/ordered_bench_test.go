@@ -135,7 +135,14 @@ func benchBurnDown(b *testing.B, mode string, relays, keys int) {
 	}()
 	rs := make([]*relay.Relay, relays)
 	for i := range rs {
-		rpool, err := pgxpool.New(ctx, testdb.URL(b))
+		// Each relay's pool is configured as `relay run` configures its
+		// own (relay.ConfigurePool).
+		pcfg, err := pgxpool.ParseConfig(testdb.URL(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		relay.ConfigurePool(pcfg)
+		rpool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			b.Fatal(err)
 		}

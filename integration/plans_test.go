@@ -3,8 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -137,4 +140,75 @@ func TestConfigurePoolPlansLeaseClaimsEachRun(t *testing.T) {
 			t.Errorf("SHOW %s = %q, %v; want %q", name, got, err, want)
 		}
 	}
+}
+
+// Run warns, before it logs that it started, when its pool does not set
+// the session settings ConfigurePool would, and only then.
+func TestRunWarnsWhenThePoolLacksTheSessionSettings(t *testing.T) {
+	b := setup(t)
+	for _, configured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("configured=%v", configured), func(t *testing.T) {
+			pool := onePool(t, b, func(cfg *pgxpool.Config) {
+				cfg.MaxConns = 8
+				if configured {
+					relay.ConfigurePool(cfg)
+				}
+			})
+			logs := &messages{started: make(chan struct{})}
+			r, err := relay.New(pool, &sink{}, b.config(relay.Config{Logger: slog.New(logs), NoListen: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(b.ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			select {
+			case <-logs.started:
+			case <-time.After(30 * time.Second):
+				t.Fatal("relay did not log that it started within 30s")
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			warned := logs.has(slog.LevelWarn, "ConfigurePool")
+			if warned == configured {
+				t.Errorf("warned about the session settings = %v with a pool configured = %v", warned, configured)
+			}
+		})
+	}
+}
+
+// messages is a slog.Handler that keeps the messages logged, and closes
+// started at "relay started".
+type messages struct {
+	mu      sync.Mutex
+	logged  []slog.Record
+	started chan struct{}
+}
+
+func (m *messages) Enabled(context.Context, slog.Level) bool { return true }
+func (m *messages) WithAttrs([]slog.Attr) slog.Handler       { return m }
+func (m *messages) WithGroup(string) slog.Handler            { return m }
+
+func (m *messages) Handle(_ context.Context, r slog.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.logged = append(m.logged, r)
+	if r.Message == "relay started" {
+		close(m.started)
+	}
+	return nil
+}
+
+// has reports whether a message at level containing text was logged.
+func (m *messages) has(level slog.Level, text string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.logged {
+		if r.Level == level && strings.Contains(r.Message, text) {
+			return true
+		}
+	}
+	return false
 }
