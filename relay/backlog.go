@@ -62,21 +62,24 @@ type BacklogCount struct {
 // gives up. Metrics call it in the background (relay/metrics); it takes
 // no part in the relay's work and may be called before Run.
 func (r *Relay) Backlog(ctx context.Context, limit int64) (Backlog, error) {
+	if r.pg == nil {
+		return Backlog{}, fmt.Errorf("relay: read backlog: %w", ErrUnsupported)
+	}
 	if limit <= 0 {
 		limit = defaultBacklogLimit
 	}
 	var b Backlog
-	err := pgx.BeginFunc(ctx, r.store.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, r.pg.pool, func(tx pgx.Tx) error {
 		if deadline, ok := ctx.Deadline(); ok {
 			ms := max(time.Until(deadline).Milliseconds(), 1)
 			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", fmt.Sprint(ms)); err != nil {
 				return err
 			}
 		}
-		all, topics := r.store.orderedTopics()
+		all, topics := r.pg.orderedTopics()
 		var oldestMS float64
 		scan := min(limit, blockedScanLimit)
-		err := tx.QueryRow(ctx, r.store.q.backlog, limit, r.cfg.Ordering.enabled(), all, topics, scan).Scan(
+		err := tx.QueryRow(ctx, r.pg.q.backlog, limit, r.cfg.Ordering.enabled(), all, topics, scan).Scan(
 			&b.PendingDue.Rows, &b.PendingDelayed.Rows, &b.Processing.Rows, &b.Failed.Rows, &oldestMS, &b.KeysBlocked)
 		if err != nil {
 			return err
@@ -91,7 +94,7 @@ func (r *Relay) Backlog(ctx context.Context, limit int64) (Backlog, error) {
 			return nil
 		}
 		var plan []byte
-		if err := tx.QueryRow(ctx, r.store.q.backlogEstimate).Scan(&plan); err != nil {
+		if err := tx.QueryRow(ctx, r.pg.q.backlogEstimate).Scan(&plan); err != nil {
 			return err
 		}
 		estimates, err := planRows(plan, len(counts))

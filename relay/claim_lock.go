@@ -15,7 +15,7 @@ type lockClaims struct{ r *Relay }
 func (c lockClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
 	cctx, cancel := context.WithTimeout(hard, c.r.cfg.Lease)
 	defer cancel()
-	l, err := c.r.store.claimLocked(cctx, limit)
+	l, err := c.r.pg.claimLocked(cctx, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 		woken := r.bell.next()
 		lessee := r.token()
 		lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-		shard, ok, err := r.store.leaseShard(lctx, lessee)
+		shard, ok, err := r.pg.leaseShard(lctx, lessee)
 		cancel()
 		switch {
 		case err != nil:
@@ -58,7 +58,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 		r.observe(Event{Kind: EventShardLeased, Shard: shard})
 		claimed, wait := r.serveShard(ctx, shard, lessee, slot)
 		hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-		if err := r.store.handBack(hctx, shard, lessee); err != nil {
+		if err := r.pg.handBack(hctx, shard, lessee); err != nil {
 			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
 		}
 		cancel()
@@ -113,7 +113,7 @@ func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (
 	r := c.r
 	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
-	rows, err := r.store.claimOrdered(cctx, owner, limit, c.shard, c.lessee)
+	rows, err := r.pg.claimOrdered(cctx, owner, limit, c.shard, c.lessee)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (
 	b.park = r.cfg.Ordering.HeadOfLine == HeadOfLinePark
 	extend := b.renew
 	b.renew = func(ctx context.Context) (int, error) {
-		if err := r.store.extendShard(ctx, c.shard, c.lessee); err != nil {
+		if err := r.pg.extendShard(ctx, c.shard, c.lessee); err != nil {
 			r.log.Warn("extending shard lease failed", "shard", c.shard, "error", err)
 		}
 		return extend(ctx)

@@ -168,20 +168,23 @@ targets:
 // on an unpartitioned table, the table. A partition whose lock was not
 // free in time (res.LockWaited) ends the drops of this run.
 func (r *Relay) dropPartitions(ctx, hard context.Context, owner string, res *RetentionResult) (targets []string, err error) {
+	if r.pg == nil {
+		return []string{""}, nil // MySQL: the table, which is never partitioned
+	}
 	lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
-	partitioned, now, err := r.store.partitioned(lctx)
+	partitioned, now, err := r.pg.partitioned(lctx)
 	if err != nil || !partitioned {
-		return []string{r.store.table.Ident()}, err
+		return []string{r.pg.table.Ident()}, err
 	}
-	parts, err := migrations.Partitions(lctx, r.store.pool, r.store.table)
+	parts, err := migrations.Partitions(lctx, r.pg.pool, r.pg.table)
 	if err != nil {
 		return nil, err
 	}
-	if name, ok, err := migrations.DefaultPartition(lctx, r.store.pool, r.store.table); err != nil {
+	if name, ok, err := migrations.DefaultPartition(lctx, r.pg.pool, r.pg.table); err != nil {
 		return nil, err
 	} else if ok {
-		targets = append(targets, pgx.Identifier{r.store.table.WithDefaults().Schema, name}.Sanitize())
+		targets = append(targets, pgx.Identifier{r.pg.table.WithDefaults().Schema, name}.Sanitize())
 	}
 	cutoff := now.Add(-r.cfg.Retention)
 	for _, p := range parts {
@@ -191,9 +194,9 @@ func (r *Relay) dropPartitions(ctx, hard context.Context, owner string, res *Ret
 		var dropped bool
 		var rows int64
 		dctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-		held, waited, err := r.store.inJob(dctx, jobRetention, owner, func(tx pgx.Tx) (int64, error) {
+		held, waited, err := r.pg.inJob(dctx, jobRetention, owner, func(tx pgx.Tx) (int64, error) {
 			var err error
-			dropped, rows, err = migrations.DropPartition(dctx, tx, r.store.table, p, cutoff)
+			dropped, rows, err = migrations.DropPartition(dctx, tx, r.pg.table, p, cutoff)
 			return rows, err
 		})
 		cancel()
@@ -215,7 +218,7 @@ func (r *Relay) dropPartitions(ctx, hard context.Context, owner string, res *Ret
 		default:
 			res.Kept++
 			r.log.Debug("retention janitor: kept an expired partition that holds unfinished or recently sent rows", "partition", p.Name)
-			targets = append(targets, pgx.Identifier{r.store.table.WithDefaults().Schema, p.Name}.Sanitize())
+			targets = append(targets, pgx.Identifier{r.pg.table.WithDefaults().Schema, p.Name}.Sanitize())
 		}
 	}
 	return targets, nil
@@ -248,7 +251,7 @@ type PartitionsResult struct {
 // (docs/architecture.md#partitioned-tables).
 func (r *Relay) RunPartitions(ctx context.Context) (PartitionsResult, error) {
 	var res PartitionsResult
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || r.pg == nil {
 		return res, nil
 	}
 	owner := r.token()
@@ -261,8 +264,8 @@ func (r *Relay) RunPartitions(ctx context.Context) (PartitionsResult, error) {
 		return res, err
 	}
 	res.Ran = true
-	held, waited, err := r.store.inJob(cctx, jobPartitions, owner, func(tx pgx.Tx) (int64, error) {
-		created, err := migrations.CreatePartitions(cctx, tx, r.store.table, 0, 3*r.cfg.JanitorInterval)
+	held, waited, err := r.pg.inJob(cctx, jobPartitions, owner, func(tx pgx.Tx) (int64, error) {
+		created, err := migrations.CreatePartitions(cctx, tx, r.pg.table, 0, 3*r.cfg.JanitorInterval)
 		for _, p := range created {
 			res.Created = append(res.Created, p.Name)
 		}
@@ -315,13 +318,13 @@ func (r *Relay) finishRetention(hard context.Context, owner string, res *Retenti
 // returns how long the VACUUM took. A failure is logged, never returned
 // nor fatal.
 func (r *Relay) vacuum(ctx context.Context, res *RetentionResult) time.Duration {
-	if r.cfg.NoVacuum || r.vacuumDenied.Load() || ctx.Err() != nil {
+	if r.cfg.NoVacuum || r.vacuumDenied.Load() || ctx.Err() != nil || r.pg == nil {
 		return 0
 	}
 	vctx, cancel := context.WithTimeout(ctx, vacuumTimeout)
 	defer cancel()
 	start := time.Now()
-	allowed, err := r.store.vacuum(vctx)
+	allowed, err := r.pg.vacuum(vctx)
 	took := time.Since(start)
 	switch {
 	case err != nil:
@@ -352,7 +355,7 @@ func (r *Relay) runJanitor(ctx context.Context) {
 		}
 		if res, err := r.RunRetention(ctx); err != nil && ctx.Err() == nil {
 			level := slog.LevelWarn
-			if fatal(err) {
+			if r.store.fatal(err) {
 				// Say it louder: the relay's role may lack DELETE on the
 				// table, or the schema be older than the relay.
 				level = slog.LevelError

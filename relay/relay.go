@@ -18,7 +18,8 @@ type Relay struct {
 	pub    Publisher
 	prober Prober   // pub, when it can be probed
 	obs    Observer // cfg.Observer
-	store  *store   // every statement, on the caller's pool
+	store  store    // every statement, on the caller's pool or database
+	pg     *pgStore // store on PostgreSQL, for what only it offers; nil on MySQL
 	log    *slog.Logger
 	seq    atomic.Uint64 // numbers claims, for their tokens
 	bell   *bell         // rung when an insert into the table commits
@@ -86,13 +87,14 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	r := &Relay{
 		cfg:   cfg,
 		pub:   pub,
-		store: newStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
+		pg:    newPGStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
 		log:   cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
 		bell:  newBell(),
 		turns: newTurns(),
 		obs:   cfg.Observer,
 		live:  newLiveness(cfg),
 	}
+	r.store = r.pg
 	r.leases = &leaseClaims{r: r}
 	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
 	r.locks = lockClaims{r}

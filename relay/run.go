@@ -51,14 +51,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	if r.cfg.Ordering.enabled() {
-		if err := r.store.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
+		if err := r.pg.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
 			return err
 		}
 	}
 	if r.prober != nil {
 		r.sink.check(ctx, r.prober)
 	}
-	if unset := unsetSettings(r.store.pool.Config().ConnConfig.RuntimeParams); len(unset) > 0 {
+	if r.pg == nil {
+		// No notifications to wake it: polling alone finds new rows.
+		r.log.Info("no LISTEN/NOTIFY on this database; polling", "poll_interval", r.cfg.PollInterval)
+	} else if unset := unsetSettings(r.pg.pool.Config().ConnConfig.RuntimeParams); len(unset) > 0 {
 		// A shared pool the caller did not pass through ConfigurePool:
 		// the relay works, but its statements may be planned badly (with
 		// jit on, a 1,000,000-row backlog made each ordered claim spend
@@ -89,7 +92,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			spawn(func(ctx context.Context) { r.runOrdered(ctx, loop) })
 		}
 	}
-	if !r.cfg.NoListen {
+	if !r.cfg.NoListen && r.pg != nil {
 		spawn(r.listen)
 	}
 	spawn(r.runJanitor) // retention, unless KeepSent, and a partitioned table's partitions
@@ -152,7 +155,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		res, err := r.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
 		done()
 		switch {
-		case err != nil && fatal(err):
+		case err != nil && r.store.fatal(err):
 			// Permission denied, a dropped table: retrying cannot help.
 			return err
 		case err != nil:
@@ -205,7 +208,7 @@ func (r *Relay) waitReady(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if fatal(err) {
+		if r.store.fatal(err) {
 			return err
 		}
 		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)

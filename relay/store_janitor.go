@@ -32,7 +32,7 @@ const partitionLockTimeout = 250 * time.Millisecond
 
 // claimJob starts a run of job for owner, with a lease of one Lease; ok is
 // false when the job is not due or another run holds it.
-func (s *store) claimJob(ctx context.Context, job, owner string) (ok bool, err error) {
+func (s *pgStore) claimJob(ctx context.Context, job, owner string) (ok bool, err error) {
 	var claimed string
 	err = s.pool.QueryRow(ctx, s.q.claimJob, job, owner, s.lease.Milliseconds()).Scan(&claimed)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -49,7 +49,7 @@ func (s *store) claimJob(ctx context.Context, job, owner string) (ok bool, err e
 // for the run owner of the retention job, counts them in the job row and
 // extends the run's lease, in one transaction. held is false, and nothing
 // is deleted, when owner no longer holds the job.
-func (s *store) deleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
+func (s *pgStore) deleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, false, fmt.Errorf("delete sent rows: %w", err)
@@ -79,7 +79,7 @@ func (s *store) deleteSent(ctx context.Context, owner, target string, retention 
 
 // partitioned reports whether the table is partitioned, and the database
 // clock's now().
-func (s *store) partitioned(ctx context.Context) (bool, time.Time, error) {
+func (s *pgStore) partitioned(ctx context.Context) (bool, time.Time, error) {
 	p, err := migrations.IsPartitioned(ctx, s.pool, s.table)
 	if err != nil {
 		return false, time.Time{}, err
@@ -97,7 +97,7 @@ func (s *store) partitioned(ctx context.Context) (bool, time.Time, error) {
 // back, when owner no longer holds it. A lock fn could not get in time is
 // no error: waited is true, nothing changes, and the caller tries again
 // at its next run.
-func (s *store) inJob(ctx context.Context, job, owner string, fn func(pgx.Tx) (int64, error)) (held, waited bool, err error) {
+func (s *pgStore) inJob(ctx context.Context, job, owner string, fn func(pgx.Tx) (int64, error)) (held, waited bool, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, false, err
@@ -129,7 +129,7 @@ func (s *store) inJob(ctx context.Context, job, owner string, fn func(pgx.Tx) (i
 
 // finishJob releases job held by owner; complete schedules the next run
 // interval after now. held is false when owner no longer held the job.
-func (s *store) finishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
+func (s *pgStore) finishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
 	tag, err := s.pool.Exec(ctx, s.q.finishJob, job, owner, complete, interval.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("finish job %s: %w", job, err)
@@ -142,7 +142,7 @@ func (s *store) finishJob(ctx context.Context, job, owner string, complete bool,
 // statement without arguments as one simple query, which runs on its own.
 // When ctx ends first pgx asks the server to cancel the statement (a
 // dropped connection would not stop a VACUUM) and drops the connection.
-func (s *store) vacuum(ctx context.Context) (allowed bool, err error) {
+func (s *pgStore) vacuum(ctx context.Context) (allowed bool, err error) {
 	if err := s.pool.QueryRow(ctx, s.q.mayVacuum).Scan(&allowed); err != nil {
 		return false, fmt.Errorf("vacuum: check the privilege: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 // it ends with the session if the relay dies or is frozen past its lease
 // (the server's idle_in_transaction_session_timeout, set to the lease).
 type lockedRows struct {
-	s    *store
+	s    *pgStore
 	conn *pgxpool.Conn
 	rows []row
 }
@@ -25,7 +25,7 @@ type lockedRows struct {
 // claimLocked opens a transaction on a connection of its own with the lock
 // claim's settings and locks up to limit unordered rows in it; one round
 // trip. The caller ends it with record or rollback, and then calls close.
-func (s *store) claimLocked(ctx context.Context, limit int) (*lockedRows, error) {
+func (s *pgStore) claimLocked(ctx context.Context, limit int) (*lockedRows, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)

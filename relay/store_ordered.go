@@ -15,7 +15,7 @@ var errShardCount = errors.New("shard count mismatch")
 
 // ensureShards creates the shard rows when there are none, and checks that
 // their number is the configured one.
-func (s *store) ensureShards(ctx context.Context, shards int) error {
+func (s *pgStore) ensureShards(ctx context.Context, shards int) error {
 	var n int
 	if err := s.pool.QueryRow(ctx, s.q.shardCount).Scan(&n); err != nil {
 		return fmt.Errorf("count shards: %w", err)
@@ -36,7 +36,7 @@ func (s *store) ensureShards(ctx context.Context, shards int) error {
 
 // leaseShard leases a shard with work to owner; ok is false when none is
 // free.
-func (s *store) leaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
+func (s *pgStore) leaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
 	all, topics := s.orderedTopics()
 	err = s.pool.QueryRow(ctx, s.q.leaseShard, s.lease.Milliseconds(), owner, s.ordering.Shards, all, topics).Scan(&shard)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -48,14 +48,14 @@ func (s *store) leaseShard(ctx context.Context, owner string) (shard int, ok boo
 	return shard, true, nil
 }
 
-func (s *store) handBack(ctx context.Context, shard int, owner string) error {
+func (s *pgStore) handBack(ctx context.Context, shard int, owner string) error {
 	if _, err := s.pool.Exec(ctx, s.q.handBack, shard, owner); err != nil {
 		return fmt.Errorf("hand back shard %d: %w", shard, err)
 	}
 	return nil
 }
 
-func (s *store) extendShard(ctx context.Context, shard int, owner string) error {
+func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) error {
 	if _, err := s.pool.Exec(ctx, s.q.extendShard, shard, owner, s.lease.Milliseconds()); err != nil {
 		return fmt.Errorf("extend shard %d: %w", shard, err)
 	}
@@ -64,7 +64,7 @@ func (s *store) extendShard(ctx context.Context, shard int, owner string) error 
 
 // claimOrdered claims up to limit rows of shard for owner, in write order
 // per key; lessee is the token of the shard lease.
-func (s *store) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) ([]row, error) {
+func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) ([]row, error) {
 	all, topics := s.orderedTopics()
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	rows, err := s.pool.Query(ctx, s.q.claimOrdered, limit, owner, s.lease.Milliseconds(),

@@ -43,7 +43,7 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 		ids[i] = rows[i].id
 	}
 	lo, hi := idRange(ids)
-	q := r.store.q
+	q := r.pg.q
 	for _, tc := range []struct {
 		name string
 		sql  string

@@ -53,7 +53,7 @@ func TestEveryStatementPrepares(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	v := reflect.ValueOf(newStore(pool, table, 30*time.Second, Ordering{}).q)
+	v := reflect.ValueOf(newPGStore(pool, table, 30*time.Second, Ordering{}).q)
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
 		if name == "vacuum" {
@@ -92,7 +92,7 @@ FROM generate_series(1, 20000) AS i`)
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_custom_plan"); err != nil {
 		t.Fatal(err)
 	}
-	q := newStore(pool, table, 30*time.Second, Ordering{}).q.claim
+	q := newPGStore(pool, table, 30*time.Second, Ordering{}).q.claim
 	explain := func(all bool, topics []string, lapsed bool) string {
 		t.Helper()
 		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.due, bottom.id, all, topics, lapsed, nil, nil)

@@ -82,7 +82,7 @@ func (r *Relay) listen(ctx context.Context) {
 // listenOnce listens and rings until the connection fails or ctx ends;
 // connected runs once the LISTEN took effect.
 func (r *Relay) listenOnce(ctx context.Context, connected func()) error {
-	return r.store.listen(ctx, func() {
+	return r.pg.listen(ctx, func() {
 		connected()
 		r.notified()
 	}, r.notified)

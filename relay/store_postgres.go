@@ -1,0 +1,395 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// pgStore is every statement the relay runs against PostgreSQL, and the
+// only part of the relay that knows it talks to PostgreSQL. Each statement
+// is a file in sql/postgres, with one fixed parameter list whatever the
+// configuration; {{table}}, {{shards}} and {{jobs}} name the outbox table
+// and its related tables. Durations are milliseconds, so that the database
+// clock does all time arithmetic. Every write-back is fenced by the token
+// of the claim that took the rows: it is written to locked_by by the claim,
+// and a write-back touches only rows whose locked_by is still its own.
+
+//go:embed sql/postgres/*.sql
+var postgresSQL embed.FS
+
+// statements are the texts of the relay's statements for one table, each
+// named for its file in sql/postgres.
+type statements struct {
+	claim, markSent, markRetry, markFailed, release, extend, countDue string
+	claimLocked, lockedSent, lockedRetry, lockedFailed                string
+	shardCount, shardCreate, leaseShard, handBack, extendShard        string
+	claimOrdered                                                      string
+	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum   string
+	backlog, backlogEstimate                                          string
+	lookBelow                                                         string
+}
+
+// loadStatements reads the statements for table. read records each file
+// it reads, for the test that every file is used.
+func loadStatements(table outbox.Table, read func(file string)) statements {
+	names := strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shards"), "{{jobs}}", table.Related("jobs"))
+	file := func(name string) string {
+		if read != nil {
+			read(name)
+		}
+		b, err := postgresSQL.ReadFile("sql/postgres/" + name + ".sql")
+		if err != nil {
+			panic(err) // embedded: a missing file is a build mistake
+		}
+		return names.Replace(stripComments(string(b)))
+	}
+	return statements{
+		claim: file("claim"), markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
+		release: file("release"), extend: file("extend"), countDue: file("count_due"),
+		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
+		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
+		handBack: file("hand_back"), extendShard: file("extend_shard"), claimOrdered: file("claim_ordered"),
+		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
+		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
+		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
+		lookBelow: file("look_below"),
+	}
+}
+
+// stripComments drops the lines that are only a comment: the files'
+// explanations need not travel with every statement.
+func stripComments(q string) string {
+	var b strings.Builder
+	for line := range strings.Lines(q) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// pgStore runs the relay's statements for one table on a pool.
+type pgStore struct {
+	pool     *pgxpool.Pool
+	table    outbox.Table
+	lease    time.Duration
+	ordering Ordering
+	q        statements
+	// lockSettings opens a lock claim's transaction (store_lock.go).
+	lockSettings string
+}
+
+func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *pgStore {
+	return &pgStore{
+		pool: pool, table: table, lease: lease, ordering: ordering,
+		q: loadStatements(table, nil),
+		// The server ends a session idle this long in a lock claim's
+		// transaction, which is the claim's lease, and its statements are
+		// planned as ConfigurePool's would be.
+		lockSettings: localSettings(pool.Config().ConnConfig.RuntimeParams,
+			map[string]string{"idle_in_transaction_session_timeout": fmt.Sprint(lease.Milliseconds())}),
+	}
+}
+
+// ready checks that the database answers and the table's schema is the
+// one this relay needs.
+func (s *pgStore) ready(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return err
+	}
+	return migrations.Check(ctx, s.pool, s.table)
+}
+
+// fatal reports errors that retrying cannot fix: a missing or newer schema,
+// an invalid name, and server answers about access or authentication.
+func (s *pgStore) fatal(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		class := pgErr.Code[:2]
+		return class == "28" || class == "42" || class == "3D" || class == "3F"
+	}
+	return errors.Is(err, migrations.ErrNotMigrated) || errors.Is(err, migrations.ErrSchemaTooNew) ||
+		errors.Is(err, outbox.ErrInvalidIdentifier)
+}
+
+// listen connects outside the pool, LISTENs on the table's channel
+// (migration 003) and calls notified for every notification, until the
+// connection fails or ctx ends; connected runs once the LISTEN took effect.
+func (s *pgStore) listen(ctx context.Context, connected, notified func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.table.Channel()}.Sanitize()); err != nil {
+		return err
+	}
+	connected()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		notified()
+	}
+}
+
+// row is a claimed outbox row before decoding. createdAt is scanned
+// loosely so that a hand-made 'infinity' fails its row, not the claim.
+type row struct {
+	id        uuid.UUID
+	topic     string
+	key       []byte
+	payload   []byte
+	headers   []byte
+	attempt   int
+	createdAt pgtype.Timestamptz
+	tx        int64              // writing transaction; ordered claims only
+	due       pgtype.Timestamptz // next_retry_at; lease claims only
+}
+
+// retry and failure are write-back requests. A refunded retry gives the
+// attempt back.
+type retry struct {
+	id     uuid.UUID
+	delay  time.Duration
+	error  string
+	refund bool
+}
+
+type failure struct {
+	id    uuid.UUID
+	error string
+}
+
+// orderedTopics returns the parameters naming the ordered topics: all of
+// them, or these.
+func (s *pgStore) orderedTopics() (all bool, topics []string) {
+	topics = []string{}
+	for _, t := range s.ordering.Topics {
+		if t != "*" {
+			topics = append(topics, t)
+		}
+	}
+	return s.ordering.allTopics(), topics
+}
+
+// claim takes up to limit unordered rows and leases them to owner: the
+// rows of rg.swept that are still due pending rows or lapsed leases, then,
+// when rg.lapsed, rows whose lease ran out (within rg.lapsedWithin before
+// now, when that is set), then pending rows from rg.from up. In
+// the same transaction and round trip it marks the rows of earlier claims
+// in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
+// that another claim held by then. On an error nothing is written.
+func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+	all, topics := s.orderedTopics()
+	b := &pgx.Batch{}
+	for _, sb := range sent {
+		lo, hi := idRange(sb.ids)
+		b.Queue(s.q.markSent, pgIDs(sb.ids), sb.owner, lo, hi)
+	}
+	var lapsedWithin *int64 // every lapsed lease
+	if rg.lapsedWithin > 0 {
+		ms := rg.lapsedWithin.Milliseconds()
+		lapsedWithin = &ms
+	}
+	b.Queue(s.q.claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept)
+	// A batch runs in one implicit transaction, committed after its last
+	// statement: Close reports a failure of any of them.
+	br := s.pool.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			rows, fenced, err = nil, nil, fmt.Errorf("claim: %w", cerr)
+		}
+	}()
+	fenced = make([]int, len(sent))
+	for i, sb := range sent {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, nil, fmt.Errorf("claim: mark sent: %w", err)
+		}
+		fenced[i] = len(sb.ids) - int(tag.RowsAffected())
+	}
+	q, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim: %w", err)
+	}
+	rows, err = collectRows(q, withDue)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rows, fenced, nil
+}
+
+// lookBelow returns what a sweep would take, without locking anything:
+// up to limit lapsed leases, oldest first, and up to limit due pending
+// rows below from, lowest first (look_below.sql). full reports whether
+// either branch found limit rows: more may wait behind them.
+func (s *pgStore) lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error) {
+	all, topics := s.orderedTopics()
+	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, from.due, from.id, all, topics)
+	if err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	var lapsed, below int
+	var id [16]byte
+	var isLapsed bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &isLapsed}, func() error {
+		ids = append(ids, id)
+		if isLapsed {
+			lapsed++
+		} else {
+			below++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	return ids, lapsed >= limit || below >= limit, nil
+}
+
+// What a claim returns after the columns every claim does.
+const (
+	noExtra = iota // lock claims
+	withTx         // ordered claims: the writing transaction
+	withDue        // lease claims: next_retry_at, for the floor
+)
+
+// collectRows reads claimed rows and the extra column (withTx, withDue)
+// the claim returns.
+func collectRows(rows pgx.Rows, extra int) ([]row, error) {
+	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		// The id as [16]byte: pgx decodes that from binary, whereas
+		// uuid.UUID, a sql.Scanner, would go through text.
+		dest := []any{(*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt}
+		switch extra {
+		case withTx:
+			dest = append(dest, &x.tx)
+		case withDue:
+			dest = append(dest, &x.due)
+		}
+		err := r.Scan(dest...)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return claimed, nil
+}
+
+// pgIDs returns ids as pgx sends them in binary. uuid.UUID is a
+// driver.Valuer, which pgx honours by formatting every id as text for the
+// server to parse back: that took a quarter of the relay's CPU in a
+// burn-down (docs/benchmarks.md#where-the-time-goes).
+func pgIDs(ids []uuid.UUID) [][16]byte {
+	out := make([][16]byte, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// idRange returns the least and the greatest of ids, in PostgreSQL's
+// order of uuid (byte by byte), for the write-backs' "id BETWEEN" bound;
+// a pair of ids no row has when ids is empty.
+func idRange[ID ~[16]byte](ids []ID) (lo, hi [16]byte) {
+	if len(ids) == 0 {
+		return lo, lo
+	}
+	lo, hi = ids[0], ids[0]
+	for _, id := range ids[1:] {
+		if bytes.Compare(id[:], lo[:]) < 0 {
+			lo = id
+		}
+		if bytes.Compare(id[:], hi[:]) > 0 {
+			hi = id
+		}
+	}
+	return lo, hi
+}
+
+// The write-backs of lease claims return how many of the rows were fenced
+// out: no longer held by the claim owner, so left untouched.
+
+func (s *pgStore) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "mark sent", s.q.markSent, len(ids), pgIDs(ids), owner, lo, hi)
+}
+
+func (s *pgStore) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
+	ids, delays, errs, refunds := retryColumns(rs)
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner, lo, hi)
+}
+
+func (s *pgStore) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
+	ids, errs := failureColumns(fs)
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner, lo, hi)
+}
+
+func (s *pgStore) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "release", s.q.release, len(ids), pgIDs(ids), owner, lo, hi)
+}
+
+func (s *pgStore) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	lo, hi := idRange(ids)
+	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgIDs(ids), owner, s.lease.Milliseconds(), lo, hi)
+}
+
+// retryColumns returns retries as the arrays the retry statements unnest.
+func retryColumns(rs []retry) (ids [][16]byte, delays []int64, errs []string, refunds []int32) {
+	ids, delays, errs, refunds = make([][16]byte, len(rs)), make([]int64, len(rs)), make([]string, len(rs)), make([]int32, len(rs))
+	for i, r := range rs {
+		ids[i], delays[i], errs[i] = r.id, r.delay.Milliseconds(), r.error
+		if r.refund {
+			refunds[i] = 1
+		}
+	}
+	return ids, delays, errs, refunds
+}
+
+// failureColumns returns failures as the arrays the failed statements
+// unnest.
+func failureColumns(fs []failure) (ids [][16]byte, errs []string) {
+	ids, errs = make([][16]byte, len(fs)), make([]string, len(fs))
+	for i, f := range fs {
+		ids[i], errs[i] = f.id, f.error
+	}
+	return ids, errs
+}
+
+// countDue returns the number of due pending rows, or limit when there are
+// at least that many.
+func (s *pgStore) countDue(ctx context.Context, limit int) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, s.q.countDue, limit).Scan(&n)
+	return n, err
+}
+
+// exec runs a fenced write-back over n rows; it does nothing when n is 0.
+func (s *pgStore) exec(ctx context.Context, what, q string, n int, args ...any) (int, error) {
+	if n == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	return n - int(tag.RowsAffected()), nil
+}
