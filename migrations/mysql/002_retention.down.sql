@@ -1,0 +1,2 @@
+-- 002 (MySQL/MariaDB): drops the jobs table.
+DROP TABLE IF EXISTS {{related "jobs"}};
