@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What `make test` needs besides Go, checked before it spends minutes
 # compiling: the test database, kcat, PostgreSQL's server programs, and the
-# brokers of the sinks' tests (NATS with JetStream, RabbitMQ, Redis).
+# brokers of the sinks' tests (NATS with JetStream, RabbitMQ, Redis), and
+# MariaDB (or MySQL) for the MySQL store's tests.
 # Prints every missing piece with the command that installs or starts it,
 # and exits 1 when something is missing; prints one line and exits 0 when
 # all is there.
@@ -15,6 +16,8 @@
 #   OUTBOX_TEST_NATS_URL, OUTBOX_TEST_RABBITMQ_URL, OUTBOX_TEST_REDIS_ADDR
 #                             the brokers the sinks' tests use (default the
 #                             local ones: 127.0.0.1:4222, :5672, :6379)
+#   OUTBOX_TEST_MYSQL_URL     the MariaDB/MySQL server of the MySQL store's
+#                             tests (default root@tcp(127.0.0.1:3306)/)
 set -u
 
 missing=()
@@ -99,6 +102,18 @@ broker "RabbitMQ" "$(hostport "${OUTBOX_TEST_RABBITMQ_URL:-amqp://guest:guest@12
   "start it: sudo rabbitmq-server -detached   (sudo apt-get install -y rabbitmq-server), or set OUTBOX_TEST_RABBITMQ_URL"
 broker "Redis" "$(hostport "${OUTBOX_TEST_REDIS_ADDR:-127.0.0.1:6379}")" \
   "start it: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ''   (sudo apt-get install -y redis-server), or set OUTBOX_TEST_REDIS_ADDR"
+mysql_addr="127.0.0.1:3306"
+if [ -n "${OUTBOX_TEST_MYSQL_URL:-}" ]; then
+  case "$OUTBOX_TEST_MYSQL_URL" in
+    mysql://*) mysql_addr="$(hostport "$OUTBOX_TEST_MYSQL_URL")" ;;
+    *tcp\(*) mysql_addr="$(sed -E 's/.*tcp\(([^)]*)\).*/\1/' <<<"$OUTBOX_TEST_MYSQL_URL")" ;;
+  esac
+fi
+answers "$mysql_addr" || say "MariaDB or MySQL does not answer on $mysql_addr (the MySQL store's tests use it);
+    start it: sudo start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd   (sudo apt-get install -y mariadb-server), or set OUTBOX_TEST_MYSQL_URL"
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] ||
+  say "mariadbd: not installed (the MySQL/MariaDB fault tests start a private server with it);
+    install it: sudo apt-get install -y mariadb-server"
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "make test needs what is missing below (see README.md, \"Quick start\"):" >&2
@@ -107,4 +122,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
   exit 1
 fi
-echo "prerequisites: go, kcat, PostgreSQL server programs in $server, test database answers"
+echo "prerequisites: go, kcat, PostgreSQL server programs in $server, test database answers, MariaDB answers on $mysql_addr"
