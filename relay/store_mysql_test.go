@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -509,5 +510,46 @@ func TestMySQLStatementsAllUsed(t *testing.T) {
 	}
 	if strings.Contains(q.claimDue, "{{") || strings.Contains(q.claimJob, "{{") || strings.Contains(q.claimDue, "--") {
 		t.Fatalf("a placeholder or comment is left: %s", q.claimDue)
+	}
+}
+
+// A pool without parseTime and in a session time zone other than UTC
+// claims, leases and reads times the same: every time comes from
+// UTC_TIMESTAMP, and DATETIME text scans as UTC.
+func TestMySQLStoreWithoutParseTimeOrUTCSession(t *testing.T) {
+	t.Parallel()
+	db, dsn := mariadbtest.DB(t)
+	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ParseTime = false
+	cfg.Params = map[string]string{"time_zone": "'+05:00'"}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := sql.OpenDB(connector)
+	defer plain.Close()
+	b := &mysqlBundle{t: t, db: plain, s: newMySQLStore(plain, outbox.Table{}, time.Minute)}
+	ids := b.insert(2, "t", -time.Second)
+	b.exec("INSERT INTO outbox (id, topic, payload) VALUES (?, 't', 'p')", append(make([]byte, 15), 1)) // every default
+	rows := b.claim("relay-a#1", 10, everything)
+	if len(rows) != 3 {
+		t.Fatalf("claimed %d rows, want 3 (the row written with defaults in a +05:00 session is due)", len(rows))
+	}
+	for _, r := range rows {
+		if d := time.Since(r.createdAt.Time); d < -time.Minute || d > time.Minute {
+			t.Fatalf("created_at %v is %v from now: not read as UTC", r.createdAt.Time, d)
+		}
+	}
+	if st := b.state(ids[0]); st.leaseLeft.Float64 < 50 || st.leaseLeft.Float64 > 60 {
+		t.Fatalf("lease left %v s in a +05:00 session, want about 60", st.leaseLeft)
+	}
+	if p, now, err := b.s.partitioned(context.Background()); err != nil || p || time.Since(now).Abs() > time.Minute {
+		t.Fatalf("the database clock read %v (%v)", now, err)
 	}
 }
