@@ -178,14 +178,23 @@ type MySQLQuerier interface {
 // format is read for the session that answers: a pool's sessions share
 // it unless the DSN sets it.
 func CheckMySQLServer(ctx context.Context, q MySQLQuerier) (ServerVersion, error) {
-	var raw, format string
+	var raw string
 	var logBin sql.NullInt64
-	if err := q.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin, @@binlog_format").Scan(&raw, &logBin, &format); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin").Scan(&raw, &logBin); err != nil {
 		return ServerVersion{}, fmt.Errorf("migrations: read the server version: %w", err)
 	}
 	v, err := ParseServerVersion(raw)
 	if err != nil {
 		return ServerVersion{}, err
+	}
+	// SHOW VARIABLES reads the session's value, and returns no row rather
+	// than an error on a server that no longer has the variable (MySQL
+	// deprecated binlog_format in 8.0.34 and means to drop it, leaving
+	// row-based logging the only kind).
+	var name, format string
+	err = q.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'binlog_format'").Scan(&name, &format)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return ServerVersion{}, fmt.Errorf("migrations: read binlog_format: %w", err)
 	}
 	return v, checkServer(v, logBin.Int64 == 1, format)
 }
