@@ -1,0 +1,286 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// MySQLExecutor is the part of *sql.Tx (and *sql.DB, *sql.Conn) that
+// FromMySQL needs.
+type MySQLExecutor interface {
+	SQLExecutor
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// FromMySQL adapts a database/sql transaction on MySQL 8 or MariaDB 10.6+
+// (driver github.com/go-sql-driver/mysql) to Executor. The Writer then
+// speaks MySQL through it: ? placeholders, multi-row INSERT, ids as
+// BINARY(16), and duplicates detected without RETURNING.
+//
+//	tx, _ := db.BeginTx(ctx, nil)
+//	_, err := outbox.Write(ctx, outbox.FromMySQL(tx), msg)
+//
+// On MySQL the Writer's Table.Schema is a database name; left empty (as
+// by default) it means the connection's current database, so the default
+// Writer writes to `outbox` there (not to a database called "public").
+//
+// Write and WriteBatch keep their PostgreSQL contract: the same
+// validation and typed errors, and a message whose ID or DedupKey is
+// already in the table is not written again, Result.Duplicate is true and
+// Result.ID is the existing row's. Two limits of the driver's session
+// apply: clientFoundRows must stay false (the default), or a duplicate of
+// a message with a caller-set ID and no DedupKey is reported as written;
+// and dedup keys compare by the table's collation (see docs/mysql.md).
+func FromMySQL(tx MySQLExecutor) Executor { return mysqlExecutor{tx} }
+
+// mysqlExecutor marks a MySQL transaction. Its Exec and QueryRow pass
+// statements through unchanged; the Writer does not use them but the
+// MySQL path in writeMySQL.
+type mysqlExecutor struct{ tx MySQLExecutor }
+
+func (m mysqlExecutor) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	return sqlExecutor{m.tx}.Exec(ctx, query, args...)
+}
+
+func (m mysqlExecutor) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+	return m.tx.QueryRowContext(ctx, query, args...)
+}
+
+// Bounds of one MySQL INSERT: rows (7 parameters each, far below the
+// 65,535-placeholder limit) and bytes of payload, key and headers, so that
+// a statement stays well inside max_allowed_packet (16 MiB by default on
+// MariaDB, 64 MiB on MySQL 8) however large the batch.
+const (
+	mysqlMaxChunkRows  = 1024
+	mysqlMaxChunkBytes = 4 << 20
+)
+
+// DATETIME(6) holds years 1000 to 9999; PostgreSQL's timestamptz holds
+// more. A DeliverAt outside is clamped: earlier means "due now" on both,
+// later means "not in this millennium".
+var (
+	mysqlMinTime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	mysqlMaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// mysqlIdent quotes table for MySQL: `schema`.`name`, or `name` alone when
+// Schema is empty (the connection's database). It names the same table as
+// migrations.MySQLIdent.
+func mysqlIdent(t Table) string {
+	name := t.Name
+	if name == "" {
+		name = DefaultTable
+	}
+	q := func(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+	if t.Schema == "" {
+		return q(name)
+	}
+	return q(t.Schema) + "." + q(name)
+}
+
+// mysqlMessage is one validated message ready for MySQL.
+type mysqlMessage struct {
+	args     []any // the 7 values of one VALUES row
+	id       uuid.UUID
+	dedup    string
+	callerID bool // the message carried its own ID
+	size     int  // bytes of payload, key and headers
+}
+
+// writeMySQL inserts validated messages in order. Runs of messages with
+// generated ids go in multi-row INSERTs; a message with its own ID goes in
+// one INSERT of its own, so that whether it was a duplicate can be read
+// from the affected-row count (a UUIDv7 the Writer generated collides with
+// nothing, so only dedup keys make those duplicates, and their holders are
+// read back).
+func (w *Writer) writeMySQL(ctx context.Context, tx MySQLExecutor, msgs []mysqlMessage, results []Result) error {
+	for start := 0; start < len(msgs); {
+		if msgs[start].callerID {
+			if err := w.insertOwnIDMySQL(ctx, tx, &msgs[start], &results[start]); err != nil {
+				return err
+			}
+			start++
+			continue
+		}
+		end, size := start, 0
+		for end < len(msgs) && !msgs[end].callerID && end-start < mysqlMaxChunkRows &&
+			(end == start || size+msgs[end].size <= mysqlMaxChunkBytes) {
+			size += msgs[end].size
+			end++
+		}
+		if err := w.insertChunkMySQL(ctx, tx, msgs[start:end], results[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// insertSQLMySQL returns the INSERT of n rows. A duplicate id or dedup_key
+// turns into an update that changes nothing (no row, no error, the
+// transaction unharmed), unlike INSERT IGNORE, which would also turn
+// other errors (a value too long, say) into warnings and drop the row.
+func (w *Writer) insertSQLMySQL(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + w.mysqlTable +
+		" (id, topic, `key`, payload, headers, dedup_key, next_retry_at)\nVALUES ")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, COALESCE(CAST(? AS DATETIME(6)), UTC_TIMESTAMP(6)))")
+	}
+	b.WriteString("\nON DUPLICATE KEY UPDATE id = id")
+	return b.String()
+}
+
+// insertChunkMySQL inserts messages with generated ids and marks those
+// whose dedup key another row already holds, with that row's id.
+func (w *Writer) insertChunkMySQL(ctx context.Context, tx MySQLExecutor, msgs []mysqlMessage, results []Result) error {
+	args := make([]any, 0, len(msgs)*7)
+	var keys []any
+	for _, m := range msgs {
+		args = append(args, m.args...)
+		if m.dedup != "" {
+			keys = append(keys, m.dedup)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, w.insertSQLMySQL(len(msgs)), args...); err != nil {
+		return fmt.Errorf("outbox: insert into %s: %w", w.mysqlTable, err)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	holders, err := w.dedupHoldersMySQL(ctx, tx, keys)
+	if err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		if m.dedup == "" {
+			continue
+		}
+		holder, ok := holders[m.dedup]
+		if !ok {
+			// The holder's key equals ours by the collation, not byte for
+			// byte: let the database compare.
+			if holder, err = w.existingIDMySQL(ctx, tx, m.dedup, uuid.Nil); err != nil {
+				return err
+			}
+			if holder == uuid.Nil {
+				return fmt.Errorf("outbox: insert into %s: no row holds dedup key %q after the insert", w.mysqlTable, m.dedup)
+			}
+		}
+		if holder != m.id {
+			results[i] = Result{ID: holder, Duplicate: true}
+		}
+	}
+	return nil
+}
+
+// dedupHoldersMySQL returns the id of the row holding each of keys. The
+// read locks (FOR UPDATE): a plain read in REPEATABLE READ could miss a
+// row that another transaction committed after this one's snapshot, which
+// the INSERT saw. The INSERT already locked every one of those rows, so
+// the read waits for nobody.
+func (w *Writer) dedupHoldersMySQL(ctx context.Context, tx MySQLExecutor, keys []any) (map[string]uuid.UUID, error) {
+	query := "SELECT id, dedup_key\nFROM " + w.mysqlTable +
+		"\nWHERE dedup_key IN (?" + strings.Repeat(", ?", len(keys)-1) + ")\nFOR UPDATE"
+	rows, err := tx.QueryContext(ctx, query, keys...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read back dedup keys: %w", err)
+	}
+	defer rows.Close()
+	holders := make(map[string]uuid.UUID, len(keys))
+	for rows.Next() {
+		var id []byte
+		var key string
+		if err := rows.Scan(&id, &key); err != nil {
+			return nil, fmt.Errorf("outbox: read back dedup keys: %w", err)
+		}
+		u, err := uuid.FromBytes(id)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: read back dedup keys: id: %w", err)
+		}
+		holders[key] = u
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: read back dedup keys: %w", err)
+	}
+	return holders, nil
+}
+
+// insertOwnIDMySQL inserts one message that carries its own ID. No row
+// affected means a row with that id or dedup key was there.
+func (w *Writer) insertOwnIDMySQL(ctx context.Context, tx MySQLExecutor, m *mysqlMessage, res *Result) error {
+	r, err := tx.ExecContext(ctx, w.insertSQLMySQL(1), m.args...)
+	if err != nil {
+		return fmt.Errorf("outbox: insert into %s: %w", w.mysqlTable, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("outbox: insert into %s: rows affected: %w", w.mysqlTable, err)
+	}
+	if n != 0 {
+		return nil
+	}
+	res.Duplicate = true
+	if m.dedup != "" {
+		if res.ID, err = w.existingIDMySQL(ctx, tx, m.dedup, m.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// existingIDMySQL returns the id of the row holding dedupKey, or own when
+// none does (the conflict was on the id).
+func (w *Writer) existingIDMySQL(ctx context.Context, tx MySQLExecutor, dedupKey string, own uuid.UUID) (uuid.UUID, error) {
+	var id []byte
+	err := tx.QueryRowContext(ctx, "SELECT id\nFROM "+w.mysqlTable+"\nWHERE dedup_key = ?\nFOR UPDATE", dedupKey).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return own, nil
+	}
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("outbox: look up duplicate of dedup key: %w", err)
+	}
+	u, err := uuid.FromBytes(id)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("outbox: look up duplicate of dedup key: id: %w", err)
+	}
+	return u, nil
+}
+
+// newMySQLMessage turns newRow's values into MySQL's: the id as 16 bytes
+// and DeliverAt as UTC text, which DATETIME(6) stores whatever the
+// driver's loc or the session's time_zone.
+func newMySQLMessage(row []any, callerID bool) mysqlMessage {
+	id := uuid.UUID(row[0].(pgtype.UUID).Bytes)
+	args := make([]any, len(row))
+	copy(args, row)
+	args[0] = id[:]
+	m := mysqlMessage{args: args, id: id, callerID: callerID}
+	if d, ok := row[5].(string); ok {
+		m.dedup = d
+	}
+	if at, ok := row[6].(time.Time); ok {
+		at = at.UTC()
+		if at.Before(mysqlMinTime) {
+			at = mysqlMinTime
+		} else if at.After(mysqlMaxTime) {
+			at = mysqlMaxTime
+		}
+		args[6] = at.Format("2006-01-02 15:04:05.999999")
+	}
+	key, _ := row[2].([]byte)
+	m.size = len(key) + len(row[3].([]byte)) + len(row[4].(string))
+	return m
+}
