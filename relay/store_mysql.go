@@ -59,11 +59,6 @@ import (
 //     claimLocked, claimOrdered and the shard statements have no
 //     counterpart yet.
 //   - listen: MySQL has no LISTEN/NOTIFY; the relay polls.
-//   - lookBelow (the sweep below the claim floor): the claim honours every
-//     field of claimRange, including swept ids and the floor, but the look
-//     that finds rows below the floor is not written yet. InnoDB's purge of
-//     delete-marked index entries is held off by long transactions much as
-//     VACUUM is, so the floor may matter here too; measure first.
 //   - vacuum and inJob (partition maintenance): InnoDB purges on its own,
 //     and MySQL outbox tables are never partitioned.
 type mysqlStore struct {
@@ -82,6 +77,7 @@ type mysqlStatements struct {
 	claimSwept, claimLapsed, claimDue, claimLease              string
 	markSent, markRetry, markFailed, release, extend, countDue string
 	claimJob, pickSent, deleteSent, recordBatch, finishJob     string
+	lookBelow                                                  string
 }
 
 // loadMySQLStatements reads the MySQL statements for table. read records
@@ -104,6 +100,7 @@ func loadMySQLStatements(table outbox.Table, read func(file string)) mysqlStatem
 		release: file("release"), extend: file("extend"), countDue: file("count_due"),
 		claimJob: file("claim_job"), pickSent: file("pick_sent"), deleteSent: file("delete_sent"),
 		recordBatch: file("record_batch"), finishJob: file("finish_job"),
+		lookBelow: file("look_below"),
 	}
 }
 
@@ -357,6 +354,43 @@ func (s *mysqlStore) release(ctx context.Context, owner string, ids []uuid.UUID)
 
 func (s *mysqlStore) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	return execFenced(ctx, s.db, "extend lease", s.q.extend, len(ids), hexIDs(ids), s.lease.Milliseconds(), owner)
+}
+
+// lookBelow returns what a sweep would take, without locking anything:
+// up to limit lapsed leases, oldest first, and up to limit due pending
+// rows below from, lowest first (look_below.sql). full reports whether
+// either branch found limit rows: more may wait behind them. As on
+// PostgreSQL, a claim with rg.swept then takes them by id: InnoDB's purge,
+// like VACUUM, is held off by an old read view anywhere in the server, and
+// the floor keeps the claims off the index entries it leaves behind.
+func (s *mysqlStore) lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error) {
+	due, id := mysqlFloor(from)
+	rs, err := s.db.QueryContext(ctx, s.q.lookBelow, limit, due, due, id, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	defer rs.Close()
+	var lapsed, below int
+	for rs.Next() {
+		var raw []byte
+		var isLapsed bool
+		if err := rs.Scan(&raw, &isLapsed); err != nil {
+			return nil, false, fmt.Errorf("look below the floor: %w", err)
+		}
+		if len(raw) != 16 {
+			return nil, false, fmt.Errorf("look below the floor: an id of %d bytes", len(raw))
+		}
+		ids = append(ids, [16]byte(raw))
+		if isLapsed {
+			lapsed++
+		} else {
+			below++
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	return ids, lapsed >= limit || below >= limit, nil
 }
 
 // countDue returns the number of due pending rows, or limit when there are

@@ -390,6 +390,24 @@ func TestMySQLClaimFloorAndSwept(t *testing.T) {
 	if !slices.Equal(got, ids[2:]) {
 		t.Fatalf("claim from the floor took %v, want %v", got, ids[2:])
 	}
+	// A look below the floor finds the rows the claim stepped over, and a
+	// lapsed lease first; it locks nothing and changes nothing.
+	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?", ids[3][:])
+	ctx := context.Background()
+	look, full, err := b.s.lookBelow(ctx, from, 10)
+	if err != nil || full || !slices.Equal(look, [][16]byte{ids[3], ids[0], ids[1]}) {
+		t.Fatalf("lookBelow = %v, full %v, %v; want the lapsed %v, then %v and %v", look, full, err, ids[3], ids[0], ids[1])
+	}
+	if look, full, err := b.s.lookBelow(ctx, from, 1); err != nil || !full || len(look) != 2 {
+		t.Fatalf("lookBelow(limit 1) = %v, full %v, %v; want one of each and full", look, full, err)
+	}
+	if look, _, err := b.s.lookBelow(ctx, bottom, 10); err != nil || len(look) != 1 {
+		t.Fatalf("lookBelow(bottom) = %v, %v; want only the lapsed lease", look, err)
+	}
+	if st := b.state(ids[0]); st.status != "pending" || st.attempt != 0 {
+		t.Fatalf("a look changed a row: %+v", st)
+	}
+	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE id = ?", ids[3][:])
 	got = rowIDs(b.claim("relay-a#2", 10, claimRange{from: from, swept: [][16]byte{ids[0], ids[3]}}))
 	if !slices.Equal(got, ids[:1]) {
 		t.Fatalf("claim with swept ids took %v, want %v (ids[3] is held)", got, ids[:1])
