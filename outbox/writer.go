@@ -138,7 +138,8 @@ func (w *Writer) Write(ctx context.Context, tx Executor, msg Message) (Result, e
 
 // WriteBatch validates every message first, then inserts them all inside tx
 // (COPY when tx supports it and no message can be a duplicate, multi-row
-// INSERT otherwise). Results are in the order of msgs. If any message is
+// INSERT otherwise; on MySQL, see FromMySQL, multi-row INSERTs of at most
+// 1024 rows and about 4 MiB each). Results are in the order of msgs. If any message is
 // invalid, nothing is written and the *ValidationError names its index.
 // Every message gets ctx's trace context, as with Write.
 func (w *Writer) WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([]Result, error) {
