@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 	"github.com/outboxrelay/outboxrelay/internal/mariadbtest"
 	"github.com/outboxrelay/outboxrelay/migrations"
@@ -585,5 +586,27 @@ func TestMySQLWriterTable(t *testing.T) {
 	}
 	if _, err := missing.Write(b.ctx, outbox.FromMySQL(b.db), outbox.Message{Topic: "t"}); err == nil || !strings.Contains(err.Error(), "`nowhere`") {
 		t.Errorf("Write to a missing table: %v, want an error naming it", err)
+	}
+}
+
+// A key longer than the BLOB column holds is refused by the server, not
+// truncated, and the writer wraps the driver's error.
+func TestMySQLKeyTooLongForBlob(t *testing.T) {
+	t.Parallel()
+	b := setupMySQL(t)
+	tx := b.begin()
+	_, err := outbox.Write(b.ctx, outbox.FromMySQL(tx), outbox.Message{Topic: "orders", Key: make([]byte, 65536)})
+	var myErr *mysql.MySQLError
+	if !errors.As(err, &myErr) || myErr.Number != 1406 || !strings.Contains(err.Error(), "insert into `outbox`") {
+		t.Fatalf("Write with a 65,536-byte key: %v, want the server's 1406 Data too long, wrapped", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Write(b.ctx, outbox.FromMySQL(b.db), outbox.Message{Topic: "orders", Key: make([]byte, 65535)}); err != nil {
+		t.Fatalf("Write with a 65,535-byte key: %v", err)
+	}
+	if n := b.count("LENGTH(`key`) = 65535"); n != 1 {
+		t.Errorf("%d rows with the longest key, want 1", n)
 	}
 }
