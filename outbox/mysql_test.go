@@ -25,16 +25,17 @@ type mysqlBundle struct {
 	t   *testing.T
 	ctx context.Context
 	db  *sql.DB
+	dsn string
 }
 
 func setupMySQL(t *testing.T) *mysqlBundle {
 	t.Helper()
-	db, _ := mariadbtest.DB(t)
+	db, dsn := mariadbtest.DB(t)
 	ctx := context.Background()
 	if _, err := migrations.UpMySQL(ctx, db, outbox.Table{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return &mysqlBundle{t: t, ctx: ctx, db: db}
+	return &mysqlBundle{t: t, ctx: ctx, db: db, dsn: dsn}
 }
 
 // begin starts a transaction rolled back at cleanup unless committed.
@@ -219,18 +220,45 @@ func TestMySQLWriteBatchLargerThanAChunk(t *testing.T) {
 		t.Errorf("last row's payload %q", p)
 	}
 
-	// 12 payloads of 1 MiB: 48 MiB in one WriteBatch, beyond MariaDB's
-	// default max_allowed_packet of 16 MiB for a single statement.
-	big := make([]outbox.Message, 12)
-	for i := range big {
-		big[i] = outbox.Message{Topic: "big", Payload: bytes.Repeat([]byte{byte('a' + i)}, outbox.DefaultMaxPayloadBytes)}
+	// 24 payloads of 1 MiB in one WriteBatch, beyond MariaDB's default
+	// max_allowed_packet of 16 MiB, with interpolateParams=true, where the
+	// driver sends each statement with its values as one packet.
+	cfg, err := mysql.ParseDSN(b.dsn)
+	if err != nil {
+		t.Fatal(err)
 	}
-	bigRes := b.write(big...)
+	cfg.InterpolateParams = true
+	interpolating, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer interpolating.Close()
+	var maxPacket int
+	if err := interpolating.QueryRowContext(b.ctx, "SELECT @@max_allowed_packet").Scan(&maxPacket); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]outbox.Message, maxPacket/outbox.DefaultMaxPayloadBytes+8)
+	for i := range big {
+		big[i] = outbox.Message{Topic: "big", Payload: bytes.Repeat([]byte{byte(i)}, outbox.DefaultMaxPayloadBytes)}
+	}
+	bigTx, err := interpolating.BeginTx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bigTx.Rollback() //nolint:errcheck // no-op after Commit
+	bigRes, err := outbox.WriteBatch(b.ctx, outbox.FromMySQL(bigTx), big)
+	if err != nil {
+		t.Fatalf("%d MiB in one WriteBatch (max_allowed_packet %d MiB): %v", len(big), maxPacket>>20, err)
+	}
+	if err := bigTx.Commit(); err != nil {
+		t.Fatal(err)
+	}
 	if got := b.count("topic = 'big' AND LENGTH(payload) = ?", outbox.DefaultMaxPayloadBytes); got != len(big) {
 		t.Fatalf("%d big rows, want %d", got, len(big))
 	}
-	if p := b.row(bigRes[11].ID).Payload; p[0] != 'l' || p[len(p)-1] != 'l' {
-		t.Errorf("big row 11 holds %q...", p[:8])
+	last := len(big) - 1
+	if p := b.row(bigRes[last].ID).Payload; p[0] != byte(last) || p[len(p)-1] != byte(last) {
+		t.Errorf("big row %d holds %v...", last, p[:8])
 	}
 }
 
