@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,14 +36,17 @@ import (
 // locks the gaps of due_idx it walked, and the writers' inserts of new due
 // rows would wait for the claim to commit.
 //
-// Lists of rows travel as one JSON parameter that JSON_TABLE unpacks, the
-// counterpart of PostgreSQL's arrays and unnest: each statement keeps one
-// fixed parameter list (no IN (?, ?, ...) per batch size, hence one
-// prepared statement per file), and STRAIGHT_JOIN with FORCE INDEX
-// (PRIMARY) makes every row one primary-key look-up, whatever the
+// Lists of rows travel as IN lists: {{ids}} in a file becomes one
+// placeholder per row, and {{cases}} one "WHEN ? THEN ?" per row for the
+// per-row values of retries and failures (PostgreSQL passes arrays and
+// unnests them). The parameter list therefore grows with the batch. A
+// join with JSON_TABLE would keep it fixed, but MariaDB runs a
+// multi-table UPDATE through a temporary table, on disk when a text column
+// is set: slower, and it failed when /tmp was cleaned under it. FORCE
+// INDEX (PRIMARY) makes every id one primary-key look-up whatever the
 // statistics say: a scan, which the planner picks for a small table,
-// would lock, and wait on, rows other claims hold. The claims' scans
-// name their index too (due_idx, lapsed_idx, sent_idx: the names MySQL
+// would lock, and wait on, rows other claims hold. The claims' scans name
+// their index too (due_idx, lapsed_idx, sent_idx: the names MySQL
 // migration 001 gives them).
 //
 // Row counts are the server's "changed" rows (go-sql-driver's default);
@@ -155,6 +156,16 @@ var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // SKIP LOCKED does not skip since this transaction holds it, is taken
 // once.
 func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+	err = onDeadlock(func() error {
+		var err error
+		rows, fenced, err = s.claimOnce(ctx, owner, limit, rg, sent)
+		return err
+	})
+	return rows, fenced, err
+}
+
+// claimOnce is one attempt of claim.
+func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
 	tx, err := s.db.BeginTx(ctx, claimTx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
@@ -162,7 +173,7 @@ func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg clai
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	fenced = make([]int, len(sent))
 	for i, sb := range sent {
-		if fenced[i], err = execFenced(ctx, tx, "claim: mark sent", s.q.markSent, len(sb.ids), hexIDs(sb.ids), sb.owner); err != nil {
+		if fenced[i], err = execFenced(ctx, tx, "claim: mark sent", expand(s.q.markSent, len(sb.ids)), len(sb.ids), append(idArgs(sb.ids), sb.owner)...); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -181,7 +192,7 @@ func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg clai
 		return nil
 	}
 	if len(rg.swept) > 0 {
-		if err := pick(s.q.claimSwept, hexIDs(rg.swept), limit); err != nil {
+		if err := pick(expand(s.q.claimSwept, len(rg.swept)), append(idArgs(rg.swept), limit)...); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -202,7 +213,7 @@ func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg clai
 		for i, r := range rows {
 			ids[i] = r.id
 		}
-		res, err := tx.ExecContext(ctx, s.q.claimLease, hexIDs(ids), owner, s.lease.Milliseconds())
+		res, err := tx.ExecContext(ctx, expand(s.q.claimLease, len(ids)), append([]any{owner, s.lease.Milliseconds()}, idArgs(ids)...)...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("claim: lease: %w", err)
 		}
@@ -264,22 +275,42 @@ func mysqlFloor(f floor) (due string, id []byte) {
 	return due, f.id[:]
 }
 
-// hexIDs returns ids as the JSON array of hex strings the statements
-// unpack with JSON_TABLE.
-func hexIDs[ID ~[16]byte](ids []ID) string {
-	var b strings.Builder
-	b.Grow(len(ids)*35 + 2)
-	b.WriteByte('[')
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
+// deadlockAttempts is how many times a statement or transaction that
+// InnoDB chose as a deadlock victim runs in all.
+const deadlockAttempts = 3
+
+// onDeadlock runs fn, again while it fails with a deadlock (1213), at most
+// deadlockAttempts times. InnoDB rolls back the whole transaction of a
+// deadlock victim, so fn starts over from nothing. Deadlocks happen
+// between write-backs of rows whose lease lapsed and was taken again:
+// two claims each mark their earlier batch sent, and each batch holds a
+// row of the other's.
+func onDeadlock(fn func() error) error {
+	var err error
+	for range deadlockAttempts {
+		var me *mysql.MySQLError
+		if err = fn(); !errors.As(err, &me) || me.Number != 1213 {
+			return err
 		}
-		b.WriteByte('"')
-		b.WriteString(hex.EncodeToString(id[:]))
-		b.WriteByte('"')
 	}
-	b.WriteByte(']')
-	return b.String()
+	return err
+}
+
+// expand writes n into a statement: {{ids}} becomes n placeholders, and
+// {{cases}} n "WHEN ? THEN ?".
+func expand(q string, n int) string {
+	ids := strings.Repeat("?, ", n)
+	cases := strings.Repeat("WHEN ? THEN ? ", n)
+	return strings.NewReplacer("{{ids}}", strings.TrimSuffix(ids, ", "), "{{cases}}", strings.TrimSpace(cases)).Replace(q)
+}
+
+// idArgs returns ids as the parameters of {{ids}}.
+func idArgs[ID ~[16]byte](ids []ID) []any {
+	args := make([]any, len(ids))
+	for i := range ids {
+		args[i] = ids[i][:]
+	}
+	return args
 }
 
 // execer is what execFenced runs on: *sql.DB or *sql.Tx.
@@ -288,12 +319,24 @@ type execer interface {
 }
 
 // execFenced runs a fenced write-back over n rows and returns how many
-// were fenced out; it does nothing when n is 0.
+// were fenced out; it does nothing when n is 0. On the pool (not in a
+// transaction) a statement that InnoDB picked as a deadlock victim runs
+// again (onDeadlock).
 func execFenced(ctx context.Context, e execer, what, q string, n int, args ...any) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	res, err := e.ExecContext(ctx, q, args...)
+	var res sql.Result
+	var err error
+	if _, inTx := e.(*sql.Tx); inTx {
+		res, err = e.ExecContext(ctx, q, args...)
+	} else {
+		err = onDeadlock(func() error {
+			var err error
+			res, err = e.ExecContext(ctx, q, args...)
+			return err
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
@@ -308,52 +351,52 @@ func execFenced(ctx context.Context, e execer, what, q string, n int, args ...an
 // held by the claim owner, so left untouched.
 
 func (s *mysqlStore) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return execFenced(ctx, s.db, "mark sent", s.q.markSent, len(ids), hexIDs(ids), owner)
+	return execFenced(ctx, s.db, "mark sent", expand(s.q.markSent, len(ids)), len(ids), append(idArgs(ids), owner)...)
 }
 
 func (s *mysqlStore) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
-	type item struct {
-		ID      string `json:"id"`
-		DelayMs int64  `json:"delay_ms"`
-		Error   string `json:"error"`
-		Refund  int    `json:"refund"`
+	// Three CASEs (delay, refund, error), the ids, the owner.
+	args := make([]any, 0, 7*len(rs)+1)
+	for _, r := range rs {
+		args = append(args, r.id[:], r.delay.Milliseconds())
 	}
-	items := make([]item, len(rs))
-	for i, r := range rs {
-		items[i] = item{ID: hex.EncodeToString(r.id[:]), DelayMs: r.delay.Milliseconds(), Error: r.error}
+	for _, r := range rs {
+		refund := 0
 		if r.refund {
-			items[i].Refund = 1
+			refund = 1
 		}
+		args = append(args, r.id[:], refund)
 	}
-	list, err := json.Marshal(items)
-	if err != nil {
-		return 0, fmt.Errorf("mark retry: %w", err)
+	for _, r := range rs {
+		args = append(args, r.id[:], r.error)
 	}
-	return execFenced(ctx, s.db, "mark retry", s.q.markRetry, len(rs), string(list), owner)
+	for _, r := range rs {
+		args = append(args, r.id[:])
+	}
+	args = append(args, owner)
+	return execFenced(ctx, s.db, "mark retry", expand(s.q.markRetry, len(rs)), len(rs), args...)
 }
 
 func (s *mysqlStore) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
-	type item struct {
-		ID    string `json:"id"`
-		Error string `json:"error"`
+	// The CASE of errors, the ids, the owner.
+	args := make([]any, 0, 3*len(fs)+1)
+	for _, f := range fs {
+		args = append(args, f.id[:], f.error)
 	}
-	items := make([]item, len(fs))
-	for i, f := range fs {
-		items[i] = item{ID: hex.EncodeToString(f.id[:]), Error: f.error}
+	for _, f := range fs {
+		args = append(args, f.id[:])
 	}
-	list, err := json.Marshal(items)
-	if err != nil {
-		return 0, fmt.Errorf("mark failed: %w", err)
-	}
-	return execFenced(ctx, s.db, "mark failed", s.q.markFailed, len(fs), string(list), owner)
+	args = append(args, owner)
+	return execFenced(ctx, s.db, "mark failed", expand(s.q.markFailed, len(fs)), len(fs), args...)
 }
 
 func (s *mysqlStore) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return execFenced(ctx, s.db, "release", s.q.release, len(ids), hexIDs(ids), owner)
+	return execFenced(ctx, s.db, "release", expand(s.q.release, len(ids)), len(ids), append(idArgs(ids), owner)...)
 }
 
 func (s *mysqlStore) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
-	return execFenced(ctx, s.db, "extend lease", s.q.extend, len(ids), hexIDs(ids), s.lease.Milliseconds(), owner)
+	args := append([]any{s.lease.Milliseconds()}, idArgs(ids)...)
+	return execFenced(ctx, s.db, "extend lease", expand(s.q.extend, len(ids)), len(ids), append(args, owner)...)
 }
 
 // lookBelow returns what a sweep would take, without locking anything:
@@ -453,7 +496,7 @@ func (s *mysqlStore) deleteSent(ctx context.Context, owner, target string, reten
 		return 0, false, fmt.Errorf("delete sent rows: %w", err)
 	}
 	if len(ids) > 0 {
-		res, err := tx.ExecContext(ctx, s.q.deleteSent, hexIDs(ids))
+		res, err := tx.ExecContext(ctx, expand(s.q.deleteSent, len(ids)), idArgs(ids)...)
 		if err != nil {
 			return 0, false, fmt.Errorf("delete sent rows: %w", err)
 		}

@@ -571,3 +571,82 @@ func TestMySQLStoreWithoutParseTimeOrUTCSession(t *testing.T) {
 		t.Fatalf("the database clock read %v (%v)", now, err)
 	}
 }
+
+// Claimers whose leases lapse at once rescue each other's rows while each
+// marks its previous batch sent inside its next claim: every row is still
+// marked sent exactly once (the fence refuses the rest), and none is lost.
+func TestMySQLLapsingClaimersMarkEachRowSentOnce(t *testing.T) {
+	t.Parallel()
+	b := setupMySQL(t, 0) // every lease has lapsed by the next statement
+	const total, claimers, batch = 200, 4, 9
+	b.insert(total, "t", -time.Second)
+	var mu sync.Mutex
+	marked := 0
+	var wg sync.WaitGroup
+	errs := make(chan error, claimers)
+	for c := range claimers {
+		wg.Go(func() {
+			var pending []sentBatch
+			for n := 1; ; n++ {
+				owner := fmt.Sprintf("relay-%d#%d", c, n)
+				rows, fenced, err := b.s.claim(context.Background(), owner, batch, everything, pending)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for i, sb := range pending {
+					marked += len(sb.ids) - fenced[i]
+				}
+				mu.Unlock()
+				if len(rows) == 0 {
+					return
+				}
+				pending = []sentBatch{{owner: owner, ids: rowIDs(rows)}}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("claim: %v", err)
+	}
+	if marked != total {
+		t.Fatalf("%d rows marked sent, want %d: each exactly once", marked, total)
+	}
+	if n := b.count("status = 'sent'"); n != total {
+		t.Fatalf("%d rows sent, want %d", n, total)
+	}
+}
+
+// A batch of thousands of rows fits one statement of each kind: the id
+// lists and the per-row CASEs stay within the server's 65,535 parameters.
+func TestMySQLLargeBatch(t *testing.T) {
+	t.Parallel()
+	b := setupMySQL(t, time.Minute)
+	ctx := context.Background()
+	const n = 3000
+	// 60 x 50 rows: a recursive CTE stops at 1,000 iterations by default.
+	b.exec(`INSERT INTO outbox (id, topic, payload, next_retry_at)
+	    WITH RECURSIVE hi (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM hi WHERE i < 59),
+	                   lo (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM lo WHERE i < 49)
+	    SELECT UNHEX(CONCAT('0190', LPAD(HEX(hi.i * 50 + lo.i), 28, '0'))), 't', 'p', UTC_TIMESTAMP(6) - INTERVAL 1 SECOND
+	    FROM hi CROSS JOIN lo`)
+	rows := b.claim("relay-a#1", n, everything)
+	if len(rows) != n {
+		t.Fatalf("claimed %d of %d", len(rows), n)
+	}
+	rs := make([]retry, n)
+	for i, r := range rows {
+		rs[i] = retry{id: r.id, delay: time.Duration(i) * time.Millisecond, error: fmt.Sprintf("e%d", i), refund: i%2 == 0}
+	}
+	if fenced, err := b.s.markRetry(ctx, "relay-a#1", rs); err != nil || fenced != 0 {
+		t.Fatalf("mark retry of %d rows: %d, %v", n, fenced, err)
+	}
+	if got := b.count("status = 'pending' AND attempt = 0 AND last_error IS NOT NULL"); got != n/2 {
+		t.Fatalf("%d refunded retries, want %d", got, n/2)
+	}
+	if st := b.state(rows[n-1].id); st.lastError.String != fmt.Sprintf("e%d", n-1) || st.dueIn < 1 || st.dueIn > 3 {
+		t.Fatalf("the last row's retry: %+v", st)
+	}
+}

@@ -1,12 +1,11 @@
--- mark_failed: rows failed for good, each with its reason, and when. $1
--- is a JSON array of {"id": hex, "error": text}. Fenced by the claim $2.
-UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
-           id    CHAR(32) PATH '$.id',
-           error LONGTEXT PATH '$.error')) AS r
-STRAIGHT_JOIN {{table}} AS o FORCE INDEX (PRIMARY) ON o.id = UNHEX(r.id)
-SET o.status = 'failed',
-    o.failed_at = UTC_TIMESTAMP(6),
-    o.last_error = r.error,
-    o.locked_until = NULL
-WHERE o.locked_by = ?
-  AND o.status = 'processing'
+-- mark_failed: rows failed for good, each with its reason ({{cases}}:
+-- "WHEN id THEN error" for every row), and when. Fenced by the claim (the
+-- last parameter).
+UPDATE {{table}} FORCE INDEX (PRIMARY)
+SET status = 'failed',
+    failed_at = UTC_TIMESTAMP(6),
+    last_error = (CASE id {{cases}} END),
+    locked_until = NULL
+WHERE id IN ({{ids}})
+  AND locked_by = ?
+  AND status = 'processing'
