@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -146,76 +147,76 @@ func (w *Writer) insertSQLMySQL(n int) string {
 // insertChunkMySQL inserts messages with generated ids and marks those
 // whose dedup key another row already holds, with that row's id.
 func (w *Writer) insertChunkMySQL(ctx context.Context, tx MySQLExecutor, msgs []mysqlMessage, results []Result) error {
+	// Rows go in dedup-key order, so that writers whose batches share keys
+	// lock them in the same order.
+	order := make([]int, len(msgs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return msgs[order[a]].dedup < msgs[order[b]].dedup })
 	args := make([]any, 0, len(msgs)*7)
-	var keys []any
-	for _, m := range msgs {
+	var ids []any // of the messages with a dedup key, which may be duplicates
+	for _, i := range order {
+		m := msgs[i]
 		args = append(args, m.args...)
 		if m.dedup != "" {
-			keys = append(keys, m.dedup)
+			ids = append(ids, m.args[0])
 		}
 	}
 	if _, err := tx.ExecContext(ctx, w.insertSQLMySQL(len(msgs)), args...); err != nil {
 		return fmt.Errorf("outbox: insert into %s: %w", w.mysqlTable, err)
 	}
-	if len(keys) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
-	holders, err := w.dedupHoldersMySQL(ctx, tx, keys)
+	written, err := w.writtenMySQL(ctx, tx, ids)
 	if err != nil {
 		return err
 	}
 	for i, m := range msgs {
-		if m.dedup == "" {
+		if m.dedup == "" || written[m.id] {
 			continue
 		}
-		holder, ok := holders[m.dedup]
-		if !ok {
-			// The holder's key equals ours by the collation, not byte for
-			// byte: let the database compare.
-			if holder, err = w.existingIDMySQL(ctx, tx, m.dedup, uuid.Nil); err != nil {
-				return err
-			}
-			if holder == uuid.Nil {
-				return fmt.Errorf("outbox: insert into %s: no row holds dedup key %q after the insert", w.mysqlTable, m.dedup)
-			}
+		holder, err := w.existingIDMySQL(ctx, tx, m.dedup, uuid.Nil)
+		if err != nil {
+			return err
 		}
-		if holder != m.id {
-			results[i] = Result{ID: holder, Duplicate: true}
+		if holder == uuid.Nil {
+			return fmt.Errorf("outbox: insert into %s: no row holds dedup key %q after the insert", w.mysqlTable, m.dedup)
 		}
+		results[i] = Result{ID: holder, Duplicate: true}
 	}
 	return nil
 }
 
-// dedupHoldersMySQL returns the id of the row holding each of keys. The
-// read locks (FOR UPDATE): a plain read in REPEATABLE READ could miss a
-// row that another transaction committed after this one's snapshot, which
-// the INSERT saw. The INSERT already locked every one of those rows, so
-// the read waits for nobody.
-func (w *Writer) dedupHoldersMySQL(ctx context.Context, tx MySQLExecutor, keys []any) (map[string]uuid.UUID, error) {
-	query := "SELECT id, dedup_key\nFROM " + w.mysqlTable +
-		"\nWHERE dedup_key IN (?" + strings.Repeat(", ?", len(keys)-1) + ")\nFOR UPDATE"
-	rows, err := tx.QueryContext(ctx, query, keys...)
+// writtenMySQL returns which of ids (generated, so new to the table) the
+// INSERT wrote: the transaction sees its own rows, so a plain read by
+// primary key finds exactly those and locks nothing. (A locking read of
+// the dedup keys instead took next-key locks on the unique index, and
+// concurrent writers with overlapping keys deadlocked on them.)
+func (w *Writer) writtenMySQL(ctx context.Context, tx MySQLExecutor, ids []any) (map[uuid.UUID]bool, error) {
+	query := "SELECT id\nFROM " + w.mysqlTable + "\nWHERE id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
+	rows, err := tx.QueryContext(ctx, query, ids...)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: read back dedup keys: %w", err)
+		return nil, fmt.Errorf("outbox: read back written ids: %w", err)
 	}
 	defer rows.Close()
-	holders := make(map[string]uuid.UUID, len(keys))
+	written := make(map[uuid.UUID]bool, len(ids))
 	for rows.Next() {
 		var id []byte
-		var key string
-		if err := rows.Scan(&id, &key); err != nil {
-			return nil, fmt.Errorf("outbox: read back dedup keys: %w", err)
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("outbox: read back written ids: %w", err)
 		}
 		u, err := uuid.FromBytes(id)
 		if err != nil {
-			return nil, fmt.Errorf("outbox: read back dedup keys: id: %w", err)
+			return nil, fmt.Errorf("outbox: read back written ids: %w", err)
 		}
-		holders[key] = u
+		written[u] = true
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: read back dedup keys: %w", err)
+		return nil, fmt.Errorf("outbox: read back written ids: %w", err)
 	}
-	return holders, nil
+	return written, nil
 }
 
 // insertOwnIDMySQL inserts one message that carries its own ID. No row
@@ -242,7 +243,11 @@ func (w *Writer) insertOwnIDMySQL(ctx context.Context, tx MySQLExecutor, m *mysq
 }
 
 // existingIDMySQL returns the id of the row holding dedupKey, or own when
-// none does (the conflict was on the id).
+// none does (the conflict was on the id). The read locks (FOR UPDATE): in
+// REPEATABLE READ a plain read sees the transaction's snapshot, which may
+// predate the row the INSERT ran into. The INSERT already locked that
+// row, and an equality match on a unique index locks the row alone, so
+// the read waits for nobody.
 func (w *Writer) existingIDMySQL(ctx context.Context, tx MySQLExecutor, dedupKey string, own uuid.UUID) (uuid.UUID, error) {
 	var id []byte
 	err := tx.QueryRowContext(ctx, "SELECT id\nFROM "+w.mysqlTable+"\nWHERE dedup_key = ?\nFOR UPDATE", dedupKey).Scan(&id)
