@@ -37,15 +37,15 @@ type MySQLExecutor interface {
 // Write and WriteBatch keep their PostgreSQL contract: the same
 // validation and typed errors, and a message whose ID or DedupKey is
 // already in the table is not written again, Result.Duplicate is true and
-// Result.ID is the existing row's. Two limits of the driver's session
-// apply: clientFoundRows must stay false (the default), or a duplicate of
-// a message with a caller-set ID and no DedupKey is reported as written;
-// and dedup keys compare by the table's collation (see docs/mysql.md).
+// Result.ID is the existing row's. The driver's clientFoundRows must stay
+// false (the default), or a duplicate of a message with a caller-set ID
+// and no DedupKey is reported as written. Dedup keys compare by the
+// table's collation, which ignores trailing spaces (docs/mysql.md).
 func FromMySQL(tx MySQLExecutor) Executor { return mysqlExecutor{tx} }
 
-// mysqlExecutor marks a MySQL transaction. Its Exec and QueryRow pass
-// statements through unchanged; the Writer does not use them but the
-// MySQL path in writeMySQL.
+// mysqlExecutor marks a MySQL transaction: the Writer sees it and takes
+// the MySQL path (writeMySQL) on the wrapped executor. Its Exec and
+// QueryRow, which the Writer never calls, pass statements through.
 type mysqlExecutor struct{ tx MySQLExecutor }
 
 func (m mysqlExecutor) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
