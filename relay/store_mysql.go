@@ -42,7 +42,8 @@ import (
 // unnests them). The parameter list therefore grows with the batch. A
 // join with JSON_TABLE would keep it fixed, but MariaDB runs a
 // multi-table UPDATE through a temporary table, on disk when a text column
-// is set: slower, and it failed when /tmp was cleaned under it. FORCE
+// is set: slower, and under parallel tests one failed with "Error on
+// delete of /tmp/#sql-update-....MAI (Errcode: 2)". FORCE
 // INDEX (PRIMARY) makes every id one primary-key look-up whatever the
 // statistics say: a scan, which the planner picks for a small table,
 // would lock, and wait on, rows other claims hold. The claims' scans name
