@@ -179,6 +179,22 @@ func TestMySQLWriteBatchRoundTrip(t *testing.T) {
 			t.Errorf("result %d is a duplicate", i)
 		}
 	}
+
+	// DATETIME(6) holds the years 1000-9999: DeliverAt outside is clamped.
+	past, err := outbox.Write(b.ctx, outbox.FromMySQL(b.db), outbox.Message{Topic: "t", DeliverAt: time.Date(500, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	future, err := outbox.Write(b.ctx, outbox.FromMySQL(b.db), outbox.Message{Topic: "t", DeliverAt: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := b.row(past.ID).NextRetryAt; !at.Equal(time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("DeliverAt in the year 500 stored as %v", at)
+	}
+	if at := b.row(future.ID).NextRetryAt; !at.Equal(time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)) {
+		t.Errorf("DeliverAt in the year 20000 stored as %v", at)
+	}
 }
 
 // A batch larger than one statement (by rows and by bytes) is written
