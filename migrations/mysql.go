@@ -38,13 +38,15 @@ import (
 //go:embed mysql/*.sql
 var mysqlFiles embed.FS
 
-// Minimum server versions. MariaDB 10.6 brought SKIP LOCKED (and has
-// JSON_TABLE and expression defaults); on MySQL, SKIP LOCKED came in
-// 8.0.1, JSON_TABLE (the write-backs' id lists) in 8.0.4 and expression
-// defaults such as DEFAULT (UTC_TIMESTAMP(6)) in 8.0.13, which is
-// therefore the floor.
+// Minimum server versions. MariaDB 10.6 brought SKIP LOCKED (expression
+// defaults came in 10.2); on MySQL, SKIP LOCKED came in 8.0.1 and
+// expression defaults such as DEFAULT (UTC_TIMESTAMP(6)), which the
+// table's time columns and JSON headers need, in 8.0.13, which is
+// therefore the floor (8.0.11 was the first GA release of 8.0).
 var (
-	MinMySQL   = ServerVersion{Flavor: "MySQL", Major: 8, Minor: 0, Patch: 13}
+	// MinMySQL is the oldest MySQL the relay runs on.
+	MinMySQL = ServerVersion{Flavor: "MySQL", Major: 8, Minor: 0, Patch: 13}
+	// MinMariaDB is the oldest MariaDB the relay runs on.
 	MinMariaDB = ServerVersion{Flavor: "MariaDB", Major: 10, Minor: 6, Patch: 0}
 )
 
@@ -133,7 +135,7 @@ func (e *UnsupportedServerError) Error() string {
 	if e.BinlogFormat != "" {
 		return fmt.Sprintf("%s logs binlog_format=%s: FOR UPDATE SKIP LOCKED is unsafe for statement-based replication; set binlog_format=ROW (or MIXED)", e.Version, e.BinlogFormat)
 	}
-	return fmt.Sprintf("%s (%q) is not supported: the relay needs FOR UPDATE SKIP LOCKED, JSON_TABLE and expression defaults, in %s+ or %s+",
+	return fmt.Sprintf("%s (%q) is not supported: the relay needs FOR UPDATE SKIP LOCKED and expression defaults, in %s+ or %s+",
 		e.Version, e.Version.Raw, shortVersion(MinMySQL), shortVersion(MinMariaDB))
 }
 
@@ -178,14 +180,23 @@ type MySQLQuerier interface {
 // format is read for the session that answers: a pool's sessions share
 // it unless the DSN sets it.
 func CheckMySQLServer(ctx context.Context, q MySQLQuerier) (ServerVersion, error) {
-	var raw, format string
+	var raw string
 	var logBin sql.NullInt64
-	if err := q.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin, @@binlog_format").Scan(&raw, &logBin, &format); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin").Scan(&raw, &logBin); err != nil {
 		return ServerVersion{}, fmt.Errorf("migrations: read the server version: %w", err)
 	}
 	v, err := ParseServerVersion(raw)
 	if err != nil {
 		return ServerVersion{}, err
+	}
+	// SHOW VARIABLES reads the session's value, and returns no row rather
+	// than an error on a server that no longer has the variable (MySQL
+	// deprecated binlog_format in 8.0.34 and means to drop it, leaving
+	// row-based logging the only kind).
+	var name, format string
+	err = q.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'binlog_format'").Scan(&name, &format)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return ServerVersion{}, fmt.Errorf("migrations: read binlog_format: %w", err)
 	}
 	return v, checkServer(v, logBin.Int64 == 1, format)
 }

@@ -386,3 +386,36 @@ func tableExists(t *testing.T, db *sql.DB, name string) bool {
 	}
 	return n == 1
 }
+
+// A server that writes a statement-based binary log is refused, by the
+// check and by UpMySQL, unless the session logs rows.
+func TestMySQLRefusesStatementBinlog(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Private(t, "--log-bin", "--binlog-format=STATEMENT", "--server-id=1")
+	db, _ := srv.DB(t)
+	ctx := context.Background()
+	_, err := CheckMySQLServer(ctx, db)
+	var unsupported *UnsupportedServerError
+	if !errors.Is(err, ErrStatementBinlog) || !errors.As(err, &unsupported) || unsupported.BinlogFormat != "STATEMENT" {
+		t.Fatalf("CheckMySQLServer on a STATEMENT binlog: %v, want ErrStatementBinlog", err)
+	}
+	if _, err := UpMySQL(ctx, db, outbox.Table{}); !errors.Is(err, ErrStatementBinlog) {
+		t.Fatalf("UpMySQL on a STATEMENT binlog: %v, want ErrStatementBinlog", err)
+	}
+	if tableExists(t, db, "outbox") || tableExists(t, db, "outbox_migrations") {
+		t.Fatal("UpMySQL refused the server but created tables")
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, format := range []string{"ROW", "MIXED"} {
+		if _, err := conn.ExecContext(ctx, "SET SESSION binlog_format = '"+format+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := CheckMySQLServer(ctx, conn); err != nil {
+			t.Fatalf("binlog_format=%s: %v", format, err)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 
 // Executor is what the Writer needs from the caller's transaction. pgx.Tx,
 // *pgx.Conn and *pgxpool.Pool satisfy it; wrap a database/sql transaction
-// with FromSQL. When the Executor also has pgx's CopyFrom, WriteBatch uses
+// with FromSQL on PostgreSQL, or with FromMySQL on MySQL and MariaDB. When the Executor also has pgx's CopyFrom, WriteBatch uses
 // COPY for batches that cannot hold duplicates.
 type Executor interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -54,6 +54,7 @@ type Writer struct {
 	table      Table
 	maxPayload int
 	insertHead string // INSERT INTO ... (columns) VALUES
+	mysqlTable string // the table quoted for MySQL (see FromMySQL)
 }
 
 // maxChunk bounds the rows of one INSERT statement (7 parameters a row, far
@@ -75,6 +76,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	return &Writer{
 		table:      cfg.Table.WithDefaults(),
 		maxPayload: cfg.MaxPayloadBytes,
+		mysqlTable: mysqlIdent(cfg.Table),
 		insertHead: "INSERT INTO " + cfg.Table.Ident() +
 			" (id, topic, key, payload, headers, dedup_key, next_retry_at)\nVALUES ",
 	}, nil
@@ -109,9 +111,17 @@ func (w *Writer) Write(ctx context.Context, tx Executor, msg Message) (Result, e
 	if err := msg.validate(0, w.maxPayload); err != nil {
 		return Result{}, err
 	}
+	callerID := msg.ID != uuid.Nil
 	row, err := newRow(&msg, traceContextOf(ctx))
 	if err != nil {
 		return Result{}, err
+	}
+	if m, ok := tx.(mysqlExecutor); ok {
+		results := []Result{{ID: msg.ID}}
+		if err := w.writeMySQL(ctx, m.tx, []mysqlMessage{newMySQLMessage(row, callerID)}, results); err != nil {
+			return Result{}, err
+		}
+		return results[0], nil
 	}
 	tag, err := tx.Exec(ctx, w.insertHead+placeholders(1)+onConflict, row...)
 	if err != nil {
@@ -128,7 +138,8 @@ func (w *Writer) Write(ctx context.Context, tx Executor, msg Message) (Result, e
 
 // WriteBatch validates every message first, then inserts them all inside tx
 // (COPY when tx supports it and no message can be a duplicate, multi-row
-// INSERT otherwise). Results are in the order of msgs. If any message is
+// INSERT otherwise; on MySQL, see FromMySQL, multi-row INSERTs of at most
+// 1024 rows and about 4 MiB each). Results are in the order of msgs. If any message is
 // invalid, nothing is written and the *ValidationError names its index.
 // Every message gets ctx's trace context, as with Write.
 func (w *Writer) WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([]Result, error) {
@@ -136,12 +147,17 @@ func (w *Writer) WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([
 	results := make([]Result, len(msgs))
 	mayDuplicate, delayed := false, false
 	tc := traceContextOf(ctx)
+	var mysqlMsgs []mysqlMessage
+	if _, ok := tx.(mysqlExecutor); ok {
+		mysqlMsgs = make([]mysqlMessage, len(msgs))
+	}
 	for i := range msgs {
 		msg := msgs[i]
 		if err := msg.validate(i, w.maxPayload); err != nil {
 			return nil, err
 		}
-		mayDuplicate = mayDuplicate || msg.ID != uuid.Nil || msg.DedupKey != ""
+		callerID := msg.ID != uuid.Nil
+		mayDuplicate = mayDuplicate || callerID || msg.DedupKey != ""
 		delayed = delayed || !msg.DeliverAt.IsZero()
 		row, err := newRow(&msg, tc)
 		if err != nil {
@@ -149,6 +165,15 @@ func (w *Writer) WriteBatch(ctx context.Context, tx Executor, msgs []Message) ([
 		}
 		rows[i] = row
 		results[i].ID = msg.ID
+		if mysqlMsgs != nil {
+			mysqlMsgs[i] = newMySQLMessage(row, callerID)
+		}
+	}
+	if m, ok := tx.(mysqlExecutor); ok {
+		if err := w.writeMySQL(ctx, m.tx, mysqlMsgs, results); err != nil {
+			return nil, err
+		}
+		return results, nil
 	}
 	if c, ok := tx.(copier); ok && !mayDuplicate && !delayed {
 		src := pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) { return rows[i][:len(copyColumns)], nil })

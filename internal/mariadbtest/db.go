@@ -44,7 +44,7 @@ func DB(t testing.TB) (*sql.DB, string) {
 	if err != nil {
 		t.Fatalf("%s: %v", EnvURL, err)
 	}
-	return newDatabase(t, cfg, func(err error) {
+	return newDatabase(t, cfg, nil, func(err error) {
 		t.Helper()
 		msg := fmt.Sprintf("no MariaDB/MySQL test server at %s (set %s, e.g. root@tcp(127.0.0.1:3306)/, or start one): %v", cfg.Addr, EnvURL, err)
 		if os.Getenv("CI") == "true" {
@@ -103,8 +103,10 @@ func withSession(cfg *mysql.Config) {
 }
 
 // newDatabase creates test_<random> on the server of base, calling
-// unreachable when that server does not answer.
-func newDatabase(t testing.TB, base *mysql.Config, unreachable func(error)) (*sql.DB, string) {
+// unreachable when that server does not answer. At cleanup the database is
+// dropped unless gone (nil means never) says the server and its data are
+// gone anyway.
+func newDatabase(t testing.TB, base *mysql.Config, gone func() bool, unreachable func(error)) (*sql.DB, string) {
 	t.Helper()
 	admin := base.Clone()
 	admin.DBName = ""
@@ -144,6 +146,9 @@ func newDatabase(t testing.TB, base *mysql.Config, unreachable func(error)) (*sq
 		defer adminDB.Close()
 		if err := db.Close(); err != nil {
 			t.Errorf("mariadbtest: close pool: %v", err)
+		}
+		if gone != nil && gone() {
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

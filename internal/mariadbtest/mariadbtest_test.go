@@ -152,6 +152,16 @@ func TestPrivateSurvivesKill(t *testing.T) {
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("after stop and start: %d rows, %v", n, err)
 	}
+	if !srv.Running() {
+		t.Fatal("Running is false after Start")
+	}
+	// A test may end with its server down: cleanup then has nothing to drop.
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Running() {
+		t.Fatal("Running is true after Kill")
+	}
 }
 
 // recorder is a testing.TB whose Skip and Fatal end only the goroutine

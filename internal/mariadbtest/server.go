@@ -156,13 +156,23 @@ func (s *Server) DSN() string { return s.baseCfg.FormatDSN() }
 func (s *Server) Addr() string { return s.baseCfg.Addr }
 
 // DB creates a fresh database on this server, as the package-level DB does
-// on the shared one. The server must be running.
+// on the shared one. The server must be running; the database is dropped
+// when the test ends if the server is running then (otherwise it goes with
+// the data directory).
 func (s *Server) DB(t testing.TB) (*sql.DB, string) {
 	t.Helper()
-	return newDatabase(t, s.baseCfg.Clone(), func(err error) {
+	return newDatabase(t, s.baseCfg.Clone(), func() bool { return !s.Running() }, func(err error) {
 		t.Helper()
 		t.Fatalf("mariadbtest: private server at %s does not answer: %v", s.Addr(), err)
 	})
+}
+
+// Running reports whether the server was started and has not been stopped
+// or killed since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
 }
 
 // Start starts mariadbd on the server's data directory and port and

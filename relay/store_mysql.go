@@ -1,0 +1,543 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// mysqlStore is the store for MySQL 8.0.13+ and MariaDB 10.6+: the lease
+// path and the retention janitor of store (store.go, store_janitor.go),
+// with the same method signatures and semantics, over database/sql
+// (go-sql-driver/mysql). Each statement is a file in sql/mysql; {{table}}
+// and {{jobs}} name the outbox table and its jobs table
+// (migrations.MySQLIdent). As on PostgreSQL, durations travel as
+// milliseconds and every time is computed by the database, here with
+// UTC_TIMESTAMP(6) (DATETIME columns have no zone; NOW() would follow the
+// session's time_zone), and every write-back is fenced by the claim token
+// in locked_by.
+//
+// MySQL has no UPDATE ... RETURNING and cannot UPDATE a table it selects
+// from in a subquery, so a claim is a short READ COMMITTED transaction:
+// SELECT the rows FOR UPDATE SKIP LOCKED (their data too, so no third
+// statement reads them back), UPDATE them by id with the lease, commit.
+// READ COMMITTED, because under REPEATABLE READ a locking range read also
+// locks the gaps of due_idx it walked, and the writers' inserts of new due
+// rows would wait for the claim to commit.
+//
+// Lists of rows travel as IN lists: {{ids}} in a file becomes one
+// placeholder per row, and {{cases}} one "WHEN ? THEN ?" per row for the
+// per-row values of retries and failures (PostgreSQL passes arrays and
+// unnests them). The parameter list therefore grows with the batch. A
+// join with JSON_TABLE would keep it fixed, but MariaDB runs a
+// multi-table UPDATE through a temporary table, on disk when a text column
+// is set: slower, and under parallel tests one failed with "Error on
+// delete of /tmp/#sql-update-....MAI (Errcode: 2)". FORCE
+// INDEX (PRIMARY) makes every id one primary-key look-up whatever the
+// statistics say: a scan, which the planner picks for a small table,
+// would lock, and wait on, rows other claims hold. The claims' scans name
+// their index too (due_idx, lapsed_idx, sent_idx: the names MySQL
+// migration 001 gives them).
+//
+// Row counts are the server's "changed" rows (go-sql-driver's default);
+// every fenced write-back changes a column of each row it matches
+// (status, or the lease end of extend), so changed and matched agree,
+// and a DSN with clientFoundRows=true counts the same.
+//
+// Left out, next to store:
+//   - ordering: the claims take every row, keyed or not. Ordered delivery
+//     on MySQL is its own design (issue 20, docs/ordering.md), so
+//     claimLocked, claimOrdered and the shard statements have no
+//     counterpart yet.
+//   - listen: MySQL has no LISTEN/NOTIFY; the relay polls.
+//   - vacuum and inJob (partition maintenance): InnoDB purges on its own,
+//     and MySQL outbox tables are never partitioned.
+type mysqlStore struct {
+	db    *sql.DB
+	table outbox.Table
+	lease time.Duration
+	q     mysqlStatements
+}
+
+//go:embed sql/mysql/*.sql
+var mysqlSQL embed.FS
+
+// mysqlStatements are the texts of the MySQL statements for one table,
+// each named for its file in sql/mysql.
+type mysqlStatements struct {
+	claimSwept, claimLapsed, claimDue, claimLease              string
+	markSent, markRetry, markFailed, release, extend, countDue string
+	claimJob, pickSent, deleteSent, recordBatch, finishJob     string
+	lookBelow                                                  string
+}
+
+// loadMySQLStatements reads the MySQL statements for table. read records
+// each file it reads, for the test that every file is used.
+func loadMySQLStatements(table outbox.Table, read func(file string)) mysqlStatements {
+	names := strings.NewReplacer("{{table}}", migrations.MySQLIdent(table), "{{jobs}}", migrations.MySQLRelated(table, "jobs"))
+	file := func(name string) string {
+		if read != nil {
+			read(name)
+		}
+		b, err := mysqlSQL.ReadFile("sql/mysql/" + name + ".sql")
+		if err != nil {
+			panic(err) // embedded: a missing file is a build mistake
+		}
+		return names.Replace(stripComments(string(b)))
+	}
+	return mysqlStatements{
+		claimSwept: file("claim_swept"), claimLapsed: file("claim_lapsed"), claimDue: file("claim_due"), claimLease: file("claim_lease"),
+		markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
+		release: file("release"), extend: file("extend"), countDue: file("count_due"),
+		claimJob: file("claim_job"), pickSent: file("pick_sent"), deleteSent: file("delete_sent"),
+		recordBatch: file("record_batch"), finishJob: file("finish_job"),
+		lookBelow: file("look_below"),
+	}
+}
+
+// newMySQLStore returns the store of table on db. table.Schema empty
+// means the connection's database (migrations.MySQLIdent).
+func newMySQLStore(db *sql.DB, table outbox.Table, lease time.Duration) *mysqlStore {
+	return &mysqlStore{db: db, table: table, lease: lease, q: loadMySQLStatements(table, nil)}
+}
+
+// ready checks that the database answers, that the server is one the
+// relay supports, and that the table's schema is the one this relay needs.
+func (s *mysqlStore) ready(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return err
+	}
+	return migrations.CheckMySQL(ctx, s.db, s.table)
+}
+
+// mysqlFatal reports MySQL errors that retrying cannot fix: a missing or
+// newer schema, an unsupported server, an invalid name, and server answers
+// about access, unknown databases or tables, and syntax.
+func mysqlFatal(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1045, 1049, 1142, 1143, 1146, 1054, 1064, 1227:
+			// access denied to the database, to the user; unknown database;
+			// command or column denied; no such table; unknown column;
+			// syntax; missing privilege.
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, migrations.ErrNotMigrated) || errors.Is(err, migrations.ErrSchemaTooNew) ||
+		errors.Is(err, migrations.ErrServerTooOld) || errors.Is(err, migrations.ErrStatementBinlog) ||
+		errors.Is(err, migrations.ErrNoDatabase) || errors.Is(err, outbox.ErrInvalidIdentifier)
+}
+
+// claimTx is the transaction of a claim or a retention batch.
+var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// claim takes up to limit rows and leases them to owner, as store.claim
+// does: the rows of rg.swept that are still due pending rows or lapsed
+// leases, then, when rg.lapsed, rows whose lease ran out (within
+// rg.lapsedWithin before now, when that is set), then due pending rows
+// from rg.from up. In the same transaction, first, it marks the rows of
+// earlier claims in sent sent: fenced[i] counts the rows of sent[i] that
+// another claim held by then. On an error nothing is written.
+//
+// Each part is a statement of its own in one transaction (PostgreSQL
+// reads the three in one UNION ALL); a row two parts both find, which
+// SKIP LOCKED does not skip since this transaction holds it, is taken
+// once.
+func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+	err = onDeadlock(func() error {
+		var err error
+		rows, fenced, err = s.claimOnce(ctx, owner, limit, rg, sent)
+		return err
+	})
+	return rows, fenced, err
+}
+
+// claimOnce is one attempt of claim.
+func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+	tx, err := s.db.BeginTx(ctx, claimTx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	fenced = make([]int, len(sent))
+	for i, sb := range sent {
+		if fenced[i], err = execFenced(ctx, tx, "claim: mark sent", expand(s.q.markSent, len(sb.ids)), len(sb.ids), append(idArgs(sb.ids), sb.owner)...); err != nil {
+			return nil, nil, err
+		}
+	}
+	seen := map[uuid.UUID]bool{}
+	pick := func(q string, args ...any) error {
+		got, err := s.lockRows(ctx, tx, q, args...)
+		if err != nil {
+			return err
+		}
+		for _, r := range got {
+			if !seen[r.id] && len(rows) < limit {
+				seen[r.id] = true
+				rows = append(rows, r)
+			}
+		}
+		return nil
+	}
+	if len(rg.swept) > 0 {
+		if err := pick(expand(s.q.claimSwept, len(rg.swept)), append(idArgs(rg.swept), limit)...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if rg.lapsed && len(rows) < limit {
+		within := rg.lapsedWithin.Milliseconds()
+		if err := pick(s.q.claimLapsed, within, within, limit-len(rows)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(rows) < limit {
+		due, id := mysqlFloor(rg.from)
+		if err := pick(s.q.claimDue, due, due, id, limit-len(rows)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(rows) > 0 {
+		ids := make([]uuid.UUID, len(rows))
+		for i, r := range rows {
+			ids[i] = r.id
+		}
+		res, err := tx.ExecContext(ctx, expand(s.q.claimLease, len(ids)), append([]any{owner, s.lease.Milliseconds()}, idArgs(ids)...)...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("claim: lease: %w", err)
+		}
+		// The rows are locked by this transaction: each must take the lease.
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(rows)) {
+			return nil, nil, fmt.Errorf("claim: leased %d of %d locked rows (%v)", n, len(rows), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, fmt.Errorf("claim: commit: %w", err)
+	}
+	return rows, fenced, nil
+}
+
+// lockRows runs one of the claim's SELECT ... FOR UPDATE SKIP LOCKED
+// statements and reads its rows.
+func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]row, error) {
+	rs, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		var r row
+		var id []byte
+		var created, due migrations.MySQLTime
+		if err := rs.Scan(&id, &r.topic, &r.key, &r.payload, &r.headers, &r.attempt, &created, &due); err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		if len(id) != 16 {
+			return nil, fmt.Errorf("claim: an id of %d bytes", len(id))
+		}
+		copy(r.id[:], id)
+		r.createdAt = pgtype.Timestamptz{Time: created.Time, Valid: true}
+		r.due = pgtype.Timestamptz{Time: due.Time, Valid: true}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+// mysqlMinTime is the least DATETIME: the floor of a claim that reads
+// every due row.
+const mysqlMinTime = "1000-01-01 00:00:00"
+
+// mysqlFloor returns the floor as claim_due.sql's parameters: the time as
+// UTC text (a time.Time would be converted to the DSN's loc) and the id.
+func mysqlFloor(f floor) (due string, id []byte) {
+	due = mysqlMinTime
+	if f.due.Valid && f.due.InfinityModifier == pgtype.Finite {
+		due = f.due.Time.UTC().Format("2006-01-02 15:04:05.999999")
+	}
+	if f.due.Valid && f.due.InfinityModifier == pgtype.Infinity {
+		due = "9999-12-31 23:59:59.999999"
+	}
+	return due, f.id[:]
+}
+
+// deadlockAttempts is how many times a statement or transaction that
+// InnoDB chose as a deadlock victim runs in all.
+const deadlockAttempts = 3
+
+// onDeadlock runs fn, again while it fails with a deadlock (1213), at most
+// deadlockAttempts times. InnoDB rolls back the whole transaction of a
+// deadlock victim, so fn starts over from nothing. Deadlocks happen
+// between write-backs of rows whose lease lapsed and was taken again:
+// two claims each mark their earlier batch sent, and each batch holds a
+// row of the other's.
+func onDeadlock(fn func() error) error {
+	var err error
+	for range deadlockAttempts {
+		var me *mysql.MySQLError
+		if err = fn(); !errors.As(err, &me) || me.Number != 1213 {
+			return err
+		}
+	}
+	return err
+}
+
+// expand writes n into a statement: {{ids}} becomes n placeholders, and
+// {{cases}} n "WHEN ? THEN ?".
+func expand(q string, n int) string {
+	ids := strings.Repeat("?, ", n)
+	cases := strings.Repeat("WHEN ? THEN ? ", n)
+	return strings.NewReplacer("{{ids}}", strings.TrimSuffix(ids, ", "), "{{cases}}", strings.TrimSpace(cases)).Replace(q)
+}
+
+// idArgs returns ids as the parameters of {{ids}}.
+func idArgs[ID ~[16]byte](ids []ID) []any {
+	args := make([]any, len(ids))
+	for i := range ids {
+		args[i] = ids[i][:]
+	}
+	return args
+}
+
+// execer is what execFenced runs on: *sql.DB or *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// execFenced runs a fenced write-back over n rows and returns how many
+// were fenced out; it does nothing when n is 0. On the pool (not in a
+// transaction) a statement that InnoDB picked as a deadlock victim runs
+// again (onDeadlock).
+func execFenced(ctx context.Context, e execer, what, q string, n int, args ...any) (int, error) {
+	if n == 0 {
+		return 0, nil
+	}
+	var res sql.Result
+	var err error
+	if _, inTx := e.(*sql.Tx); inTx {
+		res, err = e.ExecContext(ctx, q, args...)
+	} else {
+		err = onDeadlock(func() error {
+			var err error
+			res, err = e.ExecContext(ctx, q, args...)
+			return err
+		})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	changed, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	return n - int(changed), nil
+}
+
+// The write-backs return how many of the rows were fenced out: no longer
+// held by the claim owner, so left untouched.
+
+func (s *mysqlStore) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	return execFenced(ctx, s.db, "mark sent", expand(s.q.markSent, len(ids)), len(ids), append(idArgs(ids), owner)...)
+}
+
+func (s *mysqlStore) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
+	// Three CASEs (delay, refund, error), the ids, the owner.
+	args := make([]any, 0, 7*len(rs)+1)
+	for _, r := range rs {
+		args = append(args, r.id[:], r.delay.Milliseconds())
+	}
+	for _, r := range rs {
+		refund := 0
+		if r.refund {
+			refund = 1
+		}
+		args = append(args, r.id[:], refund)
+	}
+	for _, r := range rs {
+		args = append(args, r.id[:], r.error)
+	}
+	for _, r := range rs {
+		args = append(args, r.id[:])
+	}
+	args = append(args, owner)
+	return execFenced(ctx, s.db, "mark retry", expand(s.q.markRetry, len(rs)), len(rs), args...)
+}
+
+func (s *mysqlStore) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
+	// The CASE of errors, the ids, the owner.
+	args := make([]any, 0, 3*len(fs)+1)
+	for _, f := range fs {
+		args = append(args, f.id[:], f.error)
+	}
+	for _, f := range fs {
+		args = append(args, f.id[:])
+	}
+	args = append(args, owner)
+	return execFenced(ctx, s.db, "mark failed", expand(s.q.markFailed, len(fs)), len(fs), args...)
+}
+
+func (s *mysqlStore) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	return execFenced(ctx, s.db, "release", expand(s.q.release, len(ids)), len(ids), append(idArgs(ids), owner)...)
+}
+
+func (s *mysqlStore) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+	args := append([]any{s.lease.Milliseconds()}, idArgs(ids)...)
+	return execFenced(ctx, s.db, "extend lease", expand(s.q.extend, len(ids)), len(ids), append(args, owner)...)
+}
+
+// lookBelow returns what a sweep would take, without locking anything:
+// up to limit lapsed leases, oldest first, and up to limit due pending
+// rows below from, lowest first (look_below.sql). full reports whether
+// either branch found limit rows: more may wait behind them. As on
+// PostgreSQL, a claim with rg.swept then takes them by id: InnoDB's purge,
+// like VACUUM, is held off by an old read view anywhere in the server, and
+// the floor keeps the claims off the index entries it leaves behind.
+func (s *mysqlStore) lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error) {
+	due, id := mysqlFloor(from)
+	rs, err := s.db.QueryContext(ctx, s.q.lookBelow, limit, due, due, id, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	defer rs.Close()
+	var lapsed, below int
+	for rs.Next() {
+		var raw []byte
+		var isLapsed bool
+		if err := rs.Scan(&raw, &isLapsed); err != nil {
+			return nil, false, fmt.Errorf("look below the floor: %w", err)
+		}
+		if len(raw) != 16 {
+			return nil, false, fmt.Errorf("look below the floor: an id of %d bytes", len(raw))
+		}
+		ids = append(ids, [16]byte(raw))
+		if isLapsed {
+			lapsed++
+		} else {
+			below++
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	return ids, lapsed >= limit || below >= limit, nil
+}
+
+// countDue returns the number of due pending rows, or limit when there are
+// at least that many.
+func (s *mysqlStore) countDue(ctx context.Context, limit int) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, s.q.countDue, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count due rows: %w", err)
+	}
+	return n, nil
+}
+
+// The retention janitor's statements (store_janitor.go).
+
+// claimJob starts a run of job for owner, with a lease of one Lease; ok is
+// false when the job is not due or another run holds it.
+func (s *mysqlStore) claimJob(ctx context.Context, job, owner string) (ok bool, err error) {
+	res, err := s.db.ExecContext(ctx, s.q.claimJob, owner, s.lease.Milliseconds(), job)
+	if err != nil {
+		return false, fmt.Errorf("claim job %s: %w", job, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("claim job %s: %w", job, err)
+	}
+	return n == 1, nil
+}
+
+// deleteSent deletes up to limit sent rows older than retention for the
+// run owner of the retention job, counts them in the job row and extends
+// the run's lease, in one transaction. held is false, and nothing is
+// deleted, when owner no longer holds the job. target is store's
+// parameter for partitions: MySQL tables have none, so it must be empty or
+// name the table itself (quoted for MySQL or, as the janitor passes
+// store.table.Ident(), for PostgreSQL).
+func (s *mysqlStore) deleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
+	if target != "" && target != migrations.MySQLIdent(s.table) && target != s.table.Ident() {
+		return 0, false, fmt.Errorf("delete sent rows: %s is not the table %s: MySQL outbox tables have no partitions", target, s.table)
+	}
+	tx, err := s.db.BeginTx(ctx, claimTx)
+	if err != nil {
+		return 0, false, fmt.Errorf("delete sent rows: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	rs, err := tx.QueryContext(ctx, s.q.pickSent, retention.Milliseconds(), limit)
+	if err != nil {
+		return 0, false, fmt.Errorf("delete sent rows: %w", err)
+	}
+	var ids [][16]byte
+	for rs.Next() {
+		var id []byte
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return 0, false, fmt.Errorf("delete sent rows: %w", err)
+		}
+		ids = append(ids, [16]byte(id))
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return 0, false, fmt.Errorf("delete sent rows: %w", err)
+	}
+	if len(ids) > 0 {
+		res, err := tx.ExecContext(ctx, expand(s.q.deleteSent, len(ids)), idArgs(ids)...)
+		if err != nil {
+			return 0, false, fmt.Errorf("delete sent rows: %w", err)
+		}
+		if deleted, err = res.RowsAffected(); err != nil {
+			return 0, false, fmt.Errorf("delete sent rows: %w", err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, s.q.recordBatch, s.lease.Milliseconds(), deleted, deleted, jobRetention, owner)
+	if err != nil {
+		return 0, false, fmt.Errorf("record deleted rows: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, false, err // fenced out: the deferred Rollback undoes the DELETE
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, fmt.Errorf("delete sent rows: commit: %w", err)
+	}
+	return deleted, true, nil
+}
+
+// finishJob releases job held by owner; complete schedules the next run
+// interval after now. held is false when owner no longer held the job.
+func (s *mysqlStore) finishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
+	res, err := s.db.ExecContext(ctx, s.q.finishJob, complete, complete, interval.Milliseconds(), job, owner)
+	if err != nil {
+		return false, fmt.Errorf("finish job %s: %w", job, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("finish job %s: %w", job, err)
+	}
+	return n == 1, nil
+}
+
+// partitioned reports that the table is not partitioned (MySQL outbox
+// tables never are), and the database clock's now, in UTC.
+func (s *mysqlStore) partitioned(ctx context.Context) (bool, time.Time, error) {
+	var now migrations.MySQLTime
+	if err := s.db.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
+		return false, time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return false, now.Time, nil
+}
