@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
@@ -84,17 +86,57 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	pg := newPGStore(pool, cfg.Table, cfg.Lease, cfg.Ordering)
+	return newRelay(pg, pg, pub, cfg, cfg.Table.String()), nil
+}
+
+// NewMySQL returns a Relay that reads the outbox table of a MySQL 8.0 or
+// MariaDB 10.6 (or later) database through db, a go-sql-driver/mysql pool
+// opened with parseTime=true (docs/mysql.md), and publishes to pub. The
+// relay's promises are New's; what only PostgreSQL offers is refused with
+// an error wrapping ErrUnsupported: ordered topics
+// (docs/ordering.md#mysql-and-mariadb) and lock claims. It does not touch
+// the database; Run checks the server and the schema. The caller keeps
+// ownership of db and pub.
+func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
+	if db == nil || pub == nil {
+		return nil, errors.New("relay: database and publisher are required")
+	}
+	// No schema names the connection's database: the default schema,
+	// PostgreSQL's "public", would name a database called public.
+	schema := cfg.Table.Schema
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.Table.Schema = schema
+	switch {
+	case cfg.Ordering.enabled():
+		return nil, fmt.Errorf("relay: ordered topics on MySQL: %w (docs/ordering.md#mysql-and-mariadb)", ErrUnsupported)
+	case cfg.Claim == ClaimLock:
+		return nil, fmt.Errorf("relay: lock claims on MySQL: %w", ErrUnsupported)
+	}
+	name := cfg.Table.Name
+	if schema != "" {
+		name = schema + "." + name
+	}
+	return newRelay(newMySQLStore(db, cfg.Table, cfg.Lease), nil, pub, cfg, name), nil
+}
+
+// newRelay returns the relay of cfg (defaults applied, valid) on st; pg
+// is st on PostgreSQL, nil elsewhere. table names the table in logs.
+func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *Relay {
 	r := &Relay{
 		cfg:   cfg,
 		pub:   pub,
-		pg:    newPGStore(pool, cfg.Table, cfg.Lease, cfg.Ordering),
-		log:   cfg.Logger.With("relay_id", cfg.ID, "table", cfg.Table.String()),
+		store: st,
+		pg:    pg,
+		log:   cfg.Logger.With("relay_id", cfg.ID, "table", table),
 		bell:  newBell(),
 		turns: newTurns(),
 		obs:   cfg.Observer,
 		live:  newLiveness(cfg),
 	}
-	r.store = r.pg
 	r.leases = &leaseClaims{r: r}
 	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
 	r.locks = lockClaims{r}
@@ -109,7 +151,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.
 	r.seq.Store(rand.Uint64() >> 24)
-	return r, nil
+	return r
 }
 
 // ID returns the replica id. Each claim writes "<ID>#<n>" to locked_by, n

@@ -121,10 +121,10 @@ func (s *mysqlStore) ready(ctx context.Context) error {
 	return migrations.CheckMySQL(ctx, s.db, s.table)
 }
 
-// mysqlFatal reports MySQL errors that retrying cannot fix: a missing or
+// fatal reports MySQL errors that retrying cannot fix: a missing or
 // newer schema, an unsupported server, an invalid name, and server answers
 // about access, unknown databases or tables, and syntax.
-func mysqlFatal(err error) bool {
+func (s *mysqlStore) fatal(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
@@ -541,3 +541,5 @@ func (s *mysqlStore) partitioned(ctx context.Context) (bool, time.Time, error) {
 	}
 	return false, now.Time, nil
 }
+
+var _ store = (*mysqlStore)(nil)

@@ -501,7 +501,7 @@ func TestMySQLStoreReady(t *testing.T) {
 	db, _ := mariadbtest.DB(t)
 	s := newMySQLStore(db, outbox.Table{Name: "elsewhere"}, time.Minute)
 	err := s.ready(context.Background())
-	if !mysqlFatal(err) {
+	if !(*mysqlStore)(nil).fatal(err) {
 		t.Fatalf("ready on an empty database: %v, want a fatal error", err)
 	}
 	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{Name: "elsewhere"}); err != nil {

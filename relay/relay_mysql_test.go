@@ -1,0 +1,130 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// recordingPublisher keeps the ids of the messages it was given.
+type recordingPublisher struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (p *recordingPublisher) Publish(_ context.Context, msgs []outbox.Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range msgs {
+		p.seen[m.ID.String()]++
+	}
+	return nil
+}
+
+func (p *recordingPublisher) Close() error { return nil }
+
+// Run on MariaDB: events written with outbox.FromMySQL reach the sink
+// once each and are marked sent; two relays share the table without
+// sending an event twice.
+func TestRunOnMySQL(t *testing.T) {
+	b := setupMySQL(t, 30*time.Second)
+	ctx := context.Background()
+	const n = 2000
+	want := map[string]bool{}
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Topic: "orders", Key: []byte{byte(i % 7)}, Payload: []byte("p")}
+	}
+	res, err := outbox.WriteBatch(ctx, outbox.FromMySQL(tx), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		want[r.ID.String()] = true
+	}
+
+	pub := &recordingPublisher{seen: map[string]int{}}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i := range 2 {
+		r, err := NewMySQL(b.db, pub, Config{ID: []string{"a", "b"}[i], BatchSize: 100, PollInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- r.Run(runCtx)
+		}()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for countStatus(t, b, "sent") < n && time.Now().Before(deadline) && len(errs) == 0 {
+		time.Sleep(20 * time.Millisecond) // polls the table's state: nothing to await but the rows
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	if got := countStatus(t, b, "sent"); got != n {
+		t.Fatalf("%d rows sent, want %d", got, n)
+	}
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	for id, times := range pub.seen {
+		if !want[id] {
+			t.Errorf("published %s, which was not written", id)
+		}
+		if times != 1 {
+			t.Errorf("published %s %d times", id, times)
+		}
+	}
+	if len(pub.seen) != n {
+		t.Errorf("published %d distinct events, want %d", len(pub.seen), n)
+	}
+}
+
+func countStatus(t *testing.T, b *mysqlBundle, status string) int {
+	t.Helper()
+	var n int
+	if err := b.db.QueryRow("SELECT COUNT(*) FROM outbox WHERE status = ?", status).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// What only PostgreSQL offers is refused on MySQL with ErrUnsupported.
+func TestNewMySQLRefusesWhatOnlyPostgreSQLOffers(t *testing.T) {
+	b := setupMySQL(t, 30*time.Second)
+	for name, cfg := range map[string]Config{
+		"ordered topics": {Ordering: Ordering{Topics: []string{"orders"}}},
+		"lock claims":    {Claim: ClaimLock},
+	} {
+		if _, err := NewMySQL(b.db, nopPublisher{}, cfg); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: NewMySQL = %v, want ErrUnsupported", name, err)
+		}
+	}
+	r, err := NewMySQL(b.db, nopPublisher{}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Backlog(context.Background(), 0); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Backlog on MySQL = %v, want ErrUnsupported", err)
+	}
+}
