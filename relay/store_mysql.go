@@ -18,8 +18,8 @@ import (
 )
 
 // mysqlStore is the store for MySQL 8.0.13+ and MariaDB 10.6+: the lease
-// path and the retention janitor of store (store.go, store_janitor.go),
-// with the same method signatures and semantics, over database/sql
+// path and the retention janitor (the store interface, store.go), with
+// pgStore's semantics, over database/sql
 // (go-sql-driver/mysql). Each statement is a file in sql/mysql; {{table}}
 // and {{jobs}} name the outbox table and its jobs table
 // (migrations.MySQLIdent). As on PostgreSQL, durations travel as
@@ -57,7 +57,7 @@ import (
 //
 // Left out, next to store:
 //   - ordering: the claims take every row, keyed or not. Ordered delivery
-//     on MySQL is its own design (issue 20, docs/ordering.md), so
+//     needs a design of its own on MySQL (docs/ordering.md#mysql-and-mariadb), so
 //     claimLocked, claimOrdered and the shard statements have no
 //     counterpart yet.
 //   - listen: MySQL has no LISTEN/NOTIFY; the relay polls.
