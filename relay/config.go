@@ -45,7 +45,8 @@ type Config struct {
 	// PollInterval is the wait after a batch that was not full. A full batch
 	// is followed by the next claim at once. Defaults to 500ms.
 	PollInterval time.Duration
-	// PollMin applies when the relay does not listen (NoListen): it then
+	// PollMin applies when the relay does not listen (NoListen, or on
+	// MySQL, which has no notifications): it then
 	// polls adaptively, PollMin after a claim that found rows, the wait
 	// doubling with each claim that found none, up to PollInterval. It
 	// follows a stream of events within about PollMin and costs an idle

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -126,5 +127,32 @@ func TestNewMySQLRefusesWhatOnlyPostgreSQLOffers(t *testing.T) {
 	}
 	if _, err := r.Backlog(context.Background(), 0); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("Backlog on MySQL = %v, want ErrUnsupported", err)
+	}
+}
+
+// Without LISTEN/NOTIFY a relay on MySQL polls adaptively, as one with
+// NoListen on PostgreSQL: PollMin after a claim that found rows, the wait
+// doubling after each that found none, up to PollInterval.
+func TestMySQLRelayPollsAdaptively(t *testing.T) {
+	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/none") // never connected
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := NewMySQL(db, nopPublisher{}, Config{PollMin: 5 * time.Millisecond, PollInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.listens() {
+		t.Error("a relay on MySQL listens for notifications")
+	}
+	if got := r.pollWait(time.Second, true); got != 5*time.Millisecond {
+		t.Errorf("wait after a claim that found rows = %v, want PollMin (5ms)", got)
+	}
+	if got := r.pollWait(40*time.Millisecond, false); got != 80*time.Millisecond {
+		t.Errorf("wait after an empty claim = %v, want twice the previous (80ms)", got)
+	}
+	if got := r.pollWait(800*time.Millisecond, false); got != time.Second {
+		t.Errorf("wait after an empty claim = %v, want at most PollInterval (1s)", got)
 	}
 }

@@ -92,7 +92,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			spawn(func(ctx context.Context) { r.runOrdered(ctx, loop) })
 		}
 	}
-	if !r.cfg.NoListen && r.pg != nil {
+	if r.listens() {
 		spawn(r.listen)
 	}
 	spawn(r.runJanitor) // retention, unless KeepSent, and a partitioned table's partitions

@@ -110,6 +110,11 @@ func (t *turns) pollDue(d time.Duration) bool {
 	return time.Since(t.lastTurn) >= d/2
 }
 
+// listens reports whether Run wakes on notifications: unless NoListen,
+// on PostgreSQL (MySQL has no LISTEN/NOTIFY, so the relay polls there as
+// with NoListen).
+func (r *Relay) listens() bool { return !r.cfg.NoListen && r.pg != nil }
+
 // pollWait is a worker's wait for its next poll after a batch that was not
 // full, given its previous wait and whether the batch found rows. A
 // listening relay is woken by notifications and polls every PollInterval.
@@ -117,7 +122,7 @@ func (t *turns) pollDue(d time.Duration) bool {
 // doubles the wait after each that found none, up to PollInterval.
 func (r *Relay) pollWait(prev time.Duration, found bool) time.Duration {
 	switch {
-	case !r.cfg.NoListen:
+	case r.listens():
 		return r.cfg.PollInterval
 	case found:
 		return r.cfg.PollMin
