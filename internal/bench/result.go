@@ -30,6 +30,11 @@ type Report struct {
 // Settings echo the configuration of a Report. The database URL is not
 // included: it may hold a password.
 type Settings struct {
+	// Database is "postgresql" or "mysql" (MySQL or MariaDB, whose
+	// version ServerVersion gives, e.g. "MariaDB 10.11.19").
+	Database      string `json:"database"`
+	ServerVersion string `json:"server_version,omitempty"`
+	// Schema is the schema of the outbox table (on MySQL, its database).
 	Schema string `json:"schema"`
 	// Sink is the sink the relays published to, and SinkURL its server
 	// (password hidden) or the webhook receiver's URL template; both
@@ -64,7 +69,10 @@ type Settings struct {
 // CeilingResult is one lifecycle of the SQL-only ceiling.
 type CeilingResult struct {
 	// Lifecycle is "mark_sent" (claim UPDATE, then an UPDATE to sent) or
-	// "delete_sent" (claim UPDATE, then DELETE).
+	// "delete_sent" (claim UPDATE, then DELETE). On MySQL it is
+	// "mark_sent" (the claim transaction, then the mark-sent UPDATE in a
+	// transaction of its own) or "mark_sent_in_claim" (each batch marked
+	// sent in the next claim's transaction).
 	Lifecycle string `json:"lifecycle"`
 	// Clients is the number of concurrent connections looping.
 	Clients int `json:"clients"`
