@@ -60,8 +60,7 @@ func (o *runOptions) config() (runConfig, error) {
 		errs problems
 		err  error
 	)
-	_, err = o.db.poolConfig()
-	errs.add(err)
+	errs.add(o.db.check())
 	c.table, err = o.db.outboxTable()
 	errs.add(err)
 	c.relay, err = o.rf.config()
@@ -71,6 +70,9 @@ func (o *runOptions) config() (runConfig, error) {
 	}
 	for _, ce := range relayProblems(c.relay) {
 		errs.add(asUsage(ce))
+	}
+	if o.db.isMySQL() {
+		errs.add(mysqlRunProblems(o.f, c.relay))
 	}
 	o.rules, err = o.routes.parse()
 	errs.add(err)
