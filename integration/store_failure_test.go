@@ -3,10 +3,13 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
@@ -207,6 +210,103 @@ func TestStoresSinkOutageBurnsNoAttempts(t *testing.T) {
 			if r := rows[id]; r.Attempt != 1 || r.LastError != nil || !r.Sent || r.LeaseLeft != nil {
 				t.Errorf("row %s after the outage: %v; want sent on attempt 1 with no error", id, r)
 			}
+		}
+	})
+}
+
+// Rows written by hand with malformed headers or topic go to failed with a
+// reason naming the field, the good rows of the same batch are delivered,
+// and the relay keeps running: one bad row never crash-loops it.
+func TestStoresMalformedRowsFailWithReason(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		good := resultIDs(s.write(t, storeMessages(2, "orders", "good")...))
+		bad := map[string]struct{ topic, headers, reason string }{
+			"array headers":     {"orders", `[1,2]`, "headers"},
+			"non-string values": {"orders", `{"a": 1}`, "headers"},
+			"reserved header":   {"orders", `{"outbox-event-id": "forged"}`, "header"},
+			"bad topic":         {"bad topic!", `{}`, "topic"},
+		}
+		badIDs := map[uuid.UUID]string{}
+		for name, row := range bad {
+			badIDs[s.insertRaw(t, row.topic, row.headers)] = name
+		}
+
+		sk := &sink{}
+		rr := startStoreRelay(t, s, sk, relay.Config{BatchSize: 100})
+		await(t, 10*time.Second, func() bool {
+			st := s.statuses(t)
+			return st["sent"]+st["failed"] == len(good)+len(bad)
+		}, "batch not settled: %v", s.statuses(t))
+		if got := len(sk.call(0)); got != len(good) {
+			t.Errorf("first publish carried %d messages, want the %d good ones", got, len(good))
+		}
+		rows := s.rows(t)
+		for _, id := range good {
+			if r := rows[id]; r.Status != "sent" {
+				t.Errorf("good row %s: %v, want sent", id, r)
+			}
+		}
+		for id, name := range badIDs {
+			r := rows[id]
+			want := bad[name].reason
+			if r.Status != "failed" || r.LastError == nil || !strings.Contains(*r.LastError, want) || !strings.Contains(*r.LastError, "malformed") {
+				t.Errorf("%s row: %v; want failed with a reason naming %q", name, r, want)
+			}
+		}
+
+		later := s.write(t, outbox.Message{Topic: "orders", Payload: []byte("after")})[0].ID
+		await(t, 10*time.Second, func() bool { return s.rows(t)[later].Status == "sent" }, "relay stopped serving after malformed rows")
+		select {
+		case err := <-rr.done:
+			t.Fatalf("Run returned %v", err)
+		default:
+		}
+	})
+}
+
+// A row whose claimers keep dying (claimed MaxAttempts times, each lease
+// lapsing with no outcome recorded) is a poison suspect: the next claim
+// marks it failed with the reason instead of publishing it again, and
+// sends the healthy row beside it.
+func TestStoresRowRescuedTooOftenFails(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		ctx := context.Background()
+		poison := s.write(t, outbox.Message{Topic: "orders", Payload: []byte("poison")})[0].ID
+		const maxAttempts = 2
+		// Two claimers take the row in turn and "crash": each publish hangs
+		// until the test ends, and each lease is pushed into the past.
+		for i := range maxAttempts {
+			hung, entered, release := heldSink()
+			r := s.newRelay(t, hung, relay.Config{ID: fmt.Sprintf("dead-%d", i), MaxAttempts: maxAttempts, Lease: time.Minute})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = r.ProcessBatch(ctx, 0) // fenced in the end: the row is failed by then
+			}()
+			t.Cleanup(func() { close(release); <-done })
+			awaitEntered(t, entered)
+			if row := s.rows(t)[poison]; row.Attempt != i+1 || row.Status != "processing" {
+				t.Fatalf("claim %d: %v, want processing on attempt %d", i+1, row, i+1)
+			}
+			s.lapse(t, []uuid.UUID{poison})
+		}
+		healthy := s.write(t, outbox.Message{Topic: "orders", Payload: []byte("healthy")})[0].ID
+
+		sk := &sink{}
+		res, err := s.newRelay(t, sk, relay.Config{MaxAttempts: maxAttempts}).ProcessBatch(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (relay.BatchResult{Claimed: 2, Sent: 1, Failed: 1}); res != want {
+			t.Errorf("ProcessBatch = %+v, want %+v", res, want)
+		}
+		if r := s.rows(t)[poison]; r.Status != "failed" || r.Attempt != 3 || r.LastError == nil || !strings.Contains(*r.LastError, "attempt 3 exceeds max attempts 2") {
+			t.Errorf("poison row: %v; want failed on attempt 3 with 'attempt 3 exceeds max attempts 2 ...'", r)
+		}
+		if acked := sk.ackedByID(); acked[poison] != 0 || acked[healthy] != 1 {
+			t.Errorf("sink acknowledged %v; want only the healthy row", acked)
 		}
 	})
 }

@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -76,21 +79,18 @@ func TestStoresLapsedLeaseIsRescuedAndStaleClaimFenced(t *testing.T) {
 		}
 		s.lapse(t, ids)
 
-		rescuer := &sink{}
+		// The rescuer claims the lapsed rows and holds them while the stale
+		// claim's publish returns: the stale write-back finds the rows still
+		// processing, under another claim, and must change nothing.
+		rescuer, rescued, finish := heldSink()
 		live := startStoreRelay(t, s, rescuer, relay.Config{ID: "live"})
-		await(t, 15*time.Second, func() bool { return countStatus(t, s, "sent") == len(ids) }, "lapsed rows not rescued: %v", s.statuses(t))
-		acked := rescuer.ackedByID()
-		rows := s.rows(t)
+		awaitEntered(t, rescued)
+		before := s.rows(t)
 		for _, id := range ids {
-			if acked[id] != 1 {
-				t.Errorf("rescued row %s published %d times by the new relay, want 1", id, acked[id])
-			}
-			if r := rows[id]; r.Attempt != 2 || replicaOf(r.LockedBy) != live.ID() || !r.Sent || r.LeaseLeft != nil {
-				t.Errorf("rescued row %s: %v; want sent by %s on attempt 2", id, r, live.ID())
+			if r := before[id]; r.Status != "processing" || r.Attempt != 2 || replicaOf(r.LockedBy) != live.ID() {
+				t.Fatalf("rescued row %s: %v; want processing by %s on attempt 2", id, r, live.ID())
 			}
 		}
-
-		// The stale claim's publish returns: its write-back is fenced.
 		released = true
 		close(release)
 		var res relay.BatchResult
@@ -102,9 +102,22 @@ func TestStoresLapsedLeaseIsRescuedAndStaleClaimFenced(t *testing.T) {
 		if want := (relay.BatchResult{Claimed: 3, Fenced: 3}); res != want {
 			t.Errorf("stale claim's ProcessBatch = %+v, want %+v (every write-back fenced)", res, want)
 		}
+		after := s.rows(t)
+		for _, id := range ids {
+			if b, a := before[id], after[id]; a.Status != "processing" || a.Sent || a.LastError != nil || deref(a.LockedBy) != deref(b.LockedBy) || a.Attempt != b.Attempt || a.LeaseLeft == nil {
+				t.Errorf("row %s after the stale write-back: %v; want it as the rescuer's claim left it: %v", id, a, b)
+			}
+		}
+
+		close(finish)
+		await(t, 15*time.Second, func() bool { return countStatus(t, s, "sent") == len(ids) }, "rescued rows not sent: %v", s.statuses(t))
+		acked := rescuer.ackedByID()
 		for id, r := range s.rows(t) {
-			if r.Status != "sent" || r.Attempt != 2 || replicaOf(r.LockedBy) != live.ID() || r.LastError != nil {
-				t.Errorf("row %s after the stale write-back: %v; want it as the rescuer left it", id, r)
+			if acked[id] != 1 {
+				t.Errorf("rescued row %s published %d times by the new relay, want 1", id, acked[id])
+			}
+			if r.Attempt != 2 || replicaOf(r.LockedBy) != live.ID() || !r.Sent || r.LeaseLeft != nil || r.LastError != nil {
+				t.Errorf("rescued row %s: %v; want sent by %s on attempt 2", id, r, live.ID())
 			}
 		}
 	})
@@ -188,6 +201,105 @@ func TestStoresShutdownRecordsFinishedBatch(t *testing.T) {
 			if r.LastError != nil {
 				t.Errorf("row with last_error %q after a clean shutdown", *r.LastError)
 			}
+		}
+	})
+}
+
+// While a slow publish is alive its relay extends the lease, so another
+// relay cannot take the rows even after the first lease would have ended.
+func TestStoresHeartbeatKeepsRowsOfSlowPublish(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		ctx := context.Background()
+		ids := resultIDs(s.write(t, storeMessages(3, "orders", "slow")...))
+		const lease = time.Second
+		slow, entered, release := heldSink()
+		a := s.newRelay(t, slow, relay.Config{ID: "slow", Lease: lease, PublishTimeout: time.Minute})
+		done := make(chan relay.BatchResult, 1)
+		go func() {
+			res, _ := a.ProcessBatch(ctx, 0)
+			done <- res
+		}()
+		released := false
+		t.Cleanup(func() {
+			if !released {
+				close(release)
+				<-done
+			}
+		})
+		awaitEntered(t, entered)
+		start := time.Now()
+
+		// Another relay tries to claim over three lease lengths.
+		other := &sink{}
+		rb := s.newRelay(t, other, relay.Config{ID: "other", Lease: lease})
+		await(t, 10*time.Second, func() bool {
+			res, err := rb.ProcessBatch(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Claimed != 0 {
+				t.Fatalf("second relay claimed %d rows of a live publish (the lease was not extended)", res.Claimed)
+			}
+			return time.Since(start) > 3*lease
+		}, "the window did not pass")
+		for _, id := range ids {
+			if r := s.rows(t)[id]; r.Status != "processing" || replicaOf(r.LockedBy) != "slow" || r.LeaseLeft == nil || *r.LeaseLeft <= 0 {
+				t.Errorf("row %s during a slow publish: %v; want processing by slow with a live lease", id, r)
+			}
+		}
+		released = true
+		close(release)
+		if res := <-done; res != (relay.BatchResult{Claimed: 3, Sent: 3}) {
+			t.Errorf("slow ProcessBatch = %+v, want 3 claimed and sent", res)
+		}
+		if n := countStatus(t, s, "sent"); n != 3 {
+			t.Errorf("%d rows sent after the slow publish returned, want 3", n)
+		}
+	})
+}
+
+// A message with DeliverAt in the future is stored due then (read on the
+// database clock) and is not claimed before, while the rest of its batch
+// is delivered at once.
+func TestStoresDelayedDelivery(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		const delay = 1500 * time.Millisecond
+		res := s.write(t,
+			outbox.Message{Topic: "orders", Payload: []byte("later"), DeliverAt: time.Now().Add(delay)},
+			outbox.Message{Topic: "orders", Payload: []byte("now")},
+			outbox.Message{Topic: "orders", Payload: []byte("past"), DeliverAt: time.Now().Add(-time.Hour)},
+		)
+		later := res[0].ID
+		r := s.rows(t)[later]
+		readAt := time.Now()
+		// The host's clock is the database's: the due time is DeliverAt.
+		if r.DueIn < delay-500*time.Millisecond || r.DueIn > delay {
+			t.Fatalf("delayed row due in %v, want about %v", r.DueIn, delay)
+		}
+		if d := s.rows(t)[res[2].ID].DueIn; d > -59*time.Minute {
+			t.Errorf("row with DeliverAt an hour ago is due in %v, want about -1h", d)
+		}
+
+		var mu sync.Mutex
+		publishedAt := map[uuid.UUID]time.Time{}
+		sk := &sink{fn: func(_ context.Context, msgs []outbox.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				publishedAt[m.ID] = time.Now()
+			}
+			return nil
+		}}
+		startStoreRelay(t, s, sk, relay.Config{})
+		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == 2 }, "undelayed rows not sent: %v", s.statuses(t))
+		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == 3 }, "delayed row not sent: %v", s.statuses(t))
+		mu.Lock()
+		at := publishedAt[later]
+		mu.Unlock()
+		if early := readAt.Add(r.DueIn).Sub(at); early > 50*time.Millisecond {
+			t.Errorf("delayed row published %v before it was due", early)
 		}
 	})
 }

@@ -88,3 +88,22 @@ func TestStoresRetentionDeletesOnlyExpiredSentRows(t *testing.T) {
 		}
 	})
 }
+
+// Run runs the retention job every JanitorInterval: sent rows that expire
+// while the relay runs are deleted without anyone calling RunRetention.
+func TestStoresRunRunsRetention(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		ids := resultIDs(s.write(t, storeMessages(25, "orders", "expiring")...))
+		startStoreRelay(t, s, &sink{}, relay.Config{Retention: time.Hour, JanitorInterval: 20 * time.Millisecond, JanitorBatch: 10})
+		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == len(ids) }, "rows not sent: %v", s.statuses(t))
+		s.backdateSent(t, ids[:15], 2*time.Hour)
+		await(t, 10*time.Second, func() bool { return len(s.rows(t)) == 10 }, "expired rows not deleted by Run: %d rows left", len(s.rows(t)))
+		rows := s.rows(t)
+		for _, id := range ids[15:] {
+			if r, ok := rows[id]; !ok || r.Status != "sent" {
+				t.Errorf("young sent row %s: %v (present %v), want kept", id, r, ok)
+			}
+		}
+	})
+}

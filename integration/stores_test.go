@@ -49,6 +49,9 @@ type storeBackend interface {
 	// past, as if their claimer had crashed; it fails the test unless
 	// every one of them was processing.
 	lapse(t *testing.T, ids []uuid.UUID)
+	// insertRaw inserts a due pending row by hand, bypassing the writer's
+	// validation, with headers as JSON text (malformed rows).
+	insertRaw(t *testing.T, topic, headers string) uuid.UUID
 	// backdateSent sets sent_at of ids to ago before the database's now,
 	// leaving their status alone.
 	backdateSent(t *testing.T, ids []uuid.UUID, ago time.Duration)
@@ -296,6 +299,17 @@ WHERE id = ANY($2)`, ago.Microseconds(), ids)
 	}
 }
 
+func (p *postgresBackend) insertRaw(t *testing.T, topic, headers string) uuid.UUID {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	_, err := p.pool.Exec(context.Background(), "INSERT INTO "+p.table.Ident()+
+		" (id, topic, payload, headers) VALUES ($1, $2, 'x', $3::jsonb)", id, topic, headers)
+	if err != nil {
+		t.Fatalf("insert a raw row: %v", err)
+	}
+	return id
+}
+
 // mariadbBackend is a database of the test's own on the MariaDB (or
 // MySQL) test server, migrated by migrations.UpMySQL; the relay's table is
 // `outbox` in the connection's database (an empty Table.Schema).
@@ -429,6 +443,16 @@ WHERE id IN (`+list+`)
 	if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
 		t.Fatalf("lapsed %d leases (%v), want %d", n, err, len(ids))
 	}
+}
+
+func (m *mariadbBackend) insertRaw(t *testing.T, topic, headers string) uuid.UUID {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	_, err := m.db.Exec("INSERT INTO outbox (id, topic, payload, headers) VALUES (?, ?, 'x', ?)", id[:], topic, headers)
+	if err != nil {
+		t.Fatalf("insert a raw row: %v", err)
+	}
+	return id
 }
 
 func (m *mariadbBackend) backdateSent(t *testing.T, ids []uuid.UUID, ago time.Duration) {
