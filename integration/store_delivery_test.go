@@ -200,3 +200,51 @@ func TestStoresDedupKeyWritesOneRow(t *testing.T) {
 		}
 	})
 }
+
+// An event of a transaction that commits long after later events were
+// delivered (its row lies below the claims' floor by then) is still
+// delivered, promptly and once; an event of a transaction that rolls back
+// never is.
+func TestStoresLateCommitIsDeliveredAndRollbackNever(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		late, commitLate := s.writeOpen(t, outbox.Message{Topic: "orders", Payload: []byte("late")})
+		ghost, rollBack := s.writeOpen(t, outbox.Message{Topic: "orders", Payload: []byte("rolled back")})
+		opened := time.Now()
+		sk := &sink{}
+		startStoreRelay(t, s, sk, relay.Config{})
+
+		// Events keep flowing past the open transactions for longer than
+		// the claims' floor margin (a second).
+		n := 0
+		for time.Since(opened) < 2*time.Second {
+			s.write(t, outbox.Message{Topic: "orders", Payload: fmt.Appendf(nil, "flow-%d", n)})
+			n++
+			await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == n }, "flowing event %d not sent: %v", n, s.statuses(t))
+		}
+		commitLate(true)
+		rollBack(false)
+		committed := time.Now()
+		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == n+1 }, "late-committed event not sent: %v", s.statuses(t))
+		t.Logf("late-committed event sent within %v of its commit, after %d events passed it", time.Since(committed), n)
+
+		acked := sk.ackedByID()
+		if acked[late[0].ID] != 1 {
+			t.Errorf("late-committed event published %d times, want 1", acked[late[0].ID])
+		}
+		if acked[ghost[0].ID] != 0 {
+			t.Errorf("rolled-back event published %d times", acked[ghost[0].ID])
+		}
+		if _, ok := s.rows(t)[ghost[0].ID]; ok {
+			t.Errorf("rolled-back event left a row")
+		}
+		for id, c := range acked {
+			if c != 1 {
+				t.Errorf("event %s published %d times, want once", id, c)
+			}
+		}
+		if len(acked) != n+1 {
+			t.Errorf("%d events published, want %d", len(acked), n+1)
+		}
+	})
+}

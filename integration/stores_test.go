@@ -38,6 +38,9 @@ type storeBackend interface {
 	// path (outbox.WriteBatch on a pgx transaction, or through
 	// outbox.FromMySQL) and returns their results.
 	write(t *testing.T, msgs ...outbox.Message) []outbox.Result
+	// writeOpen writes msgs in a transaction it leaves open; end commits
+	// it (or rolls it back) and must be called before the test ends.
+	writeOpen(t *testing.T, msgs ...outbox.Message) (res []outbox.Result, end func(commit bool))
 	// newRelay builds a relay on the test's table with cfg (see
 	// storeConfig for the defaults filled in).
 	newRelay(t *testing.T, pub relay.Publisher, cfg relay.Config) *relay.Relay
@@ -215,6 +218,32 @@ func (p *postgresBackend) write(t *testing.T, msgs ...outbox.Message) []outbox.R
 	return res
 }
 
+func (p *postgresBackend) writeOpen(t *testing.T, msgs ...outbox.Message) ([]outbox.Result, func(bool)) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	res, err := p.writer.WriteBatch(ctx, tx, msgs)
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		t.Fatalf("WriteBatch: %v", err)
+	}
+	return res, func(commit bool) {
+		t.Helper()
+		if !commit {
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatalf("rollback: %v", err)
+			}
+			return
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+	}
+}
+
 func (p *postgresBackend) newRelay(t *testing.T, pub relay.Publisher, cfg relay.Config) *relay.Relay {
 	t.Helper()
 	r, err := relay.New(p.pool, pub, storeConfig(t, p.table, cfg))
@@ -342,6 +371,32 @@ func (m *mariadbBackend) write(t *testing.T, msgs ...outbox.Message) []outbox.Re
 		t.Fatalf("commit: %v", err)
 	}
 	return res
+}
+
+func (m *mariadbBackend) writeOpen(t *testing.T, msgs ...outbox.Message) ([]outbox.Result, func(bool)) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	res, err := outbox.WriteBatch(ctx, outbox.FromMySQL(tx), msgs)
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatalf("WriteBatch: %v", err)
+	}
+	return res, func(commit bool) {
+		t.Helper()
+		if !commit {
+			if err := tx.Rollback(); err != nil {
+				t.Fatalf("rollback: %v", err)
+			}
+			return
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+	}
 }
 
 func (m *mariadbBackend) newRelay(t *testing.T, pub relay.Publisher, cfg relay.Config) *relay.Relay {
