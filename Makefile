@@ -93,6 +93,14 @@ demo-redis:
 demo-webhook:
 	go run ./cmd/relay demo --sink webhook $(DEMO_FLAGS)
 
+# The demo on MySQL 8.0.13+ or MariaDB 10.6+ (docs/mysql.md#command-line):
+# the database outbox_demo on MYSQL_URL's server, dropped and recreated,
+# and an embedded Kafka-protocol broker. Other sinks with DEMO_FLAGS.
+MYSQL_URL ?= mysql://root@127.0.0.1:3306/
+.PHONY: demo-mysql
+demo-mysql:
+	go run ./cmd/relay demo --database-url '$(MYSQL_URL)' $(DEMO_FLAGS)
+
 # -buildvcs=auto records the commit for relay version, even where GOFLAGS
 # turns it off. VERSION, when set, is the version relay version reports
 # (-X main.version); BIN is where the binary goes. The Dockerfile runs this

@@ -70,7 +70,7 @@ func (d *dbFlags) checkMySQL() error {
 	if err != nil {
 		return err
 	}
-	if cfg.DBName == "" && (d.f == nil || !d.f.isSet("schema")) {
+	if cfg.DBName == "" && d.f != nil && !d.f.isSet("schema") {
 		return usageError("--database-url (%s) names no database and --schema (%s) is not set: on MySQL --schema is the database; add it to the URL (mysql://user@host:3306/DATABASE) or set --schema",
 			envName("database-url"), envName("schema"))
 	}
