@@ -161,6 +161,7 @@ func measureMySQLCeiling(ctx context.Context, cfg Config, db *sql.DB, table outb
 	n := ceilingIterations(cfg.CeilingRows, cfg.BatchSize, clients)
 	claimed := make([]int, clients)
 	errs := make([]error, clients)
+	phases := make([]phaseTimes, clients)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, c := range conns {
@@ -168,7 +169,7 @@ func measureMySQLCeiling(ctx context.Context, cfg Config, db *sql.DB, table outb
 		go func() {
 			defer wg.Done()
 			<-start
-			claimed[i], errs[i] = l.run(ctx, c, fmt.Sprintf("w%d", i+1), n)
+			claimed[i], errs[i] = l.run(ctx, c, fmt.Sprintf("w%d", i+1), n, &phases[i])
 		}()
 	}
 	began, cpu := time.Now(), hostReading()
@@ -184,7 +185,33 @@ func measureMySQLCeiling(ctx context.Context, cfg Config, db *sql.DB, table outb
 		res.Events += claimed[i]
 	}
 	res.EventsPerSecond = float64(res.Events) / elapsed.Seconds()
+	timing := func(name string) PhaseTiming {
+		var all []float64
+		total := 0.0
+		for i := range phases {
+			for _, d := range phases[i].ms[name] {
+				all = append(all, d)
+				total += d
+			}
+		}
+		return PhaseTiming{MS: percentilesOf(all), Share: total / 1000 / (elapsed.Seconds() * float64(clients))}
+	}
+	res.Phases = &CeilingPhases{Lock: timing("lock"), Lease: timing("lease"), Commit: timing("commit"), MarkSent: timing("mark_sent")}
 	return res, nil
+}
+
+// phaseTimes are one client's durations of each step, in ms.
+type phaseTimes struct{ ms map[string][]float64 }
+
+// since records the time from t to now as one step of name and returns
+// now.
+func (p *phaseTimes) since(name string, t time.Time) time.Time {
+	now := time.Now()
+	if p.ms == nil {
+		p.ms = map[string][]float64{}
+	}
+	p.ms[name] = append(p.ms[name], ms(now.Sub(t)))
+	return now
 }
 
 // mysqlCeilingLoop is one client of the MySQL ceiling: the relay's
@@ -202,10 +229,11 @@ var mysqlClaimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // marks each sent, and returns the rows claimed. With inClaim, a batch is
 // marked sent in the next claim's transaction, and the last one on its
 // own.
-func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n int) (int, error) {
+func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n int, p *phaseTimes) (int, error) {
 	total := 0
 	var held []any // the last batch's ids, then its token: mark-sent's parameters
 	for i := range n {
+		t := time.Now()
 		tx, err := c.BeginTx(ctx, mysqlClaimTx)
 		if err != nil {
 			return total, err
@@ -215,11 +243,14 @@ func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n 
 				_ = tx.Rollback()
 				return total, err
 			}
+			t = p.since("mark_sent", t)
 		}
 		token := fmt.Sprintf("%s-%d", owner, i)
 		ids, err := l.lock(ctx, tx)
+		t = p.since("lock", t)
 		if err == nil && len(ids) > 0 {
 			err = l.exec(ctx, tx, l.lease, len(ids), append([]any{token, mysqlCeilingLeaseMS}, ids...))
+			t = p.since("lease", t)
 		}
 		if err != nil {
 			_ = tx.Rollback()
@@ -228,6 +259,7 @@ func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n 
 		if err := tx.Commit(); err != nil {
 			return total, err
 		}
+		t = p.since("commit", t)
 		total += len(ids)
 		held = nil
 		if len(ids) > 0 {
@@ -237,6 +269,7 @@ func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n 
 			if err := l.exec(ctx, c, l.markSent, len(held)-1, held); err != nil {
 				return total, err
 			}
+			p.since("mark_sent", t)
 			held = nil
 		}
 	}

@@ -92,9 +92,20 @@ func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
 		return
 	}
 	fmt.Fprintf(w, "%s\n", title)
-	fmt.Fprintf(w, "lifecycle\tclients\trows\tbatch\tevents/s\thost CPU busy\t\n")
+	phases := rows[0].Phases != nil
+	head := "lifecycle\tclients\trows\tbatch\tevents/s\thost CPU busy\t"
+	if phases {
+		head += "lock p50 ms (share)\tlease\tcommit\tmark-sent\t"
+	}
+	fmt.Fprintln(w, head)
 	for _, c := range rows {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%s\t\n", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond, busyCell(c.HostCPUBusy))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%s\t", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond, busyCell(c.HostCPUBusy))
+		if p := c.Phases; p != nil {
+			for _, t := range []PhaseTiming{p.Lock, p.Lease, p.Commit, p.MarkSent} {
+				fmt.Fprintf(w, "%s (%.0f%%)\t", percentileP50(t.MS), t.Share*100)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 }
@@ -176,6 +187,14 @@ func writeCosts(w io.Writer, runs []Result, mysql bool) {
 		}
 		fmt.Fprintln(w, strings.Join(cells, "\t")+"\t")
 	}
+}
+
+// percentileP50 is the p50, or "-".
+func percentileP50(p *Percentiles) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", p.P50)
 }
 
 // percentileCell is "p50/p99", or "-".

@@ -88,6 +88,29 @@ type CeilingResult struct {
 	// HostCPUBusy is the share (0 to 1) of the host's CPUs that was busy
 	// meanwhile, whoever used it; nil where /proc/stat cannot be read.
 	HostCPUBusy *float64 `json:"host_cpu_busy"`
+	// Phases (MySQL only) times each step of a loop; absent on
+	// PostgreSQL.
+	Phases *CeilingPhases `json:"phases,omitempty"`
+}
+
+// CeilingPhases time the steps of the MySQL ceiling's loops as their
+// clients see them, round trip included: the claim's SELECT ... FOR
+// UPDATE SKIP LOCKED with the reading of its rows, its lease UPDATE, its
+// COMMIT, and the mark-sent UPDATE (with its own commit when it runs
+// apart).
+type CeilingPhases struct {
+	Lock     PhaseTiming `json:"lock"`
+	Lease    PhaseTiming `json:"lease"`
+	Commit   PhaseTiming `json:"commit"`
+	MarkSent PhaseTiming `json:"mark_sent"`
+}
+
+// PhaseTiming is one step of a loop: its durations in ms, and its share
+// of the clients' time (the sum of its durations over clients x
+// Seconds), which says which statement dominates.
+type PhaseTiming struct {
+	MS    *Percentiles `json:"ms"`
+	Share float64      `json:"share"`
 }
 
 // SinkCeilingResult is the sink ceiling: the sink's own client publishing
