@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -245,6 +246,50 @@ func TestStoresLateCommitIsDeliveredAndRollbackNever(t *testing.T) {
 		}
 		if len(acked) != n+1 {
 			t.Errorf("%d events published, want %d", len(acked), n+1)
+		}
+	})
+}
+
+// While the Kafka broker is gone the relay defers rows without spending
+// attempts and claims nothing; once the broker is back on its address, the
+// backlog reaches Kafka, each event once, on its first counted attempt.
+func TestStoresKafkaBrokerOutage(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		opts := kfakebroker.Options{Port: freePort(t), Topics: []string{"orders"}, DataDir: t.TempDir()}
+		br := startBroker(t, opts)
+		pub := newKafkaPublisher(t, kafka.Config{Brokers: br.Addrs()})
+		logs := &logLines{}
+		startStoreRelay(t, s, pub, relay.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil)), ProbeInterval: 50 * time.Millisecond})
+
+		before := resultIDs(s.write(t, storeMessages(5, "orders", "before")...))
+		await(t, 15*time.Second, func() bool { return countStatus(t, s, "sent") == 5 }, "events not sent before the outage: %v", s.statuses(t))
+
+		br.Close()
+		during := resultIDs(s.write(t, storeMessages(50, "orders", "during")...))
+		await(t, 15*time.Second, func() bool { return logs.count("sink unavailable; pausing claims until it answers") > 0 },
+			"the outage was not noticed: %s", logs)
+		for id, r := range s.rows(t) {
+			if r.Status == "failed" || (r.Status == "pending" && r.Attempt != 0) {
+				t.Errorf("row %s during the outage: %v; want no attempt spent", id, r)
+			}
+		}
+
+		startBroker(t, opts)
+		await(t, 30*time.Second, func() bool { return countStatus(t, s, "sent") == len(before)+len(during) },
+			"the backlog did not drain after the outage: %v", s.statuses(t))
+		recs := byEventID(readTopic(t, br.Addrs(), "orders"))
+		rows := s.rows(t)
+		for _, id := range append(before, during...) {
+			if n := len(recs[id.String()]); n != 1 {
+				t.Errorf("event %s in the topic %d times, want once", id, n)
+			}
+			if r := rows[id]; r.Attempt != 1 || r.LastError != nil || !r.Sent {
+				t.Errorf("row %s after the outage: %v; want sent on attempt 1 with no error", id, r)
+			}
+		}
+		if len(recs) != len(before)+len(during) {
+			t.Errorf("topic holds %d events, want %d", len(recs), len(before)+len(during))
 		}
 	})
 }
