@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
@@ -199,4 +201,84 @@ func (d *mariadbDB) activeStatements(ctx context.Context, name string) int {
 		return -1
 	}
 	return n
+}
+
+// TestMariaDBSessions checks what the faults rely on to land mid-batch on
+// MariaDB: a relay process's user connects through the URL relayArgs
+// gives it, its running statements are counted and no one else's, and
+// holding counts the rows leased under its tokens alone (r0.1 is not
+// r0.10).
+func TestMariaDBSessions(t *testing.T) {
+	ctx := context.Background()
+	d := &mariadbDB{}
+	d.start(ctx, t)
+	d.migrate(ctx, t, "")
+
+	args, _, err := d.relayArgs(ctx, 0, "r0.1", d.srv.Addr(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(args) < 2 || args[0] != "--database-url" {
+		t.Fatalf("relay args %v: want --database-url first", args)
+	}
+	cfg, err := mariadbtest.ParseDSN(args[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayDB := sql.OpenDB(conn)
+	defer relayDB.Close()
+
+	for _, h := range []string{`{}`, `{}`, `{}`} {
+		if err := d.insertMalformed(ctx, "t", h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The relay's user can write the table; two rows go to r0.1's tokens,
+	// one to r0.10's.
+	if _, err := relayDB.ExecContext(ctx, "UPDATE outbox SET status = 'processing', locked_by = 'r0.1#7' ORDER BY id LIMIT 2"); err != nil {
+		t.Fatalf("the relay's user cannot update the outbox: %v", err)
+	}
+	if _, err := relayDB.ExecContext(ctx, "UPDATE outbox SET status = 'processing', locked_by = 'r0.10#1' WHERE status = 'pending'"); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.holding(ctx, "r0.1"); n != 2 {
+		t.Errorf("holding(r0.1) = %d, want 2", n)
+	}
+	if n := d.holding(ctx, "r0.10"); n != 1 {
+		t.Errorf("holding(r0.10) = %d, want 1", n)
+	}
+	st, err := d.statuses(ctx)
+	if err != nil || st["processing"] != 3 || len(st) != 1 {
+		t.Errorf("statuses = %v, %v; want processing=3", st, err)
+	}
+
+	if n := d.activeStatements(ctx, "r0.1"); n != 0 {
+		t.Fatalf("activeStatements(r0.1) = %d before any statement, want 0", n)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := relayDB.ExecContext(ctx, "DO SLEEP(2)")
+		done <- err
+	}()
+	if !await(ctx, 2*time.Second, func() bool { return d.activeStatements(ctx, "r0.1") == 1 }) {
+		t.Errorf("activeStatements(r0.1) = %d while it sleeps, want 1", d.activeStatements(ctx, "r0.1"))
+	}
+	if n := d.activeStatements(ctx, "r0.10"); n != 0 {
+		t.Errorf("activeStatements(r0.10) = %d, want 0", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := d.activeStatements(ctx, "r0.1"); n != 0 {
+		t.Errorf("activeStatements(r0.1) = %d after its statement, want 0", n)
+	}
+
+	if got := d.kinds([]string{kill9, pgRestart, pgCut, pgStall, pgSlow, brokerDown}); !slices.Equal(got,
+		[]string{kill9, mariadbRestart, mariadbCut, mariadbStall, mariadbSlow, brokerDown}) {
+		t.Errorf("kinds = %v", got)
+	}
 }
