@@ -47,7 +47,7 @@ const (
 
 func (m *metricsFlags) register(f *flags) {
 	f.String(&m.addr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the health checks /healthz (liveness) and /readyz (readiness) on this address, e.g. :9090, or 127.0.0.1:0 for a free port (the bound address is logged); off when empty")
-	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape")
+	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape; PostgreSQL only: on MySQL/MariaDB the backlog gauges are not read")
 	f.Int(&m.backlogLimit, "metrics-backlog-limit", defaultBacklogLimit, "with --metrics-addr: where each exact count of the backlog gauges stops (a read costs at most about this many index entries per state); a larger backlog shows PostgreSQL's estimate")
 }
 

@@ -399,3 +399,26 @@ func TestMySQLDemo(t *testing.T) {
 		t.Fatalf("demo --ordered: exit %d, want 2; stderr:\n%s", code, stderr)
 	}
 }
+
+// A server the relay cannot run on is refused by relay migrate up and relay
+// run with the server check's own words: here a MariaDB writing a
+// statement-based binary log.
+func TestMySQLStatementBinlogIsRefused(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Private(t, "--log-bin", "--binlog-format=STATEMENT")
+	_, dsn := srv.DB(t)
+	cfg, err := mysqldsn.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := mysqldsn.URL(cfg)
+	for _, args := range [][]string{
+		{"migrate", "up", "--database-url", url},
+		{"run", "--sink", "stdout", "--database-url", url},
+	} {
+		code, _, stderr := invoke(context.Background(), nil, args...)
+		if code != 1 || !strings.Contains(stderr, "binlog_format=STATEMENT") || !strings.Contains(stderr, "set binlog_format=ROW") {
+			t.Errorf("%v: exit %d, want 1 with the binlog refusal; stderr:\n%s", args[:2], code, stderr)
+		}
+	}
+}
