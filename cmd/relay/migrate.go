@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -25,6 +27,9 @@ type dbFlags struct {
 	// appName is the sessions' application_name, unless the URL sets one:
 	// relay status finds the relays connected by it.
 	appName string
+	// driverLog receives go-sql-driver/mysql's own messages on MySQL (nil:
+	// the driver's default, stderr).
+	driverLog mysql.Logger
 	// f is the flag set the flags are registered in: on MySQL an unset
 	// --schema means the URL's database.
 	f *flags
@@ -139,6 +144,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		if partitionInterval != 0 {
 			return usageError("--partition-interval (%s) is not supported on MySQL/MariaDB: the table is not partitioned there (%s)", envName("partition-interval"), mysqlDocs)
 		}
+		db.driverLog = log.New(stderr, "relay: mysql driver: ", 0)
 		sqlDB, err := db.mysqlDB()
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"log/slog"
 	"regexp"
 	"runtime"
 	"strings"
@@ -99,6 +100,9 @@ func (d *dbFlags) mysqlDB() (*sql.DB, error) {
 		// Attributes are key:value pairs separated by commas.
 		cfg.ConnectionAttributes = "program_name:" + truncate(strings.NewReplacer(",", "_", ":", "_").Replace(d.appName), 256)
 	}
+	if d.driverLog != nil {
+		cfg.Logger = d.driverLog
+	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, usageError("invalid value for --database-url (%s): %v", envName("database-url"), err)
@@ -108,6 +112,15 @@ func (d *dbFlags) mysqlDB() (*sql.DB, error) {
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	return db, nil
+}
+
+// slogDriverLogger gives the driver's own messages (a connection that
+// broke mid-packet, say) to the relay's logger, so that they are JSON lines
+// with --log-format json rather than the driver's bare lines on stderr.
+type slogDriverLogger struct{ l *slog.Logger }
+
+func (s slogDriverLogger) Print(v ...any) {
+	s.l.Warn("mysql driver", "message", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
 // mysqlLabel is t for messages: database.table, or the table alone when it

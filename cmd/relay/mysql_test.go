@@ -422,3 +422,62 @@ func TestMySQLStatementBinlogIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// --tables on MySQL: a listed table that is not migrated is reported with
+// its command before any relay starts; once migrated, one relay run serves
+// every table listed, a table in another database named database.table.
+func TestMySQLRunSeveralTables(t *testing.T) {
+	t.Parallel()
+	db, url, name := mysqlURL(t)
+	other, otherURL, otherName := mysqlURL(t)
+	env := map[string]string{"OUTBOX_DATABASE_URL": url}
+	ctx := context.Background()
+	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "up", "--table", "events"}} {
+		if code, out, stderr := invoke(ctx, env, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+	args := []string{"run", "--sink", "stdout", "--poll-interval", "20ms", "--tables", "outbox,events," + otherName + ".outbox"}
+	code, _, stderr := invoke(ctx, env, args...)
+	want := `relay migrate up --database-url "$OUTBOX_DATABASE_URL" --schema ` + otherName
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, want 1 naming %q; stderr:\n%s", code, want, stderr)
+	}
+	if code, out, stderr := invoke(ctx, map[string]string{"OUTBOX_DATABASE_URL": otherURL}, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up %s: exit %d\n%s%s", otherName, code, out, stderr)
+	}
+
+	ids := map[string]bool{}
+	for id := range writeMySQL(t, db, outbox.Table{}, "a", 20) {
+		ids[id] = true
+	}
+	for id := range writeMySQL(t, db, outbox.Table{Schema: name, Name: "events"}, "b", 20) {
+		ids[id] = true
+	}
+	for id := range writeMySQL(t, other, outbox.Table{}, "c", 20) {
+		ids[id] = true
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out, errOut lockedBuilder
+	out.b, errOut.b = &strings.Builder{}, &strings.Builder{}
+	done := make(chan int)
+	go func() { done <- run(runCtx, args, func(k string) string { return env[k] }, &out, &errOut) }()
+	await(t, 20*time.Second, func() bool {
+		for id := range ids {
+			if !strings.Contains(out.String(), id) {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exit %d; stderr:\n%s", code, errOut.String())
+	}
+	for _, table := range []string{name + ".outbox", name + ".events", otherName + ".outbox"} {
+		if !strings.Contains(errOut.String(), table) {
+			t.Errorf("the log does not name %s:\n%s", table, errOut.String())
+		}
+	}
+}

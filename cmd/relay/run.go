@@ -94,6 +94,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.relay.ID = relay.NewReplicaID()
 	}
 	o.db.appName = relaySessionName(cfg.relay.ID)
+	o.db.driverLog = slogDriverLogger{logger}
 	db, err := o.db.open(ctx)
 	if err != nil {
 		return err
