@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -479,5 +480,20 @@ func TestMySQLRunSeveralTables(t *testing.T) {
 		if !strings.Contains(errOut.String(), table) {
 			t.Errorf("the log does not name %s:\n%s", table, errOut.String())
 		}
+	}
+}
+
+// The MySQL pool is sized as PostgreSQL's: --workers + 4 connections per
+// table (at least 4, or the CPUs), all of them kept idle.
+func TestMySQLPoolSize(t *testing.T) {
+	t.Parallel()
+	d := dbFlags{url: "mysql://app:pw@127.0.0.1:1/shop", minConns: 3 * (8 + 4)}
+	db, err := d.mysqlDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := db.Stats().MaxOpenConnections; got != max(36, runtime.NumCPU()) {
+		t.Errorf("MaxOpenConnections = %d, want %d", got, max(36, runtime.NumCPU()))
 	}
 }
