@@ -497,3 +497,28 @@ func TestMySQLPoolSize(t *testing.T) {
 		t.Errorf("MaxOpenConnections = %d, want %d", got, max(36, runtime.NumCPU()))
 	}
 }
+
+// MySQL has no LISTEN/NOTIFY: relay run turns --listen off there, so that
+// the relay polls adaptively from --poll-min, and leaves it on for
+// PostgreSQL.
+func TestMySQLRunDoesNotListen(t *testing.T) {
+	t.Parallel()
+	for url, wantNoListen := range map[string]bool{
+		"mysql://app@127.0.0.1:1/shop":        true,
+		"postgres://app@127.0.0.1:1/postgres": false,
+	} {
+		f := newFlags("relay run", "", io.Discard, func(string) string { return "" })
+		var o runOptions
+		o.register(f)
+		if err := f.parse([]string{"--sink", "stdout", "--database-url", url}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := o.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.relay.NoListen != wantNoListen {
+			t.Errorf("%s: NoListen = %v, want %v", url, c.relay.NoListen, wantNoListen)
+		}
+	}
+}

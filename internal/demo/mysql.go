@@ -114,6 +114,7 @@ func (d *mysqlDemo) prepare(ctx context.Context) error {
 }
 
 func (d *mysqlDemo) newRelay(pub relay.Publisher, rc relay.Config) (*relay.Relay, error) {
+	rc.NoListen = true // no LISTEN/NOTIFY on MySQL: poll adaptively
 	return relay.NewMySQL(d.db, pub, rc)
 }
 
