@@ -522,3 +522,28 @@ func TestMySQLRunDoesNotListen(t *testing.T) {
 		}
 	}
 }
+
+// relay run on an unreachable MySQL waits for it, logging the URL with
+// its password masked, and exits 0 when stopped.
+func TestMySQLRunRetriesUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var errOut lockedBuilder
+	errOut.b = &strings.Builder{}
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"run", "--sink", "stdout", "--database-url", "mysql://app:hunter2@127.0.0.1:1/shop"},
+			func(string) string { return "" }, io.Discard, &errOut)
+	}()
+	await(t, 10*time.Second, func() bool { return strings.Count(errOut.String(), "database unreachable; retrying") >= 2 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d after cancel, want 0; stderr:\n%s", code, errOut.String())
+	}
+	if strings.Contains(errOut.String(), "hunter2") {
+		t.Fatalf("logs leak the password:\n%s", errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "mysql://app:xxxxx@127.0.0.1:1/shop") {
+		t.Fatalf("logs do not show the masked URL:\n%s", errOut.String())
+	}
+}
