@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -302,4 +304,110 @@ func TestStoresDelayedDelivery(t *testing.T) {
 			t.Errorf("delayed row published %v before it was due", early)
 		}
 	})
+}
+
+// Whatever the outcome a claim writes back (sent, retry, failed, deferred
+// for an outage, per-message results), it changes nothing on rows another
+// claim took while the publish ran, and counts them as fenced; rows it
+// still holds get their outcome.
+func TestStoresFencedWriteBackChangesNothing(t *testing.T) {
+	t.Parallel()
+	outcomes := []struct {
+		name string
+		err  func(n int) error
+	}{
+		{"sent", func(int) error { return nil }},
+		{"retry", func(int) error { return errors.New("transient") }},
+		{"failed", func(int) error { return publishers.Permanent(errors.New("rejected")) }},
+		{"deferred", func(int) error { return publishers.Unavailable(errors.New("down")) }},
+		{"per-message", func(n int) error {
+			errs := make(publishers.Errors, n)
+			errs[0] = errors.New("transient")
+			errs[1] = publishers.Permanent(errors.New("rejected"))
+			return errs
+		}},
+	}
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		// Released on shutdown: the publish outlives ShutdownTimeout. First,
+		// while the table holds no other row a running relay could take.
+		t.Run("released", func(t *testing.T) {
+			ids := resultIDs(s.write(t, storeMessages(3, "released", "fence")...))
+			stolen := ids[:2]
+			entered := make(chan struct{}, 1)
+			sk := &sink{fn: func(ctx context.Context, msgs []outbox.Message) error {
+				if n := s.steal(t, stolen); n != len(stolen) {
+					t.Errorf("stole %d rows, want %d", n, len(stolen))
+				}
+				entered <- struct{}{}
+				<-ctx.Done()
+				return ctx.Err()
+			}}
+			rr := startStoreRelay(t, s, sk, relay.Config{BatchSize: 3, Workers: 1, ShutdownTimeout: 100 * time.Millisecond})
+			awaitEntered(t, entered)
+			if err := rr.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			rows := s.rows(t)
+			for _, id := range stolen {
+				if r := rows[id]; r.Status != "processing" || deref(r.LockedBy) != "other" || r.Attempt != 2 || r.LeaseLeft == nil {
+					t.Errorf("stolen row %s after a fenced release: %v; want it as the thief left it", id, r)
+				}
+			}
+			if r := rows[ids[2]]; r.Status != "pending" || r.Attempt != 0 || r.LeaseLeft != nil {
+				t.Errorf("row still held by the claim after shutdown: %v; want released", r)
+			}
+			settle(t, s, stolen)
+		})
+		for _, tc := range outcomes {
+			t.Run(tc.name, func(t *testing.T) {
+				// Each outcome on rows of its own topic, claimed alone.
+				ids := resultIDs(s.write(t, storeMessages(3, tc.name, "fence")...))
+				stolen := ids[:2]
+				sk := &sink{fn: func(_ context.Context, msgs []outbox.Message) error {
+					if n := s.steal(t, stolen); n != len(stolen) {
+						t.Errorf("stole %d rows, want %d", n, len(stolen))
+					}
+					return tc.err(len(msgs))
+				}}
+				// Retries wait an hour: no later case claims them.
+				res, err := s.newRelay(t, sk, relay.Config{BatchSize: 3, BackoffMin: time.Hour, BackoffMax: 2 * time.Hour}).ProcessBatch(context.Background(), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Claimed != 3 || res.Fenced != 2 {
+					t.Errorf("ProcessBatch = %+v, want Claimed 3, Fenced 2", res)
+				}
+				rows := s.rows(t)
+				for _, id := range stolen {
+					if r := rows[id]; r.Status != "processing" || deref(r.LockedBy) != "other" || r.Attempt != 2 ||
+						r.LastError != nil || r.Sent || r.LeaseLeft == nil || *r.LeaseLeft < 50*time.Second {
+						t.Errorf("stolen row %s after a fenced write-back: %v; want it as the thief left it (processing, other, attempt 2, a minute's lease)", id, r)
+					}
+				}
+				if r := rows[ids[2]]; r.Status == "processing" || deref(r.LockedBy) == "other" {
+					t.Errorf("row still held by the claim got no outcome: %v", r)
+				}
+				settle(t, s, stolen)
+			})
+		}
+	})
+}
+
+// settle ends a fencing case: it stops the test if the case failed, and
+// otherwise lapses the stolen rows and sends every claimable row, so that
+// the next case's claim takes only rows of its own.
+func settle(t *testing.T, s storeBackend, stolen []uuid.UUID) {
+	t.Helper()
+	if t.Failed() {
+		t.FailNow()
+	}
+	s.lapse(t, stolen)
+	if _, err := s.newRelay(t, &sink{}, relay.Config{MaxAttempts: 100}).ProcessBatch(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range s.rows(t) {
+		if r.Status == "processing" || (r.Status == "pending" && r.DueIn <= 0) {
+			t.Fatalf("row %s left claimable: %v", id, r)
+		}
+	}
 }

@@ -52,6 +52,11 @@ type storeBackend interface {
 	// past, as if their claimer had crashed; it fails the test unless
 	// every one of them was processing.
 	lapse(t *testing.T, ids []uuid.UUID)
+	// steal leases the processing rows ids to the claim "other" for a
+	// minute with one more attempt, as another replica's claim after a
+	// lapse would, and returns how many it took (it is called from
+	// publishers, so it never stops the test).
+	steal(t *testing.T, ids []uuid.UUID) int
 	// insertRaw inserts a due pending row by hand, bypassing the writer's
 	// validation, with headers as JSON text (malformed rows).
 	insertRaw(t *testing.T, topic, headers string) uuid.UUID
@@ -315,6 +320,18 @@ WHERE id = ANY($1)
 	}
 }
 
+func (p *postgresBackend) steal(t *testing.T, ids []uuid.UUID) int {
+	t.Helper()
+	tag, err := p.pool.Exec(context.Background(), "UPDATE "+p.table.Ident()+`
+SET locked_by = 'other', locked_until = now() + interval '1 minute', attempt = attempt + 1
+WHERE id = ANY($1)
+  AND status = 'processing'`, ids)
+	if err != nil {
+		t.Errorf("steal rows: %v", err)
+	}
+	return int(tag.RowsAffected())
+}
+
 func (p *postgresBackend) backdateSent(t *testing.T, ids []uuid.UUID, ago time.Duration) {
 	t.Helper()
 	tag, err := p.pool.Exec(context.Background(), "UPDATE "+p.table.Ident()+`
@@ -508,6 +525,21 @@ func (m *mariadbBackend) insertRaw(t *testing.T, topic, headers string) uuid.UUI
 		t.Fatalf("insert a raw row: %v", err)
 	}
 	return id
+}
+
+func (m *mariadbBackend) steal(t *testing.T, ids []uuid.UUID) int {
+	t.Helper()
+	list, args := idList(ids)
+	res, err := m.db.Exec(`UPDATE outbox
+SET locked_by = 'other', locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE, attempt = attempt + 1
+WHERE id IN (`+list+`)
+  AND status = 'processing'`, args...)
+	if err != nil {
+		t.Errorf("steal rows: %v", err)
+		return 0
+	}
+	n, _ := res.RowsAffected()
+	return int(n)
 }
 
 func (m *mariadbBackend) backdateSent(t *testing.T, ids []uuid.UUID, ago time.Duration) {
