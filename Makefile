@@ -38,6 +38,14 @@ chaos-short: prereqs
 chaos-short-nats chaos-short-rabbitmq chaos-short-redis chaos-short-webhook: chaos-short-%: prereqs
 	OUTBOX_CHAOS_SINK=$* OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
 
+# The short profile on MariaDB instead of PostgreSQL: a private mariadbd
+# (mariadb-server's binaries) behind the fault proxies, mariadb-* faults in
+# place of pg-*, no ordered topic (the relay refuses them on MySQL and
+# MariaDB). CHAOS_SINK picks the sink as for chaos-short.
+.PHONY: chaos-short-mariadb
+chaos-short-mariadb: prereqs
+	OUTBOX_CHAOS_DB=mariadb OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
+
 # The long profile: random faults for CHAOS_DURATION (default 10m); relay
 # logs are kept in CHAOS_LOGDIR. Replay a run with OUTBOX_CHAOS_SEED.
 CHAOS_DURATION ?= 10m
@@ -84,6 +92,14 @@ demo-redis:
 
 demo-webhook:
 	go run ./cmd/relay demo --sink webhook $(DEMO_FLAGS)
+
+# The demo on MySQL 8.0.13+ or MariaDB 10.6+ (docs/mysql.md#command-line):
+# the database outbox_demo on MYSQL_URL's server, dropped and recreated,
+# and an embedded Kafka-protocol broker. Other sinks with DEMO_FLAGS.
+MYSQL_URL ?= mysql://root@127.0.0.1:3306/
+.PHONY: demo-mysql
+demo-mysql:
+	go run ./cmd/relay demo --database-url '$(MYSQL_URL)' $(DEMO_FLAGS)
 
 # -buildvcs=auto records the commit for relay version, even where GOFLAGS
 # turns it off. VERSION, when set, is the version relay version reports

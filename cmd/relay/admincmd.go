@@ -92,7 +92,7 @@ func (o *adminOptions) open(ctx context.Context, stderr io.Writer) (*admin.Admin
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := awaitDatabase(ctx, pool, o.db.url, stderr); err != nil {
+	if err := awaitDatabase(ctx, pool.Ping, o.db.url, stderr); err != nil {
 		pool.Close()
 		return nil, nil, err
 	}

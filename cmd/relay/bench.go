@@ -18,7 +18,8 @@ import (
 
 const benchUsage = `Usage: relay bench burn-down|steady|idle|soak [flags]
 
-Measures relay processes on a real PostgreSQL and a sink (--sink kafka, nats, rabbitmq, redis or
+Measures relay processes on a real PostgreSQL (or, burn-down only, MySQL 8 or MariaDB 10.6+ with
+--database-url mysql://user:password@host:port/database) and a sink (--sink kafka, nats, rabbitmq, redis or
 webhook; Kafka by default):
 
   burn-down   pre-write --events events, time --relays relays draining them, and compare with
@@ -62,7 +63,7 @@ type benchFlags struct {
 }
 
 func (b *benchFlags) register(f *flags, mode bench.Mode) {
-	f.String(&b.url, "database-url", defaultDemoURL, "PostgreSQL connection URL")
+	f.String(&b.url, "database-url", defaultDemoURL, "PostgreSQL connection URL, or mysql://user:password@host:port/database for MySQL or MariaDB (burn-down only)")
 	f.String(&b.schema, "schema", bench.DefaultSchema, "schema of the outbox table, dropped and recreated for every run (the ceiling uses <schema>_ceiling)")
 	f.String(&b.sink, "sink", bench.SinkKafka, "what the relays publish to: "+strings.Join(bench.Sinks, ", "))
 	f.String(&b.sinkURL, "sink-url", "", "server of the nats, rabbitmq or redis sink, given to the relays in OUTBOX_NATS_URL, OUTBOX_RABBITMQ_URL or OUTBOX_REDIS_URL (default: "+
@@ -201,7 +202,7 @@ var benchConfigFlag = map[string]string{
 	"CeilingRows": "ceiling-rows", "CeilingClients": "ceiling-clients", "Timeout": "timeout",
 	"Retention": "retention", "JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "SampleEvery": "sample-every",
 	"VacuumEvery": "vacuum-every", "Sink": "sink", "SinkURL": "sink-url", "SinkCeilingEvents": "sink-ceiling-events",
-	"Brokers": "kafka-brokers",
+	"Brokers": "kafka-brokers", "HoldSnapshot": "hold-snapshot", "NoNotify": "notify", "CeilingScript": "ceiling-script",
 }
 
 // benchUsageErr turns configuration errors of bench.Run into usage errors

@@ -21,6 +21,7 @@ func benchInvoke(env map[string]string, args ...string) (code int, stdout, stder
 func TestBenchBadFlagsExit2NamingTheFlag(t *testing.T) {
 	t.Parallel()
 	url := "postgres://u:hunter2@127.0.0.1:1/postgres"
+	my := "mysql://u:hunter2@127.0.0.1:1/test"
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -54,6 +55,10 @@ func TestBenchBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{"unknown sink", nil, []string{"steady", "--database-url", url, "--sink", "pigeon"}, "--sink (OUTBOX_SINK)"},
 		{"kafka brokers with another sink", nil, []string{"steady", "--database-url", url, "--sink", "nats", "--kafka-brokers", "b:9092"}, "--kafka-brokers (OUTBOX_KAFKA_BROKERS)"},
 		{"negative sink ceiling events", nil, []string{"burn-down", "--sink-ceiling-events", "-1"}, "--sink-ceiling-events (OUTBOX_SINK_CEILING_EVENTS)"},
+		{"steady on mysql", nil, []string{"steady", "--database-url", my}, "--database-url (OUTBOX_DATABASE_URL): a mysql:// URL works in burn-down mode only"},
+		{"notify off on mysql", nil, []string{"burn-down", "--database-url", my, "--notify=false"}, "--notify (OUTBOX_NOTIFY)"},
+		{"hold snapshot on mysql", nil, []string{"burn-down", "--database-url", my, "--hold-snapshot"}, "--hold-snapshot (OUTBOX_HOLD_SNAPSHOT)"},
+		{"mysql schema is the URL's database", nil, []string{"burn-down", "--database-url", my, "--schema", "test"}, "--schema (OUTBOX_SCHEMA)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -60,8 +60,7 @@ func (o *runOptions) config() (runConfig, error) {
 		errs problems
 		err  error
 	)
-	_, err = o.db.poolConfig()
-	errs.add(err)
+	errs.add(o.db.check())
 	c.table, err = o.db.outboxTable()
 	errs.add(err)
 	c.relay, err = o.rf.config()
@@ -69,8 +68,16 @@ func (o *runOptions) config() (runConfig, error) {
 	if c.table.Validate() == nil {
 		c.relay.Table = c.table
 	}
+	if o.db.isMySQL() {
+		// MySQL has no LISTEN/NOTIFY: the relay polls, adaptively (--poll-min
+		// after a claim that found rows, doubling up to --poll-interval).
+		c.relay.NoListen = true
+	}
 	for _, ce := range relayProblems(c.relay) {
 		errs.add(asUsage(ce))
+	}
+	if o.db.isMySQL() {
+		errs.add(mysqlRunProblems(o.f, c.relay))
 	}
 	o.rules, err = o.routes.parse()
 	errs.add(err)
@@ -128,7 +135,7 @@ func (r *relayFlags) register(f *flags) {
 	f.String(&r.claimMode, "claim-mode", string(d.Claim), "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
 	f.Duration(&r.pollInterval, "poll-interval", d.PollInterval, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
 	f.Duration(&r.pollMin, "poll-min", 0, fmt.Sprintf("with --listen=false: the wait after a claim that found rows; each claim that finds none doubles it, up to --poll-interval (default %v, or --poll-interval when shorter)", relay.DefaultPollMin))
-	f.Bool(&r.listen, "listen", !d.NoListen, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll")
+	f.Bool(&r.listen, "listen", !d.NoListen, "wake at once when an insert commits (LISTEN on the table's channel, migration 003) instead of at the next poll; PostgreSQL only: always off on MySQL/MariaDB, which poll adaptively (--poll-min)")
 	f.Int(&r.maxAttempts, "max-attempts", d.MaxAttempts, "attempts before a transiently failing row is marked failed")
 	f.Duration(&r.backoffMin, "backoff-min", d.BackoffMin, "retry delay after the first failed attempt (doubles per attempt, ±50% jitter)")
 	f.Duration(&r.backoffMax, "backoff-max", d.BackoffMax, "longest retry delay")

@@ -68,7 +68,8 @@ var demoDefaults = []struct{ name, value, usage string }{
 
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay demo", "Usage: relay demo [flags]\n\n"+
-		"Migrates an outbox table in its own schema (dropped and recreated), prepares the destination of\n"+
+		"Migrates an outbox table in its own schema (dropped and recreated; on MySQL/MariaDB, a database of\n"+
+		"its own, with --database-url mysql://user:pass@host:3306/), prepares the destination of\n"+
 		"its topic on the sink --sink names (Kafka: an embedded Kafka-protocol broker unless --kafka-brokers\n"+
 		"is given; NATS: a JetStream stream; RabbitMQ: a queue where the sink routes the topic; Redis: a\n"+
 		"stream; webhook: a receiver on 127.0.0.1), writes orders and their events in real transactions\n"+
@@ -81,8 +82,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		sinkFlags                    sinkFlagSet
 		cfg                          demo.Config
 	)
-	f.String(&url, "database-url", defaultDemoURL, "PostgreSQL connection URL")
-	f.String(&schema, "schema", "outbox_demo", "schema the demo creates afresh (it is dropped first)")
+	f.String(&url, "database-url", defaultDemoURL, "PostgreSQL connection URL; or mysql://user:pass@host:3306/ (or mariadb://) for MySQL 8.0.13+/MariaDB 10.6+, see "+mysqlDocs)
+	f.String(&schema, "schema", "outbox_demo", "schema the demo creates afresh (it is dropped first); on MySQL/MariaDB the database, dropped and created afresh")
 	f.String(&sinkName, "sink", defaultSink, "where the relays publish: "+orList(demoSinkNames(), ", or ")+"; the sink's flags are those of relay run")
 	sinkFlags.register(f)
 	for _, d := range demoDefaults {
@@ -123,6 +124,14 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	d := dbFlags{url: url, schema: schema, table: "outbox"}
 	if _, err := d.outboxTable(); err != nil {
 		return err
+	}
+	if d.isMySQL() {
+		if _, err := d.mysqlConfig(); err != nil {
+			return err
+		}
+		if cfg.Ordered {
+			return usageError("--ordered (%s) is not supported on MySQL/MariaDB: per-key ordered delivery needs PostgreSQL (docs/ordering.md#mysql-and-mariadb)", envName("ordered"))
+		}
 	}
 	if sinkName != "kafka" {
 		topic = demo.UniqueTopic(topic)

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 )
 
 // newLogger builds the process logger; format is "text" or "json", level one
@@ -40,8 +42,12 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)+\\?)`)
 
 // redactDSN hides the password (and the client key's sslpassword) of a
-// PostgreSQL URL or key=value connection string so that it can be logged.
+// PostgreSQL URL or key=value connection string, or of a mysql:// or
+// mariadb:// URL, so that it can be logged.
 func redactDSN(dsn string) string {
+	if mysqldsn.IsURL(dsn) {
+		return mysqldsn.Redact(dsn)
+	}
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
 		if err != nil {

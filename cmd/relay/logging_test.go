@@ -44,6 +44,11 @@ func TestRedactDSN(t *testing.T) {
 		{"key=value without password", "host=db user=app dbname=orders", "", "host=db user=app dbname=orders"},
 		{"unparseable URL", "postgres://app:hunter2@[::1", "hunter2", "(unparseable database URL)"},
 		{"unparseable URL, bad port", "postgres://app:hunter2@db:port/x", "hunter2", "(unparseable database URL)"},
+		{"mysql URL", "mysql://app:s3cr3tpw@db.example:3306/shop?tls=true", "s3cr3tpw", "mysql://app:xxxxx@db.example:3306/shop?tls=true"},
+		{"mariadb URL, escaped password", "mariadb://app:p%40ss%2Fw0rd@db/shop", "w0rd", "mariadb://app:xxxxx@db/shop"},
+		{"mysql URL without password", "mysql://app@db/shop?parseTime=true", "", "mysql://app@db/shop?parseTime=true"},
+		{"mysql URL, upper-case scheme", "MySQL://app:s3cr3tpw@db/shop", "s3cr3tpw", "mysql://app:xxxxx@db/shop"},
+		{"unparseable mysql URL", "mysql://app:hunter2@[::1/shop", "hunter2", "(unparseable database URL)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,7 +13,8 @@
 //	relay version          print the version
 //
 // Every flag can also be set from the environment: --database-url is
-// OUTBOX_DATABASE_URL. Exit status: 0 success, 1 failure, 2 bad usage or
+// OUTBOX_DATABASE_URL. A mysql:// or mariadb:// URL selects MySQL 8 or
+// MariaDB 10.6+, where migrate, run and demo work (docs/mysql.md). Exit status: 0 success, 1 failure, 2 bad usage or
 // configuration.
 package main
 
@@ -29,12 +30,12 @@ import (
 	"syscall"
 )
 
-const usage = `relay: transactional outbox relay for PostgreSQL
+const usage = `relay: transactional outbox relay for PostgreSQL, MySQL 8 and MariaDB 10.6+
 
 Usage:
   relay run [flags]              claim and publish outbox rows until SIGTERM/SIGINT
   relay migrate up|down|status   manage the outbox table's schema
-  relay demo [flags]             end-to-end demo: local PostgreSQL, an embedded Kafka-protocol broker or --sink nats|rabbitmq|redis|webhook
+  relay demo [flags]             end-to-end demo: local PostgreSQL (or --database-url mysql://...), an embedded Kafka-protocol broker or --sink nats|rabbitmq|redis|webhook
   relay bench <mode> [flags]     benchmark: burn-down, steady or idle, against the SQL ceiling
   relay healthcheck [flags]      ask a running relay's /readyz (or --path /healthz); exit 0 on HTTP 200
   relay status [flags]           rows by state and topic, oldest due age, relays, shard leases, retention
@@ -44,7 +45,9 @@ Usage:
   relay version                  print the version
 
 Run "relay <command> --help" for the flags of a command. Every flag can also
-be set by an environment variable: --database-url is OUTBOX_DATABASE_URL.`
+be set by an environment variable: --database-url is OUTBOX_DATABASE_URL.
+A mysql:// or mariadb:// --database-url selects MySQL or MariaDB, where
+migrate, run and demo work (docs/mysql.md#command-line).`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

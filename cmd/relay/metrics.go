@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
 	"github.com/outboxrelay/outboxrelay/relay/metrics"
@@ -49,7 +47,7 @@ const (
 
 func (m *metricsFlags) register(f *flags) {
 	f.String(&m.addr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the health checks /healthz (liveness) and /readyz (readiness) on this address, e.g. :9090, or 127.0.0.1:0 for a free port (the bound address is logged); off when empty")
-	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape")
+	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape; PostgreSQL only: on MySQL/MariaDB the backlog gauges are not read")
 	f.Int(&m.backlogLimit, "metrics-backlog-limit", defaultBacklogLimit, "with --metrics-addr: where each exact count of the backlog gauges stops (a read costs at most about this many index entries per state); a larger backlog shows PostgreSQL's estimate")
 }
 
@@ -127,6 +125,9 @@ func (rm *relayMetrics) serve(addr string, mf metricsFlags, fl *fleet, h *health
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, tr := range fl.relays {
+		if !h.backlog {
+			break // relay.Relay.Backlog reads PostgreSQL only
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -149,8 +150,10 @@ func shortVersion() string {
 
 // health answers /healthz and /readyz for the relays of one relay run.
 type health struct {
-	relays  []tableRelay
-	pool    *pgxpool.Pool
+	relays []tableRelay
+	ping   func(context.Context) error // asks the database for an answer
+	// backlog says whether the backlog gauges can be read (PostgreSQL).
+	backlog bool
 	check   func(ctx context.Context, t outbox.Table) error // the schema check: migrations.Check
 	outage  func() metrics.Outage
 	timeout time.Duration // bounds the checks of one /readyz
@@ -209,7 +212,7 @@ func (h *health) ready(w http.ResponseWriter, req *http.Request) {
 	for _, tr := range h.relays {
 		add(h.named("relay", tr.table), tr.r.Liveness())
 	}
-	err := h.pool.Ping(ctx)
+	err := h.ping(ctx)
 	add("database", err)
 	for _, tr := range h.relays {
 		if err == nil {
@@ -244,13 +247,13 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // for the relays of fl, which read their tables on pool, and logs the
 // address it is bound to; with metrics off it does nothing. stop closes
 // the listener and ends the backlog reads.
-func (o *runOptions) serveMetrics(logger *slog.Logger, fl *fleet, pool *pgxpool.Pool) (stop func(), err error) {
+func (o *runOptions) serveMetrics(logger *slog.Logger, fl *fleet, db *database) (stop func(), err error) {
 	if o.metrics == nil {
 		return func() {}, nil
 	}
 	h := &health{
-		relays: fl.relays, pool: pool, outage: o.metrics.m.RelayOutage, timeout: readyTimeout,
-		check: func(ctx context.Context, t outbox.Table) error { return migrations.Check(ctx, pool, t) },
+		relays: fl.relays, ping: db.ping, backlog: db.backlog, outage: o.metrics.m.RelayOutage, timeout: readyTimeout,
+		check: db.check,
 	}
 	bound, stop, err := o.metrics.serve(o.mf.addr, o.mf, fl, h)
 	if err != nil {

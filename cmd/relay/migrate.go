@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -25,18 +27,26 @@ type dbFlags struct {
 	// appName is the sessions' application_name, unless the URL sets one:
 	// relay status finds the relays connected by it.
 	appName string
+	// driverLog receives go-sql-driver/mysql's own messages on MySQL (nil:
+	// the driver's default, stderr).
+	driverLog mysql.Logger
+	// f is the flag set the flags are registered in: on MySQL an unset
+	// --schema means the URL's database.
+	f *flags
 }
 
 func (d *dbFlags) register(f *flags, defaultURL string) {
-	f.String(&d.url, "database-url", defaultURL, "PostgreSQL connection URL, e.g. postgres://user:pass@host:5432/db")
-	f.String(&d.schema, "schema", outbox.DefaultSchema, "schema of the outbox table")
+	d.f = f
+	f.String(&d.url, "database-url", defaultURL, "PostgreSQL connection URL, e.g. postgres://user:pass@host:5432/db; "+
+		"or MySQL 8.0.13+/MariaDB 10.6+: mysql://user:pass@host:3306/db?params (or mariadb://), see "+mysqlDocs)
+	f.String(&d.schema, "schema", outbox.DefaultSchema, "schema of the outbox table; on MySQL/MariaDB the database, by default the URL's")
 	f.String(&d.table, "table", outbox.DefaultTable, "name of the outbox table")
 }
 
 // outboxTable validates the schema and table flags.
 func (d *dbFlags) outboxTable() (outbox.Table, error) {
-	t := outbox.Table{Schema: d.schema, Name: d.table}
-	if err := (outbox.Table{Schema: d.schema}).Validate(); err != nil {
+	t := outbox.Table{Schema: d.schemaName(), Name: d.table}
+	if err := (outbox.Table{Schema: t.Schema}).Validate(); err != nil {
 		return t, usageError("invalid value for --schema (%s): %v", envName("schema"), err)
 	}
 	if err := t.Validate(); err != nil {
@@ -45,10 +55,24 @@ func (d *dbFlags) outboxTable() (outbox.Table, error) {
 	return t, nil
 }
 
-// poolConfig parses the URL; errors are usage errors naming the flag.
+// check reports the problems of the URL, PostgreSQL's or MySQL's, as
+// usage errors naming the flag.
+func (d *dbFlags) check() error {
+	if d.isMySQL() {
+		return d.checkMySQL()
+	}
+	_, err := d.poolConfig()
+	return err
+}
+
+// poolConfig parses the URL; errors are usage errors naming the flag. A
+// MySQL URL is refused: the caller works on PostgreSQL only.
 func (d *dbFlags) poolConfig() (*pgxpool.Config, error) {
 	if d.url == "" {
 		return nil, usageError("--database-url (%s) is required", envName("database-url"))
+	}
+	if d.isMySQL() {
+		return nil, d.postgresOnly()
 	}
 	cfg, err := pgxpool.ParseConfig(d.url)
 	if err != nil {
@@ -104,18 +128,39 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err := f.parse(args[1:]); err != nil {
 		return err
 	}
+	if sub != "up" && sub != "down" && sub != "status" {
+		return usageError("unknown migrate subcommand %q: use up, down or status", sub)
+	}
+	if err := db.check(); err != nil {
+		return err
+	}
 	table, err := db.outboxTable()
 	if err != nil {
 		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if db.isMySQL() {
+		if partitionInterval != 0 {
+			return usageError("--partition-interval (%s) is not supported on MySQL/MariaDB: the table is not partitioned there (%s)", envName("partition-interval"), mysqlDocs)
+		}
+		db.driverLog = log.New(stderr, "relay: mysql driver: ", 0)
+		sqlDB, err := db.mysqlDB()
+		if err != nil {
+			return err
+		}
+		defer sqlDB.Close()
+		if err := awaitDatabase(ctx, sqlDB.PingContext, db.url, stderr); err != nil {
+			return err
+		}
+		return migrateMySQL(ctx, sub, sqlDB, table, stdout)
 	}
 	pool, err := db.pool(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := awaitDatabase(ctx, pool, db.url, stderr); err != nil {
+	if err := awaitDatabase(ctx, pool.Ping, db.url, stderr); err != nil {
 		return err
 	}
 
@@ -149,27 +194,31 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s\n", table)
-		for _, s := range states {
-			when := "pending"
-			if s.Applied() {
-				when = "applied " + s.AppliedAt.Format(time.RFC3339)
-			}
-			fmt.Fprintf(stdout, "  %03d_%-24s %s\n", s.Version, s.Name, when)
-		}
-	default:
-		return usageError("unknown migrate subcommand %q: use up, down or status", sub)
+		printMigrationStates(stdout, table.String(), states)
 	}
 	return nil
 }
 
+// printMigrationStates prints relay migrate status: the table, then each
+// migration and when it ran.
+func printMigrationStates(w io.Writer, table string, states []migrations.State) {
+	fmt.Fprintf(w, "%s\n", table)
+	for _, s := range states {
+		when := "pending"
+		if s.Applied() {
+			when = "applied " + s.AppliedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "  %03d_%-24s %s\n", s.Version, s.Name, when)
+	}
+}
+
 // awaitDatabase pings until the database answers or ctx ends, saying on
 // stderr why it waits.
-func awaitDatabase(ctx context.Context, pool *pgxpool.Pool, url string, stderr io.Writer) error {
+func awaitDatabase(ctx context.Context, ping func(context.Context) error, url string, stderr io.Writer) error {
 	b := backoff.NewExponentialBackOff()
 	b.MaxElapsedTime = 0
 	for {
-		err := pool.Ping(ctx)
+		err := ping(ctx)
 		if err == nil {
 			return nil
 		}

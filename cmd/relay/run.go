@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -93,11 +94,12 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.relay.ID = relay.NewReplicaID()
 	}
 	o.db.appName = relaySessionName(cfg.relay.ID)
-	pool, err := o.db.pool(ctx)
+	o.db.driverLog = slogDriverLogger{logger}
+	db, err := o.db.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeWithin(logger, "database pool", pool.Close)
+	defer closeWithin(logger, "database pool", db.close)
 	defer o.tracing.startShutdown() // Run has returned: every span has ended
 	// With several tables, each relay's observer names its table in the
 	// observe file.
@@ -105,7 +107,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	if obs != nil && len(tables) > 1 {
 		observer = func(t outbox.Table) relay.Observer { return o.metrics.observer(obs.forTable(t.String())) }
 	}
-	fl, err := newFleet(pool, pub, cfg.relay, tables, observer, func(t outbox.Table) string { return migrateUpCommandFor(f, o.db, t) })
+	fl, err := newFleet(db.newRelay, pub, cfg.relay, tables, observer, func(t outbox.Table) string { return migrateUpCommandFor(f, o.db, t) })
 	if err != nil {
 		return asUsage(err)
 	}
@@ -120,7 +122,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		defer stop()
 		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
 	}
-	stopMetrics, err := o.serveMetrics(logger, fl, pool)
+	stopMetrics, err := o.serveMetrics(logger, fl, db)
 	if err != nil {
 		return err
 	}
@@ -128,7 +130,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	logger.Info("connecting", "database", redactDSN(o.db.url), "table", fl.names(), "sink", o.sinkName())
 	if specs != nil {
 		// Every table behind is reported at once, before any relay starts.
-		if err := fl.check(ctx, pool); err != nil {
+		if err := fl.check(ctx, db.check); err != nil {
 			return err
 		}
 	}
@@ -169,8 +171,16 @@ func migrateUpCommandFor(f *flags, db dbFlags, t outbox.Table) string {
 	} else {
 		cmd += shellQuote(redactDSN(db.url))
 	}
-	// Names are validated identifiers: nothing to quote.
-	if t.Schema != outbox.DefaultSchema {
+	// Names are validated identifiers: nothing to quote. On MySQL an
+	// unset --schema is the URL's database.
+	defaultSchema := outbox.DefaultSchema
+	if db.isMySQL() {
+		defaultSchema = ""
+		if cfg, err := mysqldsn.ParseURL(db.url); err == nil {
+			defaultSchema = cfg.DBName
+		}
+	}
+	if t.Schema != defaultSchema && t.Schema != "" {
 		cmd += " --schema " + t.Schema
 	}
 	if t.Name != outbox.DefaultTable {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -64,11 +63,15 @@ func (t *tablesFlag) specs(f *flags, db dbFlags) ([]tableSpec, error) {
 		errs.add(usageError("--table (%s) and --tables (%s) set together: list every table in --tables", envName("table"), envName("tables")))
 	}
 	for _, item := range splitList(t.list) {
-		s := tableSpec{schema: db.schema, name: item}
+		s := tableSpec{schema: db.schemaName(), name: item}
 		if schema, name, ok := strings.Cut(item, "."); ok {
 			s.schema, s.name = schema, name
 		}
 		s.pattern = strings.ContainsAny(s.schema+s.name, "*?[")
+		if s.pattern && db.isMySQL() {
+			errs.add(usageError("invalid value for --tables (%s): %q: patterns are matched against PostgreSQL's catalog; on MySQL/MariaDB list each table ([database.]table)", envName("tables"), item))
+			continue
+		}
 		var err error
 		if s.pattern {
 			_, err = path.Match(s.schema, "")
@@ -210,7 +213,7 @@ type fleet struct {
 // newFleet creates a relay per table, each with cfg and its own table,
 // and the Observer observer returns for the table when observer is not
 // nil.
-func newFleet(pool *pgxpool.Pool, pub relay.Publisher, cfg relay.Config, tables []outbox.Table, observer func(outbox.Table) relay.Observer, command func(outbox.Table) string) (*fleet, error) {
+func newFleet(newRelay func(relay.Publisher, relay.Config) (*relay.Relay, error), pub relay.Publisher, cfg relay.Config, tables []outbox.Table, observer func(outbox.Table) relay.Observer, command func(outbox.Table) string) (*fleet, error) {
 	fl := &fleet{command: command}
 	for _, t := range tables {
 		c := cfg
@@ -218,7 +221,7 @@ func newFleet(pool *pgxpool.Pool, pub relay.Publisher, cfg relay.Config, tables 
 		if observer != nil {
 			c.Observer = observer(t)
 		}
-		r, err := relay.New(pool, pub, c)
+		r, err := newRelay(pub, c)
 		if err != nil {
 			return nil, err
 		}
@@ -240,10 +243,10 @@ func (fl *fleet) names() string {
 // every table behind is reported at once, each with its command. Errors
 // other than a schema out of date (the database not answering) are left to
 // the relays, which wait for the database.
-func (fl *fleet) check(ctx context.Context, q migrations.Querier) error {
+func (fl *fleet) check(ctx context.Context, check func(context.Context, outbox.Table) error) error {
 	var errs []error
 	for _, tr := range fl.relays {
-		err := migrations.Check(ctx, q, tr.table)
+		err := check(ctx, tr.table)
 		switch {
 		case errors.Is(err, migrations.ErrNotMigrated):
 			errs = append(errs, &notMigratedError{err: err, command: fl.command(tr.table)})

@@ -16,8 +16,6 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 
-	"github.com/google/uuid"
-
 	"github.com/outboxrelay/outboxrelay/internal/history"
 	"github.com/outboxrelay/outboxrelay/internal/leakcheck"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -39,7 +37,8 @@ func TestMain(m *testing.M) {
 	}
 	defer os.RemoveAll(dir)
 	leakcheck.Main(m, leakcheck.KafkaGo, leakcheck.PgxPool, leakcheck.Puddle, leakcheck.KFake,
-		"github.com/nats-io/nats.go", "github.com/rabbitmq/amqp091-go", "github.com/redis/go-redis/")
+		"github.com/nats-io/nats.go", "github.com/rabbitmq/amqp091-go", "github.com/redis/go-redis/",
+		"github.com/go-sql-driver/mysql", "database/sql.")
 }
 
 // malformedRows are inserted by hand during the run, as a buggy application
@@ -54,9 +53,9 @@ func malformedRows(plain string) []struct{ topic, headers string } {
 }
 
 // TestChaos runs the fault schedule of the profile (OUTBOX_CHAOS_PROFILE)
-// against relays, PostgreSQL and the broker of the sink (OUTBOX_CHAOS_SINK)
-// while the producer writes, then drains and checks the history. See the
-// package comment.
+// against relays, the database (OUTBOX_CHAOS_DB: PostgreSQL or MariaDB)
+// and the broker of the sink (OUTBOX_CHAOS_SINK) while the producer
+// writes, then drains and checks the history. See the package comment.
 func TestChaos(t *testing.T) {
 	p, seed, err := settings()
 	if err != nil {
@@ -66,9 +65,14 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dbName, db, err := databaseFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ordered, plain := sk.topics()
+	faultKinds := db.kinds(sk.kinds())
 	rng := rand.New(rand.NewPCG(seed, 1))
-	steps := schedule(p, sk.kinds(), rng)
+	steps := schedule(p, faultKinds, rng)
 	// The Kafka run's lines are as they were before other sinks came;
 	// another sink's name their own.
 	sinkTag := ""
@@ -76,21 +80,33 @@ func TestChaos(t *testing.T) {
 		sinkTag = "sink=" + sinkName + " "
 		t.Logf("sink %s (replay: OUTBOX_CHAOS_SINK=%s OUTBOX_CHAOS_SEED=%d), topics %s (ordered) and %s", sinkName, sinkName, seed, ordered, plain)
 	}
+	// Likewise the PostgreSQL run's; another database names itself, and
+	// says when it runs without ordered topics.
+	dbTag := ""
+	if dbName != "postgres" {
+		dbTag = "db=" + dbName + " "
+		if !db.ordered() {
+			t.Logf("database %s (replay: OUTBOX_CHAOS_DB=%s): no ordered topics (the relay refuses them on MySQL and MariaDB); "+
+				"the producer writes %s alone and the checker judges no order", dbName, dbName, plain)
+			dbTag += "ordered=skipped "
+			ordered = ""
+		}
+	}
 	t.Logf("profile %s, seed %d (replay: OUTBOX_CHAOS_SEED=%d), %d relays, %d faults: %v", p.name, seed, seed, p.relays, len(steps), steps)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	begin := time.Now()
 	at := func() string { return "+" + time.Since(begin).Round(100*time.Millisecond).String() }
-	c := startCluster(ctx, t, relayBin, p, sk)
-	t.Logf("%s cluster up: PostgreSQL on :%d, broker at %s", at(), c.pg.Port(), sk.where())
+	c := startCluster(ctx, t, relayBin, p, db, sk, ordered)
+	t.Logf("%s cluster up: %s, broker at %s", at(), db.where(), sk.where())
 
 	// The producer writes until the last fault is over.
 	w, err := outbox.NewWriter(outbox.WriterConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := &producer{pool: c.pool, w: w, ordered: ordered, plain: plain}
+	prod := &producer{db: db, w: w, ordered: ordered, plain: plain}
 	prodCtx, stopProducer := context.WithCancel(ctx)
 	var prodDone sync.WaitGroup
 	prodDone.Add(1)
@@ -103,9 +119,7 @@ func TestChaos(t *testing.T) {
 
 	insertMalformed := func() {
 		for _, r := range malformedRows(plain) {
-			_, err := c.pool.Exec(ctx, "INSERT INTO public.outbox (id, topic, payload, headers) VALUES ($1, $2, 'malformed', $3::jsonb)",
-				uuid.Must(uuid.NewV7()), r.topic, r.headers)
-			if err != nil {
+			if err := db.insertMalformed(ctx, r.topic, r.headers); err != nil {
 				t.Fatalf("insert a malformed row: %v", err)
 			}
 		}
@@ -172,25 +186,18 @@ func TestChaos(t *testing.T) {
 	} else if sinkTag != "" {
 		t.Logf("%d records read back, every payload as written", len(records))
 	}
+	var orderedTopics []string
+	if ordered != "" {
+		orderedTopics = []string{ordered}
+	}
 	rep := history.Check(history.Input{
-		Txns: txns, Deliveries: deliveries, Faults: windows, OrderedTopics: []string{ordered},
+		Txns: txns, Deliveries: deliveries, Faults: windows, OrderedTopics: orderedTopics,
 		Before: time.Second, After: publishTimeout + time.Second,
 		Rows:         history.Rows{Pending: st["pending"], Processing: st["processing"], Sent: st["sent"], Failed: st["failed"]},
 		ExpectFailed: 2 * len(malformedRows(plain)),
 	})
-	var failed []string
-	rows, err := c.pool.Query(ctx, "SELECT topic || ': ' || coalesce(last_error, '') FROM public.outbox WHERE status = 'failed' ORDER BY 1")
+	failed, err := db.failed(ctx)
 	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		failed = append(failed, s)
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range failed {
@@ -216,9 +223,9 @@ func TestChaos(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(kinds)
-	t.Logf("chaos summary: %sprofile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d "+
+	t.Logf("chaos summary: %s%sprofile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d "+
 		"sigterm_exits=[%s] (bound %s) drain=%s | %s",
-		sinkTag, p.name, seed, p.relays, len(windows), strings.Join(kinds, " "), len(c.all), sk.refused(), fenced,
+		dbTag, sinkTag, p.name, seed, p.relays, len(windows), strings.Join(kinds, " "), len(c.all), sk.refused(), fenced,
 		strings.Join(exits, " "), exitBound, drain.Round(time.Millisecond), rep.Summary())
 	t.Logf("chaos table row: | %s | %d | %s | %d | %d | %d | %d | %d (%.2f%%) | %d | %s |",
 		p.name, seed, strings.Join(kinds, ", "), len(windows), rep.Written, rep.Delivered-rep.UnknownDelivered-rep.RolledBackDelivered,
@@ -229,7 +236,7 @@ func TestChaos(t *testing.T) {
 	if byKind[brokerErrors] > 0 && sk.refused() == 0 {
 		t.Error("broker-errors ran but no produce request was refused: the fault did nothing")
 	}
-	if missing := slices.DeleteFunc(slices.Clone(sk.kinds()), func(k string) bool { return byKind[k] > 0 }); p.duration == 0 && len(missing) > 0 {
+	if missing := slices.DeleteFunc(slices.Clone(faultKinds), func(k string) bool { return byKind[k] > 0 }); p.duration == 0 && len(missing) > 0 {
 		t.Errorf("fault kinds that never ran: %v", missing)
 	}
 }

@@ -27,6 +27,19 @@
 // between the relays and the broker. The machine's shared PostgreSQL server
 // is not touched.
 //
+// The database is PostgreSQL unless OUTBOX_CHAOS_DB=mariadb: then a
+// private mariadbd (internal/mariadbtest) takes its place behind the same
+// proxies, the table is created with migrations.UpMySQL, the producer
+// writes with outbox.FromMySQL, and each relay runs `relay run
+// --database-url mysql://...` as a MariaDB user named for the process, so
+// that the harness finds its sessions in the process list. The pg-* faults
+// become mariadb-restart (SIGKILL mariadbd, start it again: InnoDB
+// recovers), mariadb-cut, mariadb-stall and mariadb-slow. The relay
+// refuses ordered topics and lock claims on MySQL and MariaDB, so that run
+// has neither: the producer writes the plain topic alone, every relay
+// takes lease claims, and the checker judges no order (the summary line
+// says ordered=skipped).
+//
 // Faults, one at a time, each for a few seconds:
 //
 //	kill9                SIGKILL a relay while it holds claimed rows; a replacement starts
@@ -58,5 +71,6 @@
 //
 //	go test -count=1 -v -run TestChaos ./integration/chaos
 //	OUTBOX_CHAOS_SINK=nats go test -count=1 -v -run TestChaos ./integration/chaos
+//	OUTBOX_CHAOS_DB=mariadb go test -count=1 -v -run TestChaos ./integration/chaos
 //	OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_SEED=42 go test -count=1 -v -timeout 60m -run TestChaos ./integration/chaos
 package chaos

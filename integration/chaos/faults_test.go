@@ -27,7 +27,7 @@ func (c *cluster) inject(ctx context.Context, s step, rng *rand.Rand) history.Wi
 		} else {
 			w.Target += " holding no rows"
 		}
-	case pgRestart, brokerDown, brokerStall, brokerSlow, brokerErrors:
+	case pgRestart, mariadbRestart, brokerDown, brokerStall, brokerSlow, brokerErrors:
 		w.Target = "all"
 	}
 	// Outages cut every relay off from the broker: the checker reports
@@ -40,13 +40,13 @@ func (c *cluster) inject(ctx context.Context, s step, rng *rand.Rand) history.Wi
 		<-sl.proc.done
 		w.End = time.Now()
 		sleep(ctx, s.length)
-		c.startRelay(sl)
+		c.startRelay(ctx, sl)
 	case sigterm:
 		took := c.terminate(ctx, s.kind, sl.proc)
 		w.Target += fmt.Sprintf(", exited %s after SIGTERM", took.Round(time.Millisecond))
 		w.End = time.Now()
 		sleep(ctx, s.length)
-		c.startRelay(sl)
+		c.startRelay(ctx, sl)
 	case sigtermBrokerStall:
 		// Every broker connection stalls; once the relay holds rows it is
 		// publishing into the stall, it gets SIGTERM. The broker heals when
@@ -65,24 +65,24 @@ func (c *cluster) inject(ctx context.Context, s step, rng *rand.Rand) history.Wi
 		sleep(ctx, time.Until(w.Start.Add(s.length)))
 		c.brokerProxy.Heal()
 		w.End = time.Now()
-		c.startRelay(sl)
+		c.startRelay(ctx, sl)
 	case freeze:
 		_ = sl.proc.cmd.Process.Signal(syscall.SIGSTOP) // if not caught already
 		sleep(ctx, s.length)
 		_ = sl.proc.cmd.Process.Signal(syscall.SIGCONT)
 		w.End = time.Now()
-	case pgRestart:
-		if err := c.pg.Restart(ctx, "immediate"); err != nil {
-			c.t.Errorf("restart PostgreSQL: %v", err)
+	case pgRestart, mariadbRestart:
+		if err := c.db.restart(ctx); err != nil {
+			c.t.Errorf("%s: %v", s.kind, err)
 		}
 		w.End = time.Now()
-	case pgCut, pgStall, pgSlow:
+	case pgCut, pgStall, pgSlow, mariadbCut, mariadbStall, mariadbSlow:
 		switch s.kind {
-		case pgCut:
+		case pgCut, mariadbCut:
 			sl.pgProxy.Cut()
-		case pgStall:
+		case pgStall, mariadbStall:
 			sl.pgProxy.Stall()
-		case pgSlow:
+		case pgSlow, mariadbSlow:
 			sl.pgProxy.Slow(time.Duration(5+rng.IntN(46)) * time.Millisecond)
 		}
 		sleep(ctx, s.length)

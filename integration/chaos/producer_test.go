@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/outboxrelay/outboxrelay/internal/history"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -24,9 +22,10 @@ const rollbackShare = 0.1
 // Each writer owns its keys, and writes one transaction after another, so a
 // key's events are written in Seq order.
 type producer struct {
-	pool *pgxpool.Pool
-	w    *outbox.Writer
-	// ordered and plain are the topics written to.
+	db database
+	w  *outbox.Writer
+	// ordered and plain are the topics written to; with ordered "" (a
+	// database without ordered topics), plain alone.
 	ordered, plain string
 
 	mu   sync.Mutex
@@ -56,9 +55,10 @@ type keyState struct {
 func (p *producer) writer(ctx context.Context, id int, every time.Duration, rng *rand.Rand) {
 	var keys []*keyState
 	for k := range keysPerWriter {
-		keys = append(keys,
-			&keyState{topic: p.ordered, name: fmt.Sprintf("o%d-%d", id, k)},
-			&keyState{topic: p.plain, name: fmt.Sprintf("p%d-%d", id, k)})
+		if p.ordered != "" {
+			keys = append(keys, &keyState{topic: p.ordered, name: fmt.Sprintf("o%d-%d", id, k)})
+		}
+		keys = append(keys, &keyState{topic: p.plain, name: fmt.Sprintf("p%d-%d", id, k)})
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -86,16 +86,16 @@ func (p *producer) writer(ctx context.Context, id int, every time.Duration, rng 
 // succeeded. Every attempted event takes its key's next Seq, so a key's
 // Seq order is its write order whatever the outcomes.
 func (p *producer) transaction(ctx context.Context, keys []*keyState, rollback bool) (_ history.Txn, ok bool) {
-	tx, err := p.pool.Begin(ctx)
+	tx, err := p.db.begin(ctx)
 	if err != nil {
-		return history.Txn{}, false // PostgreSQL down or ctx over: nothing written
+		return history.Txn{}, false // the database down or ctx over: nothing written
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
+	defer tx.rollback(ctx) // no-op after commit
 	out := history.Txn{Outcome: history.RolledBack}
 	for _, k := range keys {
 		seq := k.next
 		k.next++
-		res, err := p.w.Write(ctx, tx, outbox.Message{Topic: k.topic, Key: []byte(k.name), Payload: payload(k.name, seq)})
+		res, err := p.w.Write(ctx, tx.executor(), outbox.Message{Topic: k.topic, Key: []byte(k.name), Payload: payload(k.name, seq)})
 		if err != nil {
 			out.At = time.Now()
 			return out, true // the transaction is aborted: none of it commits
@@ -109,7 +109,7 @@ func (p *producer) transaction(ctx context.Context, keys []*keyState, rollback b
 	// COMMIT's answer decides: success is committed; an error (the
 	// connection broke, the server restarted, ctx ended) leaves the outcome
 	// unknown, as the commit may have happened before the answer was lost.
-	err = tx.Commit(context.WithoutCancel(ctx))
+	err = tx.commit(ctx)
 	out.At = time.Now()
 	if err != nil {
 		out.Outcome = history.Unknown

@@ -91,7 +91,7 @@ func (s step) String() string {
 func schedule(p profile, kinds []string, rng *rand.Rand) []step {
 	draw := func(kind string) step {
 		s := step{kind: kind, slot: rng.IntN(p.relays), length: p.faultMin + time.Duration(rng.Int64N(int64(p.faultMax-p.faultMin)+1))}
-		if kind == freeze || kind == pgStall {
+		if kind == freeze || kind == pgStall || kind == mariadbStall {
 			s.length = max(s.length, lease+time.Second) // past the lease, so others take over
 		}
 		return s

@@ -2,12 +2,14 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // Run measures cfg.Mode once per relay count in cfg.Relays and returns the
@@ -27,7 +29,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.close()
 	rep := &Report{Mode: cfg.Mode, Settings: h.settings(), Ceiling: []CeilingResult{}, Runs: []Result{}}
 	if cfg.Mode == ModeBurnDown && !cfg.NoCeiling {
-		if rep.Ceiling, err = runCeiling(ctx, cfg, h.pool); err != nil {
+		if h.my != nil {
+			rep.Ceiling, err = runMySQLCeiling(ctx, cfg, h.my)
+		} else {
+			rep.Ceiling, err = runCeiling(ctx, cfg, h.pool)
+		}
+		if err != nil {
 			return rep, err
 		}
 		if cfg.CeilingScript != "" {
@@ -62,7 +69,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // sink (with Kafka, the brokers).
 type harness struct {
 	cfg     Config
-	pool    *pgxpool.Pool
+	pool    *pgxpool.Pool // PostgreSQL's; nil on MySQL
+	my      *sql.DB       // MySQL's or MariaDB's; nil on PostgreSQL
+	server  string        // the MySQL server's version
 	sink    sink
 	brokers []string    // Kafka's
 	broker  *brokerProc // nil with external brokers or another sink
@@ -70,6 +79,13 @@ type harness struct {
 }
 
 func newHarness(ctx context.Context, cfg Config) (*harness, error) {
+	if isMySQL(cfg.DatabaseURL) {
+		db, v, err := openMySQL(ctx, cfg.DatabaseURL, cfg.Writers+4)
+		if err != nil {
+			return nil, err
+		}
+		return (&harness{cfg: cfg, my: db, server: v.String(), brokers: cfg.Brokers}).openSink(ctx)
+	}
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
@@ -87,6 +103,14 @@ func newHarness(ctx context.Context, cfg Config) (*harness, error) {
 		h.close()
 		return nil, fmt.Errorf("cannot reach PostgreSQL (start it, or pass another database URL): %w", err)
 	}
+	return h.openSink(ctx)
+}
+
+// openSink opens the sink of h.cfg, starting the embedded broker for
+// Kafka without brokers; on an error it closes h.
+func (h *harness) openSink(ctx context.Context) (*harness, error) {
+	cfg := h.cfg
+	var err error
 	if cfg.Sink != SinkKafka {
 		if h.sink, err = openSink(ctx, cfg); err != nil {
 			h.close()
@@ -122,7 +146,12 @@ func (h *harness) close() {
 			fmt.Fprintf(h.cfg.Progress, "warning: %v\n", err)
 		}
 	}
-	h.pool.Close()
+	if h.pool != nil {
+		h.pool.Close()
+	}
+	if h.my != nil {
+		_ = h.my.Close()
+	}
 }
 
 func (h *harness) settings() Settings {
@@ -130,7 +159,10 @@ func (h *harness) settings() Settings {
 	s := Settings{
 		Schema: c.Schema, Brokers: h.brokers, EmbeddedBroker: h.broker != nil, Partitions: c.Partitions,
 		BatchSize: c.BatchSize, PayloadBytes: c.PayloadBytes, PollIntervalMS: ms(c.PollInterval), RelayArgs: c.RelayArgs,
-		NoNotify: c.NoNotify,
+		NoNotify: c.NoNotify, Database: "postgresql",
+	}
+	if h.my != nil {
+		s.Database, s.ServerVersion = "mysql", h.server
 	}
 	h.sink.settings(&s)
 	switch c.Mode {
@@ -158,7 +190,13 @@ func (h *harness) run(ctx context.Context, n int) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	res := Result{Mode: h.cfg.Mode, Relays: n, BatchSize: h.cfg.BatchSize}
-	table, err := prepareOutbox(ctx, h.pool, h.cfg.Schema, !h.cfg.NoNotify, migrations.Options{PartitionInterval: h.cfg.PartitionInterval})
+	var table outbox.Table
+	var err error
+	if h.my != nil {
+		table, err = prepareMySQLOutbox(ctx, h.my, h.cfg.Schema)
+	} else {
+		table, err = prepareOutbox(ctx, h.pool, h.cfg.Schema, !h.cfg.NoNotify, migrations.Options{PartitionInterval: h.cfg.PartitionInterval})
+	}
 	if err != nil {
 		return res, err
 	}
@@ -172,14 +210,16 @@ func (h *harness) run(ctx context.Context, n int) (Result, error) {
 		}
 	}()
 	r := &runner{harness: h, table: table, topic: topic, relays: n, res: &res}
-	switch h.cfg.Mode {
-	case ModeBurnDown:
+	switch {
+	case h.my != nil: // burn-down, the only mode Config.validate lets through
+		err = r.burnDownMySQL(ctx)
+	case h.cfg.Mode == ModeBurnDown:
 		err = r.burnDown(ctx)
-	case ModeSteady:
+	case h.cfg.Mode == ModeSteady:
 		err = r.steady(ctx)
-	case ModeIdle:
+	case h.cfg.Mode == ModeIdle:
 		err = r.idle(ctx)
-	case ModeSoak:
+	case h.cfg.Mode == ModeSoak:
 		err = r.soak(ctx)
 	}
 	if err == nil {

@@ -73,7 +73,7 @@ func (r *runner) awaitDrained(ctx context.Context) error {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
-		left, err := unfinished(ctx, r.pool, r.table)
+		left, err := r.unfinished(ctx)
 		if err != nil || !left {
 			return err
 		}
@@ -88,6 +88,14 @@ func (r *runner) awaitDrained(ctx context.Context) error {
 	}
 }
 
+// unfinished reports whether any row is still pending or processing.
+func (r *runner) unfinished(ctx context.Context) (bool, error) {
+	if r.my != nil {
+		return mysqlUnfinished(ctx, r.my, r.table)
+	}
+	return unfinished(ctx, r.pool, r.table)
+}
+
 // checkDelivery counts the sent rows and reads the whole topic (the
 // sink's destination) back:
 // distinct events, duplicates and events that never arrived.
@@ -97,6 +105,12 @@ func (r *runner) checkDelivery(ctx context.Context, ids []uuid.UUID) error {
 		return err
 	}
 	r.res.Sent = counts["sent"]
+	return r.readBack(ctx, ids)
+}
+
+// readBack reads the whole topic (the sink's destination) back: distinct
+// events, duplicates and events that never arrived.
+func (r *runner) readBack(ctx context.Context, ids []uuid.UUID) error {
 	fmt.Fprintf(r.cfg.Progress, "burn-down: %d relays: reading the topic back\n", r.relays)
 	a := newArrivals(len(ids))
 	if err := r.sink.read(ctx, r.topic, false, a, nil); err != nil {

@@ -75,7 +75,9 @@ const ceilingSuffix = "_ceiling"
 type Config struct {
 	// Mode is what to measure. Required.
 	Mode Mode
-	// DatabaseURL is the PostgreSQL server to measure. Required.
+	// DatabaseURL is the PostgreSQL server to measure, or a MySQL 8 or
+	// MariaDB 10.6+ server as mysql://user:password@host:port/database,
+	// in burn-down mode only (see the package documentation). Required.
 	DatabaseURL string
 	// Schema holds the outbox table of the runs. It is dropped and
 	// recreated (and migrated) before every run, so Run refuses a schema
@@ -285,7 +287,11 @@ func (c Config) validate() error {
 	if c.DatabaseURL == "" {
 		return bad("DatabaseURL", "empty")
 	}
-	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+	if isMySQL(c.DatabaseURL) {
+		if err := c.validateMySQL(); err != nil {
+			return err
+		}
+	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return bad("DatabaseURL", "%v", err)
 	}
 	if !slices.Contains(Sinks, c.Sink) {
@@ -364,6 +370,40 @@ func (c Config) validateSoak() error {
 		return bad("SampleEvery", "%v is longer than the duration, %v", c.SampleEvery, c.Duration)
 	case c.Timeout <= c.Duration+c.Grace:
 		return bad("Timeout", "%v leaves no time to start and stop around the duration and the grace, %v", c.Timeout, c.Duration+c.Grace)
+	}
+	return nil
+}
+
+// validateMySQL checks a config with a mysql:// URL: burn-down only (the
+// other modes read PostgreSQL's statistics views, pg_stat_activity,
+// pg_stat_user_tables and pg_stat_database, and write through pgx), none
+// of the PostgreSQL-only options, and a schema (a database, on MySQL)
+// that is neither the URL's database nor one of the server's own, since
+// Run drops it.
+func (c Config) validateMySQL() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	mc, err := mysqlConfig(c.DatabaseURL)
+	if err != nil {
+		return bad("DatabaseURL", "%v", err)
+	}
+	lower := strings.ToLower(c.Schema)
+	switch {
+	case c.Mode != ModeBurnDown:
+		return bad("DatabaseURL", "a mysql:// URL works in burn-down mode only: %s mode reads PostgreSQL's statistics views", c.Mode)
+	case c.HoldSnapshot:
+		return bad("HoldSnapshot", "PostgreSQL only")
+	case c.NoNotify:
+		return bad("NoNotify", "PostgreSQL only: on MySQL the relays always poll")
+	case c.CeilingScript != "":
+		return bad("CeilingScript", "shared/bench/ceiling.sh runs on PostgreSQL only")
+	case strings.EqualFold(c.Schema, mc.DBName):
+		return bad("Schema", "%q is the database of the URL; the benchmark drops and recreates its schema, so give it a database of its own", c.Schema)
+	case lower == "mysql" || lower == "sys" || lower == "performance_schema":
+		return bad("Schema", "%q is not a database the benchmark may drop", c.Schema)
+	case len(c.Schema+ceilingSuffix) > 64:
+		return bad("Schema", "%q is too long for MySQL's database names with %q appended (64 characters)", c.Schema, ceilingSuffix)
 	}
 	return nil
 }

@@ -88,6 +88,38 @@
 // has workers by default, with no database. Result.SinkCeilingRatio
 // divides the burn-down throughput by it.
 //
+// # MySQL and MariaDB
+//
+// With a mysql:// (or mariadb://) Config.DatabaseURL, burn-down runs on
+// MySQL 8 or MariaDB 10.6+ (mysql.go, ceiling_mysql.go,
+// burndown_mysql.go); the other modes, HoldSnapshot, NoNotify and
+// CeilingScript are refused with a *ConfigError, since they read
+// PostgreSQL's statistics views or exist on PostgreSQL only. Config.Schema
+// is then a database, which Run drops and recreates (it must not be the
+// URL's database; Run marks the databases it makes with a table,
+// relay_bench, and drops no other). The relays run as on PostgreSQL, with
+// the URL in OUTBOX_DATABASE_URL and --schema naming the database. The
+// events are pre-written by the Writer through outbox.FromMySQL, 1,000 per
+// transaction (one multi-row INSERT), and ANALYZE TABLE stands for VACUUM
+// ANALYZE; the drain time runs from UTC_TIMESTAMP(6) just before the
+// relays start to the last sent_at. Without pg_stat_activity there is no
+// sampling (Claim comes from the relays' events) and no backend CPU, and
+// TableStats has only the sizes (information_schema after ANALYZE TABLE).
+//
+// The MySQL ceiling runs the relay's own statements (those of
+// relay/sql/mysql, compared by a test): a READ COMMITTED claim
+// transaction (claim_due.sql's SELECT ... FOR UPDATE SKIP LOCKED, reading
+// every column, then claim_lease.sql's UPDATE of the ids, COMMIT) and
+// mark_sent.sql, with the relay's session settings
+// (mysqldsn.ParseURL: interpolated parameters, UTC). It measures two
+// lifecycles, as the relay runs one or the other by batch size:
+// "mark_sent" (the mark-sent in a transaction of its own, as with batches
+// of 500 rows or more) and "mark_sent_in_claim" (each batch marked sent in
+// the next claim's transaction). The rows are written once into a copy of
+// the table and copied in before each lifecycle. Result.CeilingRatio
+// divides by the faster of the two at one client; CeilingResult.Phases
+// says which statement takes the time.
+//
 // # Where a batch's time goes
 //
 // Result.Claim, Publish and Record come from the relays' observer events,

@@ -102,8 +102,10 @@ func (r *runner) stopRelays(ctx context.Context) error {
 	end := r.readCPU()
 	usage, err := r.procs.stop(r.cfg.BatchSize)
 	r.procs = nil
-	if gerr := awaitBackendsGone(ctx, r.pool, names); err == nil {
-		err = gerr
+	if r.pool != nil { // PostgreSQL's pg_stat_activity names the relays' backends
+		if gerr := awaitBackendsGone(ctx, r.pool, names); err == nil {
+			err = gerr
+		}
 	}
 	r.fillUsage(usage, smp, dbCPU, end)
 	return err
@@ -111,7 +113,7 @@ func (r *runner) stopRelays(ctx context.Context) error {
 
 // backendCPU sums the CPU time of the relays' backends, while they live.
 func (r *runner) backendCPU(ctx context.Context, appNames []string) *float64 {
-	if !r.localDB {
+	if !r.localDB || r.pool == nil {
 		return nil
 	}
 	pids, err := backendPIDs(ctx, r.pool, appNames)

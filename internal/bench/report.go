@@ -13,12 +13,17 @@ import (
 // cost. `relay bench` prints it unless --json is given.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	writeCeiling(tw, "SQL ceiling (Go: the statements of shared/bench/ceiling.sh on a migrated outbox table)", rep.Ceiling)
+	mysql := rep.Settings.Database == "mysql"
+	if mysql {
+		writeCeiling(tw, "SQL ceiling (Go: the relay's MySQL claim transaction and mark-sent on a migrated outbox table, "+rep.Settings.ServerVersion+")", rep.Ceiling)
+	} else {
+		writeCeiling(tw, "SQL ceiling (Go: the statements of shared/bench/ceiling.sh on a migrated outbox table)", rep.Ceiling)
+	}
 	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh)", rep.CeilingScript)
 	writeSinkCeiling(tw, rep.SinkCeiling)
 	writeRuns(tw, rep.Mode, rep.Runs, rep.SinkCeiling != nil)
 	fmt.Fprintln(tw)
-	writeCosts(tw, rep.Runs)
+	writeCosts(tw, rep.Runs, mysql)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -87,9 +92,20 @@ func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
 		return
 	}
 	fmt.Fprintf(w, "%s\n", title)
-	fmt.Fprintf(w, "lifecycle\tclients\trows\tbatch\tevents/s\thost CPU busy\t\n")
+	phases := rows[0].Phases != nil
+	head := "lifecycle\tclients\trows\tbatch\tevents/s\thost CPU busy\t"
+	if phases {
+		head += "lock p50 ms (share)\tlease\tcommit\tmark-sent\t"
+	}
+	fmt.Fprintln(w, head)
 	for _, c := range rows {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%s\t\n", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond, busyCell(c.HostCPUBusy))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%s\t", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond, busyCell(c.HostCPUBusy))
+		if p := c.Phases; p != nil {
+			for _, t := range []PhaseTiming{p.Lock, p.Lease, p.Commit, p.MarkSent} {
+				fmt.Fprintf(w, "%s (%.0f%%)\t", percentileP50(t.MS), t.Share*100)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 }
@@ -146,7 +162,9 @@ func writeRuns(w io.Writer, mode Mode, runs []Result, withSink bool) {
 	}
 }
 
-func writeCosts(w io.Writer, runs []Result) {
+// writeCosts prints what each run cost; on MySQL the dead tuple and
+// autovacuum counts, which are PostgreSQL's, are "-".
+func writeCosts(w io.Writer, runs []Result, mysql bool) {
 	fmt.Fprintln(w, "relays\trelay cpu s\tpeak rss MB\tdb backend cpu s\tbroker cpu s\thost busy\t"+
 		"claim p50/p99 ms\tpublish p50/p99 ms\trecord p50/p99 ms\tbatch cycle p50/p99 ms\tdead tuples before/after\tsize MB before/after\tautovacuums\toldest xact s\t")
 	for _, r := range runs {
@@ -164,8 +182,19 @@ func writeCosts(w io.Writer, runs []Result) {
 			fmt.Sprintf("%d/%d", r.Table.DeadTuplesBefore, r.Table.DeadTuplesAfter),
 			fmt.Sprintf("%.1f/%.1f", mb(r.Table.SizeBeforeBytes), mb(r.Table.SizeAfterBytes)),
 			fmt.Sprint(r.Table.Autovacuums), optional(r.OldestXactSeconds, "%.1f")}
+		if mysql {
+			cells[10], cells[12] = "-", "-"
+		}
 		fmt.Fprintln(w, strings.Join(cells, "\t")+"\t")
 	}
+}
+
+// percentileP50 is the p50, or "-".
+func percentileP50(p *Percentiles) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", p.P50)
 }
 
 // percentileCell is "p50/p99", or "-".

@@ -30,6 +30,11 @@ type Report struct {
 // Settings echo the configuration of a Report. The database URL is not
 // included: it may hold a password.
 type Settings struct {
+	// Database is "postgresql" or "mysql" (MySQL or MariaDB, whose
+	// version ServerVersion gives, e.g. "MariaDB 10.11.19").
+	Database      string `json:"database"`
+	ServerVersion string `json:"server_version,omitempty"`
+	// Schema is the schema of the outbox table (on MySQL, its database).
 	Schema string `json:"schema"`
 	// Sink is the sink the relays published to, and SinkURL its server
 	// (password hidden) or the webhook receiver's URL template; both
@@ -64,7 +69,10 @@ type Settings struct {
 // CeilingResult is one lifecycle of the SQL-only ceiling.
 type CeilingResult struct {
 	// Lifecycle is "mark_sent" (claim UPDATE, then an UPDATE to sent) or
-	// "delete_sent" (claim UPDATE, then DELETE).
+	// "delete_sent" (claim UPDATE, then DELETE). On MySQL it is
+	// "mark_sent" (the claim transaction, then the mark-sent UPDATE in a
+	// transaction of its own) or "mark_sent_in_claim" (each batch marked
+	// sent in the next claim's transaction).
 	Lifecycle string `json:"lifecycle"`
 	// Clients is the number of concurrent connections looping.
 	Clients int `json:"clients"`
@@ -80,6 +88,29 @@ type CeilingResult struct {
 	// HostCPUBusy is the share (0 to 1) of the host's CPUs that was busy
 	// meanwhile, whoever used it; nil where /proc/stat cannot be read.
 	HostCPUBusy *float64 `json:"host_cpu_busy"`
+	// Phases (MySQL only) times each step of a loop; absent on
+	// PostgreSQL.
+	Phases *CeilingPhases `json:"phases,omitempty"`
+}
+
+// CeilingPhases time the steps of the MySQL ceiling's loops as their
+// clients see them, round trip included: the claim's SELECT ... FOR
+// UPDATE SKIP LOCKED with the reading of its rows, its lease UPDATE, its
+// COMMIT, and the mark-sent UPDATE (with its own commit when it runs
+// apart).
+type CeilingPhases struct {
+	Lock     PhaseTiming `json:"lock"`
+	Lease    PhaseTiming `json:"lease"`
+	Commit   PhaseTiming `json:"commit"`
+	MarkSent PhaseTiming `json:"mark_sent"`
+}
+
+// PhaseTiming is one step of a loop: its durations in ms, and its share
+// of the clients' time (the sum of its durations over clients x
+// Seconds), which says which statement dominates.
+type PhaseTiming struct {
+	MS    *Percentiles `json:"ms"`
+	Share float64      `json:"share"`
 }
 
 // SinkCeilingResult is the sink ceiling: the sink's own client publishing

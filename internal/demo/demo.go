@@ -1,5 +1,6 @@
 // Package demo runs the end-to-end demonstration behind `relay demo`: it
-// migrates an outbox table on a real PostgreSQL, prepares the destination
+// migrates an outbox table on a real PostgreSQL (or MySQL/MariaDB, for a
+// mysql:// URL), prepares the destination
 // of its topic on a sink (a Sink: Kafka, with an embedded kfake broker
 // unless brokers are given, NATS JetStream, RabbitMQ, Redis streams or a
 // webhook receiver of its own), writes orders and their events in real
@@ -24,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -31,9 +33,11 @@ import (
 
 // Config configures a demo run.
 type Config struct {
-	// DatabaseURL is the PostgreSQL to use. Required.
+	// DatabaseURL is the PostgreSQL to use, or a mysql:// (or mariadb://)
+	// URL for MySQL 8.0.13+ or MariaDB 10.6+. Required.
 	DatabaseURL string
-	// Schema is created afresh (dropped first if present) for the run.
+	// Schema is created afresh (dropped first if present) for the run; on
+	// MySQL it is a database.
 	Schema string
 	// Sink prepares the destination of Topic and reads it back. Required.
 	// Run opens it; the caller closes it after Run.
@@ -96,19 +100,17 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer cancel()
 	out := cfg.Out
 
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	var db backend
+	var err error
+	if mysqldsn.IsURL(cfg.DatabaseURL) {
+		db, err = openMySQL(ctx, cfg)
+	} else {
+		db, err = openPostgres(ctx, cfg)
+	}
 	if err != nil {
-		return Summary{}, fmt.Errorf("database: %w", err)
-	}
-	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
-		return Summary{}, fmt.Errorf("cannot reach PostgreSQL (start it, or pass --database-url): %w", err)
-	}
-	table := outbox.Table{Schema: cfg.Schema, Name: "outbox"}
-	if err := prepareSchema(ctx, pool, table); err != nil {
 		return Summary{}, err
 	}
-	fmt.Fprintf(out, "postgres: schema %s migrated to version %03d\n", cfg.Schema, migrations.Latest())
+	defer db.close()
 
 	in := newInbox()
 	desc, err := cfg.Sink.Open(ctx, cfg.Topic, in.record)
@@ -126,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return Summary{}, fmt.Errorf("sink: %w", err)
 		}
-		r, err := relay.New(pool, pub, rcfg)
+		r, err := db.newRelay(pub, rcfg)
 		if err != nil {
 			_ = pub.Close()
 			return Summary{}, err
@@ -146,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		fmt.Fprintf(out, "relays:   %d replicas claiming with FOR UPDATE SKIP LOCKED\n", cfg.Relays)
 	}
 
-	events := writeEvents(ctx, pool, table, cfg, out)
+	events := writeEvents(ctx, db, cfg)
 	committed := 0
 	for _, w := range events {
 		if w.committed {
@@ -174,12 +176,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 
 	sum := summarize(events, in.snapshot())
 	sum.Elapsed = time.Since(start)
-	sum.SentByRelay, err = sentByRelay(context.WithoutCancel(ctx), pool, table)
+	sum.SentByRelay, err = db.sentByRelay(context.WithoutCancel(ctx))
 	if err != nil {
 		return sum, err
 	}
 	if sum.Ordered = cfg.Ordered; cfg.Ordered {
-		if sum.OrderViolations, err = orderViolations(context.WithoutCancel(ctx), pool, table, in.arrivals()); err != nil {
+		if sum.OrderViolations, err = db.orderViolations(context.WithoutCancel(ctx), in.arrivals()); err != nil {
 			return sum, err
 		}
 	}
@@ -231,8 +233,7 @@ func prepareSchema(ctx context.Context, pool *pgxpool.Pool, table outbox.Table) 
 
 // writeEvents runs the writers: each transaction inserts an order and one
 // to three events about it; one in RollbackEvery is rolled back.
-func writeEvents(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, cfg Config, out io.Writer) map[string]written {
-	w, _ := outbox.NewWriter(outbox.WriterConfig{Table: table})
+func writeEvents(ctx context.Context, db backend, cfg Config) map[string]written {
 	var (
 		mu     sync.Mutex
 		events = map[string]written{}
@@ -241,7 +242,6 @@ func writeEvents(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, cf
 		txn    atomic.Int64
 	)
 	budget.Store(int64(cfg.Events))
-	orders := pgx.Identifier{table.Schema, "orders"}.Sanitize()
 	for g := 0; g < cfg.Writers; g++ {
 		wg.Add(1)
 		go func() {
@@ -252,7 +252,7 @@ func writeEvents(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, cf
 					return
 				}
 				rollback := txn.Add(1)%int64(cfg.RollbackEvery) == 0
-				got, err := writeOrder(ctx, pool, w, orders, cfg.Topic, n, rollback)
+				got, err := db.writeOrder(ctx, cfg.Topic, n, rollback)
 				if err != nil {
 					cfg.Logger.Error("writer transaction failed", "error", err)
 					continue
@@ -281,6 +281,20 @@ func writeOrder(ctx context.Context, pool *pgxpool.Pool, w *outbox.Writer, order
 		customer, 100+rand.IntN(100000)).Scan(&orderID); err != nil {
 		return nil, err
 	}
+	msgs := orderEvents(topic, customer, orderID, n)
+	results, err := w.WriteBatch(ctx, tx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	got := writtenOf(results, msgs, customer, rollback)
+	if rollback {
+		return got, tx.Rollback(ctx)
+	}
+	return got, tx.Commit(ctx)
+}
+
+// orderEvents returns the n (1 to 3) events of an order of customer.
+func orderEvents(topic, customer string, orderID int64, n int) []outbox.Message {
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
 		kind := []string{"order.created", "order.paid", "order.shipped"}[i]
@@ -291,18 +305,16 @@ func writeOrder(ctx context.Context, pool *pgxpool.Pool, w *outbox.Writer, order
 			Headers: map[string]string{"event-type": kind, "order-id": fmt.Sprint(orderID)},
 		}
 	}
-	results, err := w.WriteBatch(ctx, tx, msgs)
-	if err != nil {
-		return nil, err
-	}
-	got := make(map[string]written, n)
+	return msgs
+}
+
+// writtenOf records what a transaction wrote: results of msgs, by id.
+func writtenOf(results []outbox.Result, msgs []outbox.Message, customer string, rollback bool) map[string]written {
+	got := make(map[string]written, len(results))
 	for i, r := range results {
 		got[r.ID.String()] = written{key: customer, payload: string(msgs[i].Payload), committed: !rollback}
 	}
-	if rollback {
-		return got, tx.Rollback(ctx)
-	}
-	return got, tx.Commit(ctx)
+	return got
 }
 
 // summarize compares what was written with what arrived.

@@ -7,13 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 )
 
 // EnvURL names the variable holding the shared test server, either as a
@@ -54,36 +53,14 @@ func DB(t testing.TB) (*sql.DB, string) {
 	})
 }
 
-// ParseDSN reads a go-sql-driver/mysql DSN or a mysql:// URL
-// (mysql://user:password@host:port/database?param=value) and returns its
-// config with the session settings of this package applied.
+// ParseDSN reads a go-sql-driver/mysql DSN or a mysql:// (or mariadb://)
+// URL (mysql://user:password@host:port/database?param=value), as
+// internal/mysqldsn does, and returns its config with the session settings
+// of this package applied.
 func ParseDSN(raw string) (*mysql.Config, error) {
-	dsn := raw
-	if strings.HasPrefix(raw, "mysql://") {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return nil, fmt.Errorf("parse URL: %w", err)
-		}
-		host := u.Host
-		if u.Port() == "" {
-			host += ":3306"
-		}
-		dsn = ""
-		if u.User != nil {
-			dsn = u.User.Username() // the DSN wants user and password unescaped
-			if p, ok := u.User.Password(); ok {
-				dsn += ":" + p
-			}
-			dsn += "@"
-		}
-		dsn += "tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/")
-		if u.RawQuery != "" {
-			dsn += "?" + u.RawQuery
-		}
-	}
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := mysqldsn.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parse DSN: %w", err)
+		return nil, err
 	}
 	withSession(cfg)
 	return cfg, nil
