@@ -9,7 +9,7 @@ export OUTBOX_TEST_DATABASE_URL
 # other tests, with -v so that its schedule and summary line are printed.
 CHAOS_PKG := ./integration/chaos
 
-test: prereqs vet unit partitioned chaos-short
+test: prereqs vet unit partitioned chaos-short chaos-short-mariadb
 
 # What the tests need besides Go (the database, kcat, PostgreSQL's server
 # programs): each missing piece is named with the command that installs it.
