@@ -94,7 +94,7 @@ func TestTurnsPollDue(t *testing.T) {
 // A listening relay polls every PollInterval; one that does not polls
 // PollMin after finding rows and backs off, doubling, to PollInterval.
 func TestPollWait(t *testing.T) {
-	listening := &Relay{cfg: Config{PollInterval: 400 * time.Millisecond, PollMin: 5 * time.Millisecond}}
+	listening := &Relay{cfg: Config{PollInterval: 400 * time.Millisecond, PollMin: 5 * time.Millisecond}, pg: &pgStore{}} // on PostgreSQL
 	if got := listening.pollWait(5*time.Millisecond, true); got != 400*time.Millisecond {
 		t.Errorf("listening relay after rows: %v, want the poll interval", got)
 	}
