@@ -79,7 +79,7 @@ func TestStoresLapsedLeaseIsRescuedAndStaleClaimFenced(t *testing.T) {
 				t.Fatalf("row %s while the stale claim publishes: %v; want processing, attempt 1, stale's minute-long lease", id, r)
 			}
 		}
-		s.lapse(t, ids)
+		s.lapse(t, ids, 0)
 
 		// The rescuer claims the lapsed rows and holds them while the stale
 		// claim's publish returns: the stale write-back finds the rows still
@@ -401,7 +401,7 @@ func settle(t *testing.T, s storeBackend, stolen []uuid.UUID) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	s.lapse(t, stolen)
+	s.lapse(t, stolen, 0)
 	if _, err := s.newRelay(t, &sink{}, relay.Config{MaxAttempts: 100}).ProcessBatch(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -410,4 +410,44 @@ func settle(t *testing.T, s storeBackend, stolen []uuid.UUID) {
 			t.Fatalf("row %s left claimable: %v", id, r)
 		}
 	}
+}
+
+// A lease that lapsed long before a running relay's claims look for
+// lapsed leases (an hour ago: a replica that froze while the others ran)
+// is found below the claims' window by the sweep and its rows are sent,
+// once, on their second attempt.
+func TestStoresLongLapsedLeaseFoundWhileRunning(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		ctx := context.Background()
+		ids := resultIDs(s.write(t, storeMessages(4, "orders", "frozen")...))
+		frozen, entered, release := heldSink()
+		stale := s.newRelay(t, frozen, relay.Config{ID: "frozen", Lease: time.Minute})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = stale.ProcessBatch(ctx, 0) // fenced once released: see the lapsed-lease case
+		}()
+		t.Cleanup(func() { close(release); <-done })
+		awaitEntered(t, entered)
+
+		sk := &sink{}
+		live := startStoreRelay(t, s, sk, relay.Config{ID: "live"})
+		// The live relay claims (nothing) for a while before the lease is
+		// found lapsed an hour ago.
+		more := resultIDs(s.write(t, storeMessages(2, "orders", "fresh")...))
+		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == len(more) }, "fresh rows not sent: %v", s.statuses(t))
+		lapsedAt := time.Now()
+		s.lapse(t, ids, time.Hour)
+		// Looks are at most a minute apart (claim_floor.go).
+		await(t, 75*time.Second, func() bool { return countStatus(t, s, "sent") == len(ids)+len(more) }, "long-lapsed rows not rescued: %v", s.statuses(t))
+		t.Logf("%s: rows lapsed an hour ago rescued within %v", t.Name(), time.Since(lapsedAt))
+		acked := sk.ackedByID()
+		rows := s.rows(t)
+		for _, id := range ids {
+			if r := rows[id]; acked[id] != 1 || r.Attempt != 2 || replicaOf(r.LockedBy) != live.ID() {
+				t.Errorf("long-lapsed row %s: published %d times, %v; want once, by %s on attempt 2", id, acked[id], r, live.ID())
+			}
+		}
+	})
 }

@@ -48,10 +48,10 @@ type storeBackend interface {
 	rows(t *testing.T) map[uuid.UUID]storeRow
 	// statuses counts rows by status.
 	statuses(t *testing.T) map[string]int
-	// lapse moves the lease of the processing rows ids a second into the
-	// past, as if their claimer had crashed; it fails the test unless
-	// every one of them was processing.
-	lapse(t *testing.T, ids []uuid.UUID)
+	// lapse moves the lease of the processing rows ids ago into the past
+	// (a second when ago is 0), as if their claimer had crashed; it fails
+	// the test unless every one of them was processing.
+	lapse(t *testing.T, ids []uuid.UUID, ago time.Duration)
 	// steal leases the processing rows ids to the claim "other" for a
 	// minute with one more attempt, as another replica's claim after a
 	// lapse would, and returns how many it took (it is called from
@@ -319,12 +319,12 @@ func (p *postgresBackend) statuses(t *testing.T) map[string]int {
 	return m
 }
 
-func (p *postgresBackend) lapse(t *testing.T, ids []uuid.UUID) {
+func (p *postgresBackend) lapse(t *testing.T, ids []uuid.UUID, ago time.Duration) {
 	t.Helper()
 	tag, err := p.pool.Exec(context.Background(), "UPDATE "+p.table.Ident()+`
-SET locked_until = now() - interval '1 second'
+SET locked_until = now() - $2 * interval '1 microsecond'
 WHERE id = ANY($1)
-  AND status = 'processing'`, ids)
+  AND status = 'processing'`, ids, lapseAgo(ago).Microseconds())
 	if err != nil {
 		t.Fatalf("lapse leases: %v", err)
 	}
@@ -522,6 +522,14 @@ func (m *mariadbBackend) statuses(t *testing.T) map[string]int {
 	return out
 }
 
+// lapseAgo is how far lapse moves a lease into the past.
+func lapseAgo(ago time.Duration) time.Duration {
+	if ago == 0 {
+		return time.Second
+	}
+	return ago
+}
+
 // idList returns "?, ?, ..." for ids and the ids as 16-byte arguments.
 func idList(ids []uuid.UUID) (string, []any) {
 	args := make([]any, len(ids))
@@ -531,13 +539,13 @@ func idList(ids []uuid.UUID) (string, []any) {
 	return strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "), args
 }
 
-func (m *mariadbBackend) lapse(t *testing.T, ids []uuid.UUID) {
+func (m *mariadbBackend) lapse(t *testing.T, ids []uuid.UUID, ago time.Duration) {
 	t.Helper()
 	list, args := idList(ids)
 	res, err := m.db.Exec(`UPDATE `+m.ident+`
-SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND
+SET locked_until = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 WHERE id IN (`+list+`)
-  AND status = 'processing'`, args...)
+  AND status = 'processing'`, append([]any{lapseAgo(ago).Microseconds()}, args...)...)
 	if err != nil {
 		t.Fatalf("lapse leases: %v", err)
 	}
