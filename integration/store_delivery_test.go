@@ -31,7 +31,11 @@ func TestStoresKafkaEndToEnd(t *testing.T) {
 		special := []outbox.Message{
 			{Topic: topic, Key: []byte("order-7"), Payload: []byte(`{"order":7,"note":"ünïcode ✓"}`), Headers: headers},
 			{Topic: topic, Payload: []byte("no key")},
+			{Topic: topic, Key: []byte{}, Payload: []byte("empty key")},
 			{Topic: topic, Key: []byte{0, 0xff, 'k'}, Payload: []byte{0, 1, 2, 0xfe, 0xff}},
+			// Header text JSON must escape, and a payload of a quarter MiB.
+			{Topic: topic, Key: []byte("big"), Payload: bytes.Repeat([]byte("0123456789abcdef"), 16<<10),
+				Headers: map[string]string{"quote\"back\\slash": "line\nbreak\ttab \"q\" \\ 🚀 \u00e9", "x-Upper-Case": "Value"}},
 		}
 		want := map[uuid.UUID]outbox.Message{}
 		for i, r := range s.write(t, special...) {
@@ -65,6 +69,7 @@ func TestStoresKafkaEndToEnd(t *testing.T) {
 				continue
 			}
 			r := msgs[0]
+			// A nil key is Kafka's null key; an empty one stays empty.
 			if !bytes.Equal(r.Key, m.Key) || (m.Key == nil) != (r.Key == nil) || !bytes.Equal(r.Value, m.Payload) {
 				t.Errorf("event %s: key %q value %q, want key %q value %q", id, r.Key, r.Value, m.Key, m.Payload)
 			}
