@@ -358,6 +358,33 @@ func TestStoresFencedWriteBackChangesNothing(t *testing.T) {
 			}
 			settle(t, s, stolen)
 		})
+		// Sent by Run, whose workers mark a published batch sent in their
+		// next claim's transaction (sent_batching.go).
+		t.Run("sent by Run", func(t *testing.T) {
+			ids := resultIDs(s.write(t, storeMessages(3, "run", "fence")...))
+			stolen := ids[:2]
+			sk := &sink{fn: func(context.Context, []outbox.Message) error {
+				if n := s.steal(t, stolen); n != len(stolen) {
+					t.Errorf("stole %d rows, want %d", n, len(stolen))
+				}
+				return nil
+			}}
+			rr := startStoreRelay(t, s, sk, relay.Config{BatchSize: 3, Workers: 1})
+			await(t, 10*time.Second, func() bool { return s.rows(t)[ids[2]].Status == "sent" }, "the row the claim kept was not marked sent: %v", s.rows(t)[ids[2]])
+			if err := rr.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			rows := s.rows(t)
+			for _, id := range stolen {
+				if r := rows[id]; r.Status != "processing" || deref(r.LockedBy) != "other" || r.Attempt != 2 || r.Sent || r.LeaseLeft == nil {
+					t.Errorf("stolen row %s after Run's fenced mark-sent: %v; want it as the thief left it", id, r)
+				}
+			}
+			if r := rows[ids[2]]; r.Status != "sent" || r.Attempt != 1 {
+				t.Errorf("row the claim kept: %v, want sent on attempt 1", r)
+			}
+			settle(t, s, stolen)
+		})
 		for _, tc := range outcomes {
 			t.Run(tc.name, func(t *testing.T) {
 				// Each outcome on rows of its own topic, claimed alone.
