@@ -35,8 +35,8 @@ import (
 // the only clock the relay trusts.
 type storeBackend interface {
 	// write commits msgs in one transaction through the store's writer
-	// path (outbox.WriteBatch on a pgx transaction, or through
-	// outbox.FromMySQL) and returns their results.
+	// path (Writer.WriteBatch on a pgx transaction, or on
+	// outbox.FromMySQL of a database/sql one) and returns their results.
 	write(t *testing.T, msgs ...outbox.Message) []outbox.Result
 	// writeOpen writes msgs in a transaction it leaves open; end commits
 	// it (or rolls it back) and must be called before the test ends.
