@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -66,7 +67,8 @@ var (
 // Admin runs the admin operations on one outbox table. It is safe for
 // concurrent use.
 type Admin struct {
-	db  DB
+	db  DB      // PostgreSQL (New)
+	my  *sql.DB // MySQL or MariaDB (NewMySQL)
 	cfg Config
 	log *slog.Logger
 	q   statements
@@ -101,14 +103,25 @@ func New(db DB, cfg Config) (*Admin, error) {
 // Table returns the outbox table the Admin works on.
 func (a *Admin) Table() outbox.Table { return a.cfg.Table }
 
+// Name returns the table's name for messages: schema.table on PostgreSQL;
+// database.table on MySQL, or the table alone when it is in the
+// connection's database.
+func (a *Admin) Name() string {
+	if a.my != nil && a.cfg.Table.Schema == "" {
+		return a.cfg.Table.Name
+	}
+	return a.cfg.Table.String()
+}
+
 // statements are the admin statements for one table, each named for its
 // file in sql/.
 type statements struct {
-	now, statesOf, audit, orderedInUse                     string
+	now, statesOf, audit, auditAt, orderedInUse            string
 	statusCounts, statusSent, statusHolders, statusSenders string
 	statusSessions, statusShards, statusJobs               string
-	failedList, failedCount, failedRetry, failedPurge      string
-	replay, replayCount                                    string
+	failedList, failedCount, failedPick                    string
+	failedRetry, failedPurge                               string
+	replayPick, replay, replayCount                        string
 }
 
 // loadStatements reads the statements for table: {{table}}, {{shards}},
@@ -140,14 +153,21 @@ func loadStatements(table outbox.Table) statements {
 // could not do.
 const oneShot = pgx.QueryExecModeDescribeExec
 
-// check verifies the table's schema (migrations.Check).
+// check verifies the table's schema (migrations.Check, or on MySQL
+// migrations.CheckMySQL).
 func (a *Admin) check(ctx context.Context) error {
+	if a.my != nil {
+		return migrations.CheckMySQL(ctx, a.my, a.cfg.Table)
+	}
 	return migrations.Check(ctx, a.db, a.cfg.Table)
 }
 
 // Now returns the database clock, against which relative times ("the last
 // two hours") are to be measured.
 func (a *Admin) Now(ctx context.Context) (time.Time, error) {
+	if a.my != nil {
+		return a.nowMySQL(ctx)
+	}
 	var now time.Time
 	if err := a.db.QueryRow(ctx, a.q.now, oneShot).Scan(&now); err != nil {
 		return time.Time{}, fmt.Errorf("admin: read the database clock: %w", err)

@@ -66,6 +66,9 @@ func (a *Admin) ListFailed(ctx context.Context, f Filter, p Page) (rows []Failed
 	if err := a.check(ctx); err != nil {
 		return nil, "", err
 	}
+	if a.my != nil {
+		return a.listFailedMySQL(ctx, f, p, after)
+	}
 	args = append([]any{oneShot}, append(args, after, int64(p.Limit), p.WithPayload)...)
 	q, err := a.db.Query(ctx, a.q.failedList, args...)
 	if err != nil {
@@ -96,6 +99,9 @@ func (a *Admin) CountFailed(ctx context.Context, f Filter) (int64, error) {
 	}
 	if err := a.check(ctx); err != nil {
 		return 0, err
+	}
+	if a.my != nil {
+		return a.countMySQL(ctx, "failed", a.q.failedCount, f.mysql())
 	}
 	var n int64
 	if err := a.db.QueryRow(ctx, a.q.failedCount, append([]any{oneShot}, args...)...).Scan(&n); err != nil {
@@ -152,6 +158,9 @@ func (a *Admin) failedAction(ctx context.Context, action, sql string, f Filter, 
 		if err != nil {
 			return Result{Action: action, DryRun: true}, err
 		}
+		if a.my != nil {
+			return a.dryRunMySQL(ctx, action, n, o.Limit, ids, "failed")
+		}
 		return a.dryRun(ctx, action, n, o.Limit, ids, "failed")
 	}
 	what := f.describe()
@@ -160,6 +169,14 @@ func (a *Admin) failedAction(ctx context.Context, action, sql string, f Filter, 
 	}
 	if action == "failed.retry" {
 		what["clear_error"] = o.ClearError
+	}
+	if a.my != nil {
+		mf := f.mysql()
+		apply := a.q.failedRetry
+		if action == "failed.purge" {
+			apply = a.q.failedPurge
+		}
+		return a.changeMySQL(ctx, action, what, ids, nil, mf.sql(a.q.failedPick), append(mf.args(), mysqlLimit(o.Limit)), apply, extra...)
 	}
 	return a.change(ctx, action, what, ids, nil, sql, append(append(args, limitParam(o.Limit)), extra...)...)
 }

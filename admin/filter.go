@@ -202,3 +202,24 @@ func limitParam(n int64) *int64 {
 	}
 	return &n
 }
+
+// mysql returns the filter of the failed_*.sql statements of MySQL.
+func (f Filter) mysql() mysqlFilter {
+	ids, _ := canonicalIDs(f.IDs) // validated by params
+	cFrom, cTo := f.Created.params()
+	fFrom, fTo := f.Failed.params()
+	var errText *string
+	if f.ErrorContains != "" {
+		errText = &f.ErrorContains
+	}
+	return newMySQLFilter(ids, f.Topics, cFrom, cTo, fFrom, fTo, errText)
+}
+
+// mysql returns the filter of replay_pick.sql and replay_count.sql of
+// MySQL.
+func (f ReplayFilter) mysql() mysqlFilter {
+	ids, _ := canonicalIDs(f.IDs) // validated by params
+	cFrom, cTo := f.Created.params()
+	sFrom, sTo := f.Sent.params()
+	return newMySQLFilter(ids, f.Topics, cFrom, cTo, sFrom, sTo)
+}

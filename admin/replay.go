@@ -50,7 +50,11 @@ func (a *Admin) Replay(ctx context.Context, f ReplayFilter, o ActionOptions) (Re
 		if err != nil {
 			return Result{Action: action, DryRun: true}, err
 		}
-		res, err := a.dryRun(ctx, action, n, o.Limit, ids, "sent")
+		dry := a.dryRun
+		if a.my != nil {
+			dry = a.dryRunMySQL
+		}
+		res, err := dry(ctx, action, n, o.Limit, ids, "sent")
 		if err == nil {
 			err = missing(res)
 		}
@@ -60,7 +64,13 @@ func (a *Admin) Replay(ctx context.Context, f ReplayFilter, o ActionOptions) (Re
 	if o.Limit > 0 {
 		what["limit"] = o.Limit
 	}
-	res, err := a.change(ctx, action, what, ids, missing, a.q.replay, append(args, limitParam(o.Limit))...)
+	var res Result
+	if a.my != nil {
+		mf := f.mysql()
+		res, err = a.changeMySQL(ctx, action, what, ids, missing, mf.sql(a.q.replayPick), append(mf.args(), mysqlLimit(o.Limit)), a.q.replay)
+	} else {
+		res, err = a.change(ctx, action, what, ids, missing, a.q.replay, append(args, limitParam(o.Limit))...)
+	}
 	if isNotFound(err) {
 		a.log.Warn("replay refused", "error", err)
 	}
@@ -78,6 +88,9 @@ func (a *Admin) CountReplay(ctx context.Context, f ReplayFilter) (int64, error) 
 	}
 	if err := a.check(ctx); err != nil {
 		return 0, err
+	}
+	if a.my != nil {
+		return a.countMySQL(ctx, "sent", a.q.replayCount, f.mysql())
 	}
 	var n int64
 	if err := a.db.QueryRow(ctx, a.q.replayCount, append([]any{oneShot}, args...)...).Scan(&n); err != nil {

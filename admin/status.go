@@ -40,6 +40,13 @@ type Status struct {
 	// application_name (relay run sets it; any outbox table of the
 	// database).
 	Sessions []Session `json:"sessions"`
+	// SessionsNote says why Sessions is empty when they cannot be listed
+	// (SessionsNoteMySQL); "" on PostgreSQL.
+	SessionsNote string `json:"sessions_note,omitempty"`
+	// Dialect is "mysql" on MySQL and MariaDB, which have no ordered
+	// delivery or partitioned tables (Ordered and Partitions stay nil);
+	// "" on PostgreSQL.
+	Dialect string `json:"dialect,omitempty"`
 	// Ordered is the shard table of ordered delivery; nil when it has no
 	// rows (no relay ran with --ordered-topics).
 	Ordered *Ordered `json:"ordered"`
@@ -189,6 +196,9 @@ func (a *Admin) Status(ctx context.Context, o StatusOptions) (*Status, error) {
 	if err := a.check(ctx); err != nil {
 		return nil, err
 	}
+	if a.my != nil {
+		return a.statusMySQL(ctx, o)
+	}
 	tx, err := a.db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("admin: status: begin: %w", err)
@@ -206,7 +216,7 @@ func (a *Admin) Status(ctx context.Context, o StatusOptions) (*Status, error) {
 	if _, err := tx.Exec(ctx, indexSettings); err != nil {
 		return nil, fmt.Errorf("admin: status: %w", err)
 	}
-	s := &Status{Table: a.cfg.Table.String(), SinkOutage: SinkOutageUnknown,
+	s := &Status{Table: a.Name(), SinkOutage: SinkOutageUnknown,
 		Topics: []TopicCounts{}, Holders: []Holder{}, RecentSenders: []Sender{}, Sessions: []Session{}, Jobs: []Job{}}
 	for _, part := range []struct {
 		what string

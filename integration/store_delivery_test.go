@@ -31,7 +31,11 @@ func TestStoresKafkaEndToEnd(t *testing.T) {
 		special := []outbox.Message{
 			{Topic: topic, Key: []byte("order-7"), Payload: []byte(`{"order":7,"note":"ünïcode ✓"}`), Headers: headers},
 			{Topic: topic, Payload: []byte("no key")},
+			{Topic: topic, Key: []byte{}, Payload: []byte("empty key")},
 			{Topic: topic, Key: []byte{0, 0xff, 'k'}, Payload: []byte{0, 1, 2, 0xfe, 0xff}},
+			// Header text JSON must escape, and a payload of a quarter MiB.
+			{Topic: topic, Key: []byte("big"), Payload: bytes.Repeat([]byte("0123456789abcdef"), 16<<10),
+				Headers: map[string]string{"quote\"back\\slash": "line\nbreak\ttab \"q\" \\ 🚀 \u00e9", "x-Upper-Case": "Value"}},
 		}
 		want := map[uuid.UUID]outbox.Message{}
 		for i, r := range s.write(t, special...) {
@@ -65,6 +69,7 @@ func TestStoresKafkaEndToEnd(t *testing.T) {
 				continue
 			}
 			r := msgs[0]
+			// A nil key is Kafka's null key; an empty one stays empty.
 			if !bytes.Equal(r.Key, m.Key) || (m.Key == nil) != (r.Key == nil) || !bytes.Equal(r.Value, m.Payload) {
 				t.Errorf("event %s: key %q value %q, want key %q value %q", id, r.Key, r.Value, m.Key, m.Payload)
 			}
@@ -226,8 +231,12 @@ func TestStoresLateCommitIsDeliveredAndRollbackNever(t *testing.T) {
 		commitLate(true)
 		rollBack(false)
 		committed := time.Now()
-		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == n+1 }, "late-committed event not sent: %v", s.statuses(t))
-		t.Logf("late-committed event sent within %v of its commit, after %d events passed it", time.Since(committed), n)
+		// Below the floor, the row waits for a look, spaced by 200 times the
+		// last look's duration and at most a minute apart (claim_floor.go):
+		// usually well under a second, but a look slowed to 50ms by a busy
+		// host puts the next one 10s out.
+		await(t, 75*time.Second, func() bool { return countStatus(t, s, "sent") == n+1 }, "late-committed event not sent: %v", s.statuses(t))
+		t.Logf("%s: late-committed event sent within %v of its commit, after %d events passed it", t.Name(), time.Since(committed), n)
 
 		acked := sk.ackedByID()
 		if acked[late[0].ID] != 1 {

@@ -290,7 +290,7 @@ func TestStoresRowRescuedTooOftenFails(t *testing.T) {
 			if row := s.rows(t)[poison]; row.Attempt != i+1 || row.Status != "processing" {
 				t.Fatalf("claim %d: %v, want processing on attempt %d", i+1, row, i+1)
 			}
-			s.lapse(t, []uuid.UUID{poison})
+			s.lapse(t, []uuid.UUID{poison}, 0)
 		}
 		healthy := s.write(t, outbox.Message{Topic: "orders", Payload: []byte("healthy")})[0].ID
 

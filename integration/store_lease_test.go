@@ -79,7 +79,7 @@ func TestStoresLapsedLeaseIsRescuedAndStaleClaimFenced(t *testing.T) {
 				t.Fatalf("row %s while the stale claim publishes: %v; want processing, attempt 1, stale's minute-long lease", id, r)
 			}
 		}
-		s.lapse(t, ids)
+		s.lapse(t, ids, 0)
 
 		// The rescuer claims the lapsed rows and holds them while the stale
 		// claim's publish returns: the stale write-back finds the rows still
@@ -358,6 +358,33 @@ func TestStoresFencedWriteBackChangesNothing(t *testing.T) {
 			}
 			settle(t, s, stolen)
 		})
+		// Sent by Run, whose workers mark a published batch sent in their
+		// next claim's transaction (sent_batching.go).
+		t.Run("sent by Run", func(t *testing.T) {
+			ids := resultIDs(s.write(t, storeMessages(3, "run", "fence")...))
+			stolen := ids[:2]
+			sk := &sink{fn: func(context.Context, []outbox.Message) error {
+				if n := s.steal(t, stolen); n != len(stolen) {
+					t.Errorf("stole %d rows, want %d", n, len(stolen))
+				}
+				return nil
+			}}
+			rr := startStoreRelay(t, s, sk, relay.Config{BatchSize: 3, Workers: 1})
+			await(t, 10*time.Second, func() bool { return s.rows(t)[ids[2]].Status == "sent" }, "the row the claim kept was not marked sent: %v", s.rows(t)[ids[2]])
+			if err := rr.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			rows := s.rows(t)
+			for _, id := range stolen {
+				if r := rows[id]; r.Status != "processing" || deref(r.LockedBy) != "other" || r.Attempt != 2 || r.Sent || r.LeaseLeft == nil {
+					t.Errorf("stolen row %s after Run's fenced mark-sent: %v; want it as the thief left it", id, r)
+				}
+			}
+			if r := rows[ids[2]]; r.Status != "sent" || r.Attempt != 1 {
+				t.Errorf("row the claim kept: %v, want sent on attempt 1", r)
+			}
+			settle(t, s, stolen)
+		})
 		for _, tc := range outcomes {
 			t.Run(tc.name, func(t *testing.T) {
 				// Each outcome on rows of its own topic, claimed alone.
@@ -401,7 +428,7 @@ func settle(t *testing.T, s storeBackend, stolen []uuid.UUID) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	s.lapse(t, stolen)
+	s.lapse(t, stolen, 0)
 	if _, err := s.newRelay(t, &sink{}, relay.Config{MaxAttempts: 100}).ProcessBatch(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -410,4 +437,44 @@ func settle(t *testing.T, s storeBackend, stolen []uuid.UUID) {
 			t.Fatalf("row %s left claimable: %v", id, r)
 		}
 	}
+}
+
+// A lease that lapsed long before a running relay's claims look for
+// lapsed leases (an hour ago: a replica that froze while the others ran)
+// is found below the claims' window by the sweep and its rows are sent,
+// once, on their second attempt.
+func TestStoresLongLapsedLeaseFoundWhileRunning(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s storeBackend) {
+		ctx := context.Background()
+		ids := resultIDs(s.write(t, storeMessages(4, "orders", "frozen")...))
+		frozen, entered, release := heldSink()
+		stale := s.newRelay(t, frozen, relay.Config{ID: "frozen", Lease: time.Minute})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = stale.ProcessBatch(ctx, 0) // fenced once released: see the lapsed-lease case
+		}()
+		t.Cleanup(func() { close(release); <-done })
+		awaitEntered(t, entered)
+
+		sk := &sink{}
+		live := startStoreRelay(t, s, sk, relay.Config{ID: "live"})
+		// The live relay claims (nothing) for a while before the lease is
+		// found lapsed an hour ago.
+		more := resultIDs(s.write(t, storeMessages(2, "orders", "fresh")...))
+		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == len(more) }, "fresh rows not sent: %v", s.statuses(t))
+		lapsedAt := time.Now()
+		s.lapse(t, ids, time.Hour)
+		// Looks are at most a minute apart (claim_floor.go).
+		await(t, 75*time.Second, func() bool { return countStatus(t, s, "sent") == len(ids)+len(more) }, "long-lapsed rows not rescued: %v", s.statuses(t))
+		t.Logf("%s: rows lapsed an hour ago rescued within %v", t.Name(), time.Since(lapsedAt))
+		acked := sk.ackedByID()
+		rows := s.rows(t)
+		for _, id := range ids {
+			if r := rows[id]; acked[id] != 1 || r.Attempt != 2 || replicaOf(r.LockedBy) != live.ID() {
+				t.Errorf("long-lapsed row %s: published %d times, %v; want once, by %s on attempt 2", id, acked[id], r, live.ID())
+			}
+		}
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,6 +106,68 @@ func TestStoresRunRunsRetention(t *testing.T) {
 			if r, ok := rows[id]; !ok || r.Status != "sent" {
 				t.Errorf("young sent row %s: %v (present %v), want kept", id, r, ok)
 			}
+		}
+	})
+}
+
+// A table of another name (qualified with its database on MariaDB) goes
+// through the whole lifecycle: written with dedup keys, delivered by Run,
+// retried, failed, and its expired sent rows deleted by the retention job
+// of its own jobs table.
+func TestStoresNamedTableLifecycle(t *testing.T) {
+	t.Parallel()
+	forEachStoreNamed(t, "shop_events", func(t *testing.T, s storeBackend) {
+		ctx := context.Background()
+		res := s.write(t,
+			outbox.Message{Topic: "orders", Payload: []byte("a"), DedupKey: "a"},
+			outbox.Message{Topic: "orders", Payload: []byte("a again"), DedupKey: "a"},
+			outbox.Message{Topic: "orders", Payload: []byte("flaky")},
+			outbox.Message{Topic: "orders", Payload: []byte("poison")},
+		)
+		if !res[1].Duplicate || res[1].ID != res[0].ID {
+			t.Fatalf("repeated dedup key = %+v, want a duplicate of %s", res[1], res[0].ID)
+		}
+		flaky, poison := res[2].ID, res[3].ID
+		var flakyFailures atomic.Int32
+		flakyFailures.Store(1)
+		sk := &sink{fn: func(_ context.Context, msgs []outbox.Message) error {
+			errs := make(publishers.Errors, len(msgs))
+			for i, m := range msgs {
+				switch {
+				case m.ID == poison:
+					errs[i] = publishers.Permanent(errors.New("rejected"))
+				case m.ID == flaky && flakyFailures.Add(-1) >= 0:
+					errs[i] = errors.New("try again")
+				}
+			}
+			return errs
+		}}
+		rr := startStoreRelay(t, s, sk, relay.Config{BackoffMin: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond, KeepSent: true})
+		await(t, 10*time.Second, func() bool {
+			st := s.statuses(t)
+			return st["sent"] == 2 && st["failed"] == 1
+		}, "rows not settled: %v", s.statuses(t))
+		rows := s.rows(t)
+		if r := rows[flaky]; r.Attempt != 2 || !r.Sent {
+			t.Errorf("flaky row: %v, want sent on attempt 2", r)
+		}
+		if r := rows[poison]; r.Status != "failed" || r.LastError == nil || !strings.Contains(*r.LastError, "rejected") {
+			t.Errorf("poison row: %v, want failed with the reason", r)
+		}
+		if err := rr.stop(t); err != nil {
+			t.Fatal(err)
+		}
+
+		s.backdateSent(t, []uuid.UUID{res[0].ID, flaky}, 2*time.Hour)
+		ret, err := s.newRelay(t, &sink{}, relay.Config{Retention: time.Hour}).RunRetention(ctx)
+		if err != nil {
+			t.Fatalf("RunRetention: %v", err)
+		}
+		if !ret.Ran || ret.Deleted != 2 || !ret.Complete {
+			t.Errorf("RunRetention = %+v, want the 2 expired sent rows deleted", ret)
+		}
+		if rows := s.rows(t); len(rows) != 1 || rows[poison].Status != "failed" {
+			t.Errorf("rows after retention: %v, want only the failed one", rows)
 		}
 	})
 }

@@ -35,8 +35,8 @@ import (
 // the only clock the relay trusts.
 type storeBackend interface {
 	// write commits msgs in one transaction through the store's writer
-	// path (outbox.WriteBatch on a pgx transaction, or through
-	// outbox.FromMySQL) and returns their results.
+	// path (Writer.WriteBatch on a pgx transaction, or on
+	// outbox.FromMySQL of a database/sql one) and returns their results.
 	write(t *testing.T, msgs ...outbox.Message) []outbox.Result
 	// writeOpen writes msgs in a transaction it leaves open; end commits
 	// it (or rolls it back) and must be called before the test ends.
@@ -48,10 +48,10 @@ type storeBackend interface {
 	rows(t *testing.T) map[uuid.UUID]storeRow
 	// statuses counts rows by status.
 	statuses(t *testing.T) map[string]int
-	// lapse moves the lease of the processing rows ids a second into the
-	// past, as if their claimer had crashed; it fails the test unless
-	// every one of them was processing.
-	lapse(t *testing.T, ids []uuid.UUID)
+	// lapse moves the lease of the processing rows ids ago into the past
+	// (a second when ago is 0), as if their claimer had crashed; it fails
+	// the test unless every one of them was processing.
+	lapse(t *testing.T, ids []uuid.UUID, ago time.Duration)
 	// steal leases the processing rows ids to the claim "other" for a
 	// minute with one more attempt, as another replica's claim after a
 	// lapse would, and returns how many it took (it is called from
@@ -90,16 +90,26 @@ func (r storeRow) String() string {
 }
 
 // forEachStore runs test as the parallel subtests "postgres" and
-// "mariadb", each on a fresh table of its own.
+// "mariadb", each on a fresh table of its own: "outbox" in a schema of the
+// test's own on PostgreSQL, `outbox` in the connection's database (an
+// empty Table.Schema, as users write it) on MariaDB.
 func forEachStore(t *testing.T, test func(t *testing.T, s storeBackend)) {
+	t.Helper()
+	forEachStoreNamed(t, "", test)
+}
+
+// forEachStoreNamed is forEachStore on a table called name (the default
+// when empty); on MariaDB a named table is also qualified with the
+// database, given as Table.Schema.
+func forEachStoreNamed(t *testing.T, name string, test func(t *testing.T, s storeBackend)) {
 	t.Helper()
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		test(t, newPostgresBackend(t))
+		test(t, newPostgresBackend(t, name))
 	})
 	t.Run("mariadb", func(t *testing.T) {
 		t.Parallel()
-		test(t, newMariaDBBackend(t))
+		test(t, newMariaDBBackend(t, name))
 	})
 }
 
@@ -174,7 +184,7 @@ type postgresBackend struct {
 	writer *outbox.Writer
 }
 
-func newPostgresBackend(t *testing.T) *postgresBackend {
+func newPostgresBackend(t *testing.T, name string) *postgresBackend {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
@@ -188,7 +198,10 @@ func newPostgresBackend(t *testing.T) *postgresBackend {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	table := outbox.Table{Schema: "test_" + hex.EncodeToString(b[:]), Name: "outbox"}
+	if name == "" {
+		name = outbox.DefaultTable
+	}
+	table := outbox.Table{Schema: "test_" + hex.EncodeToString(b[:]), Name: name}
 	t.Cleanup(func() {
 		defer pool.Close()
 		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{table.Schema}.Sanitize()+" CASCADE"); err != nil {
@@ -306,12 +319,12 @@ func (p *postgresBackend) statuses(t *testing.T) map[string]int {
 	return m
 }
 
-func (p *postgresBackend) lapse(t *testing.T, ids []uuid.UUID) {
+func (p *postgresBackend) lapse(t *testing.T, ids []uuid.UUID, ago time.Duration) {
 	t.Helper()
 	tag, err := p.pool.Exec(context.Background(), "UPDATE "+p.table.Ident()+`
-SET locked_until = now() - interval '1 second'
+SET locked_until = now() - $2 * interval '1 microsecond'
 WHERE id = ANY($1)
-  AND status = 'processing'`, ids)
+  AND status = 'processing'`, ids, lapseAgo(ago).Microseconds())
 	if err != nil {
 		t.Fatalf("lapse leases: %v", err)
 	}
@@ -357,19 +370,35 @@ func (p *postgresBackend) insertRaw(t *testing.T, topic, headers string) uuid.UU
 }
 
 // mariadbBackend is a database of the test's own on the MariaDB (or
-// MySQL) test server, migrated by migrations.UpMySQL; the relay's table is
-// `outbox` in the connection's database (an empty Table.Schema).
+// MySQL) test server, migrated by migrations.UpMySQL. The table is
+// `outbox` in the connection's database (an empty Table.Schema), or a
+// named table qualified with the database.
 type mariadbBackend struct {
-	db *sql.DB
+	db     *sql.DB
+	table  outbox.Table
+	ident  string // the table, quoted for MySQL
+	writer *outbox.Writer
 }
 
-func newMariaDBBackend(t *testing.T) *mariadbBackend {
+func newMariaDBBackend(t *testing.T, name string) *mariadbBackend {
 	t.Helper()
 	db, _ := mariadbtest.DB(t)
-	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{}); err != nil {
+	var table outbox.Table
+	if name != "" {
+		var database string
+		if err := db.QueryRow("SELECT DATABASE()").Scan(&database); err != nil {
+			t.Fatal(err)
+		}
+		table = outbox.Table{Schema: database, Name: name}
+	}
+	if _, err := migrations.UpMySQL(context.Background(), db, table); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return &mariadbBackend{db: db}
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		t.Fatalf("NewWriter: %v", err)
+	}
+	return &mariadbBackend{db: db, table: table, ident: migrations.MySQLIdent(table), writer: w}
 }
 
 func (m *mariadbBackend) write(t *testing.T, msgs ...outbox.Message) []outbox.Result {
@@ -380,7 +409,7 @@ func (m *mariadbBackend) write(t *testing.T, msgs ...outbox.Message) []outbox.Re
 		t.Fatalf("begin: %v", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	res, err := outbox.WriteBatch(ctx, outbox.FromMySQL(tx), msgs)
+	res, err := m.writer.WriteBatch(ctx, outbox.FromMySQL(tx), msgs)
 	if err != nil {
 		t.Fatalf("WriteBatch: %v", err)
 	}
@@ -397,7 +426,7 @@ func (m *mariadbBackend) writeOpen(t *testing.T, msgs ...outbox.Message) ([]outb
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
-	res, err := outbox.WriteBatch(ctx, outbox.FromMySQL(tx), msgs)
+	res, err := m.writer.WriteBatch(ctx, outbox.FromMySQL(tx), msgs)
 	if err != nil {
 		_ = tx.Rollback()
 		t.Fatalf("WriteBatch: %v", err)
@@ -418,7 +447,7 @@ func (m *mariadbBackend) writeOpen(t *testing.T, msgs ...outbox.Message) ([]outb
 
 func (m *mariadbBackend) newRelay(t *testing.T, pub relay.Publisher, cfg relay.Config) *relay.Relay {
 	t.Helper()
-	r, err := relay.NewMySQL(m.db, pub, storeConfig(t, outbox.Table{}, cfg))
+	r, err := relay.NewMySQL(m.db, pub, storeConfig(t, m.table, cfg))
 	if err != nil {
 		t.Fatalf("relay.NewMySQL: %v", err)
 	}
@@ -431,7 +460,7 @@ func (m *mariadbBackend) rows(t *testing.T) map[uuid.UUID]storeRow {
     TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), next_retry_at),
     TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until),
     sent_at IS NOT NULL
-FROM outbox`)
+FROM ` + m.ident)
 	if err != nil {
 		t.Fatalf("read rows: %v", err)
 	}
@@ -473,7 +502,7 @@ FROM outbox`)
 
 func (m *mariadbBackend) statuses(t *testing.T) map[string]int {
 	t.Helper()
-	rs, err := m.db.Query("SELECT status, COUNT(*) FROM outbox GROUP BY status")
+	rs, err := m.db.Query("SELECT status, COUNT(*) FROM " + m.ident + " GROUP BY status")
 	if err != nil {
 		t.Fatalf("count statuses: %v", err)
 	}
@@ -493,6 +522,14 @@ func (m *mariadbBackend) statuses(t *testing.T) map[string]int {
 	return out
 }
 
+// lapseAgo is how far lapse moves a lease into the past.
+func lapseAgo(ago time.Duration) time.Duration {
+	if ago == 0 {
+		return time.Second
+	}
+	return ago
+}
+
 // idList returns "?, ?, ..." for ids and the ids as 16-byte arguments.
 func idList(ids []uuid.UUID) (string, []any) {
 	args := make([]any, len(ids))
@@ -502,13 +539,13 @@ func idList(ids []uuid.UUID) (string, []any) {
 	return strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "), args
 }
 
-func (m *mariadbBackend) lapse(t *testing.T, ids []uuid.UUID) {
+func (m *mariadbBackend) lapse(t *testing.T, ids []uuid.UUID, ago time.Duration) {
 	t.Helper()
 	list, args := idList(ids)
-	res, err := m.db.Exec(`UPDATE outbox
-SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND
+	res, err := m.db.Exec(`UPDATE `+m.ident+`
+SET locked_until = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 WHERE id IN (`+list+`)
-  AND status = 'processing'`, args...)
+  AND status = 'processing'`, append([]any{lapseAgo(ago).Microseconds()}, args...)...)
 	if err != nil {
 		t.Fatalf("lapse leases: %v", err)
 	}
@@ -520,7 +557,7 @@ WHERE id IN (`+list+`)
 func (m *mariadbBackend) insertRaw(t *testing.T, topic, headers string) uuid.UUID {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())
-	_, err := m.db.Exec("INSERT INTO outbox (id, topic, payload, headers) VALUES (?, ?, 'x', ?)", id[:], topic, headers)
+	_, err := m.db.Exec("INSERT INTO "+m.ident+" (id, topic, payload, headers) VALUES (?, ?, 'x', ?)", id[:], topic, headers)
 	if err != nil {
 		t.Fatalf("insert a raw row: %v", err)
 	}
@@ -530,7 +567,7 @@ func (m *mariadbBackend) insertRaw(t *testing.T, topic, headers string) uuid.UUI
 func (m *mariadbBackend) steal(t *testing.T, ids []uuid.UUID) int {
 	t.Helper()
 	list, args := idList(ids)
-	res, err := m.db.Exec(`UPDATE outbox
+	res, err := m.db.Exec(`UPDATE `+m.ident+`
 SET locked_by = 'other', locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE, attempt = attempt + 1
 WHERE id IN (`+list+`)
   AND status = 'processing'`, args...)
@@ -545,7 +582,7 @@ WHERE id IN (`+list+`)
 func (m *mariadbBackend) backdateSent(t *testing.T, ids []uuid.UUID, ago time.Duration) {
 	t.Helper()
 	list, args := idList(ids)
-	res, err := m.db.Exec(`UPDATE outbox
+	res, err := m.db.Exec(`UPDATE `+m.ident+`
 SET sent_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 WHERE id IN (`+list+`)`, append([]any{ago.Microseconds()}, args...)...)
 	if err != nil {

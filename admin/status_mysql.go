@@ -1,0 +1,140 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// statusTx is Status's transaction on MySQL: one snapshot for every part.
+var statusTx = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+
+// statusMySQL is Status on MySQL: the counts, the sent rows, the holders,
+// the recent senders and the jobs, in one read-only REPEATABLE READ
+// transaction. Sessions are not listed (SessionsNoteMySQL); MySQL has no
+// ordered delivery or partitions.
+func (a *Admin) statusMySQL(ctx context.Context, o StatusOptions) (*Status, error) {
+	tx, err := a.my.BeginTx(ctx, statusTx)
+	if err != nil {
+		return nil, fmt.Errorf("admin: status: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only: nothing to commit
+	s := &Status{Table: a.Name(), SinkOutage: SinkOutageUnknown, Dialect: "mysql", SessionsNote: SessionsNoteMySQL,
+		Topics: []TopicCounts{}, Holders: []Holder{}, RecentSenders: []Sender{}, Sessions: []Session{}, Jobs: []Job{}}
+	for _, part := range []struct {
+		what string
+		fn   func(context.Context, *sql.Tx, *Status, StatusOptions) error
+	}{
+		{"count rows", a.statusCountsMySQL}, {"count sent rows", a.statusSentMySQL},
+		{"read holders", a.statusHoldersMySQL}, {"read recent senders", a.statusSendersMySQL},
+		{"read jobs", a.statusJobsMySQL},
+	} {
+		if err := part.fn(ctx, tx, s, o); err != nil {
+			return nil, fmt.Errorf("admin: status: %s: %w", part.what, err)
+		}
+	}
+	s.markServing()
+	a.log.Debug("status read")
+	return s, nil
+}
+
+// eachRow runs q and calls scan for each row.
+func eachRow(ctx context.Context, tx *sql.Tx, q string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (a *Admin) statusCountsMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ StatusOptions) error {
+	byTopic := map[string]int{} // index into s.Topics
+	return eachRow(ctx, tx, a.q.statusCounts, nil, func(r *sql.Rows) error {
+		var (
+			state, topic string
+			n, sub       int64
+			age          *float64
+		)
+		if err := r.Scan(&state, &topic, &n, &sub, &age); err != nil {
+			return err
+		}
+		i, ok := byTopic[topic]
+		if !ok {
+			i = len(s.Topics)
+			byTopic[topic] = i
+			s.Topics = append(s.Topics, TopicCounts{Topic: topic})
+		}
+		t := &s.Topics[i]
+		switch state {
+		case "pending":
+			t.PendingDue, t.PendingDelayed = sub, n-sub
+			s.Totals.PendingDue += sub
+			s.Totals.PendingDelayed += n - sub
+			t.OldestDueSeconds = copyPtr(age)
+			s.OldestDueSeconds = maxPtr(s.OldestDueSeconds, age)
+		case "processing":
+			t.Processing = n
+			s.Totals.Processing += n
+			s.Totals.Lapsed += sub
+			s.OldestLapsedSeconds = maxPtr(s.OldestLapsedSeconds, age)
+		case "failed":
+			t.Failed = n
+			s.Totals.Failed += n
+			s.Totals.Parked += sub
+		}
+		return nil
+	})
+}
+
+func (a *Admin) statusSentMySQL(ctx context.Context, tx *sql.Tx, s *Status, o StatusOptions) error {
+	others := s.Totals.PendingDue + s.Totals.PendingDelayed + s.Totals.Processing + s.Totals.Failed
+	s.Totals.SentExact = o.ExactSent
+	var schema *string
+	if a.cfg.Table.Schema != "" {
+		schema = &a.cfg.Table.Schema
+	}
+	var at, oldest nullTime
+	err := tx.QueryRowContext(ctx, a.q.statusSent, o.ExactSent, others, schema, a.cfg.Table.Name).Scan(&at, &s.Totals.Sent, &oldest)
+	s.At, s.OldestSentAt = at.UTC(), oldest.ptr()
+	return err
+}
+
+func (a *Admin) statusHoldersMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ StatusOptions) error {
+	return eachRow(ctx, tx, a.q.statusHolders, nil, func(r *sql.Rows) error {
+		var h Holder
+		if err := r.Scan(&h.Relay, &h.Rows, &h.Claims, &h.FirstLeaseEnd, &h.LastLeaseEnd); err != nil {
+			return err
+		}
+		s.Holders = append(s.Holders, h)
+		return nil
+	})
+}
+
+func (a *Admin) statusSendersMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ StatusOptions) error {
+	return eachRow(ctx, tx, a.q.statusSenders, []any{a.cfg.RecentSent}, func(r *sql.Rows) error {
+		var x Sender
+		if err := r.Scan(&x.Relay, &x.Rows, &x.LastSentSeconds); err != nil {
+			return err
+		}
+		s.RecentSenders = append(s.RecentSenders, x)
+		return nil
+	})
+}
+
+func (a *Admin) statusJobsMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ StatusOptions) error {
+	return eachRow(ctx, tx, a.q.statusJobs, nil, func(r *sql.Rows) error {
+		var j Job
+		if err := r.Scan(&j.Job, &j.LastRunBy, &j.Running, &j.NextRunSeconds,
+			&j.LastStartedSeconds, &j.LastFinishedSeconds, &j.LastDeleted, &j.TotalDeleted); err != nil {
+			return err
+		}
+		s.Jobs = append(s.Jobs, j)
+		return nil
+	})
+}
