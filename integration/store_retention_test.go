@@ -22,7 +22,7 @@ import (
 // then not due again on any replica until JanitorInterval has passed.
 func TestStoresRetentionDeletesOnlyExpiredSentRows(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, s storeBackend) {
+	forEachStoreUnpartitioned(t, "", func(t *testing.T, s storeBackend) {
 		ctx := context.Background()
 		sent := resultIDs(s.write(t, storeMessages(10, "orders", "kept-or-not")...))
 		poison := s.write(t, outbox.Message{Topic: "orders", Payload: []byte("poison")})[0].ID
@@ -95,7 +95,7 @@ func TestStoresRetentionDeletesOnlyExpiredSentRows(t *testing.T) {
 // while the relay runs are deleted without anyone calling RunRetention.
 func TestStoresRunRunsRetention(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, s storeBackend) {
+	forEachStoreUnpartitioned(t, "", func(t *testing.T, s storeBackend) {
 		ids := resultIDs(s.write(t, storeMessages(25, "orders", "expiring")...))
 		startStoreRelay(t, s, &sink{}, relay.Config{Retention: time.Hour, JanitorInterval: 20 * time.Millisecond, JanitorBatch: 10})
 		await(t, 10*time.Second, func() bool { return countStatus(t, s, "sent") == len(ids) }, "rows not sent: %v", s.statuses(t))
@@ -116,7 +116,7 @@ func TestStoresRunRunsRetention(t *testing.T) {
 // of its own jobs table.
 func TestStoresNamedTableLifecycle(t *testing.T) {
 	t.Parallel()
-	forEachStoreNamed(t, "shop_events", func(t *testing.T, s storeBackend) {
+	forEachStoreUnpartitioned(t, "shop_events", func(t *testing.T, s storeBackend) {
 		ctx := context.Background()
 		res := s.write(t,
 			outbox.Message{Topic: "orders", Payload: []byte("a"), DedupKey: "a"},

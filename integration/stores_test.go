@@ -103,9 +103,24 @@ func forEachStore(t *testing.T, test func(t *testing.T, s storeBackend)) {
 // database, given as Table.Schema.
 func forEachStoreNamed(t *testing.T, name string, test func(t *testing.T, s storeBackend)) {
 	t.Helper()
+	forEachStoreWith(t, name, testdb.Options(t), test)
+}
+
+// forEachStoreUnpartitioned is forEachStoreNamed on a PostgreSQL table
+// that is never partitioned, even when the suite runs with partitioned
+// tables (testdb.Options): for the row deletes of the retention janitor,
+// which a partitioned table replaces with dropping whole partitions
+// (retention_test.go covers those).
+func forEachStoreUnpartitioned(t *testing.T, name string, test func(t *testing.T, s storeBackend)) {
+	t.Helper()
+	forEachStoreWith(t, name, migrations.Options{}, test)
+}
+
+func forEachStoreWith(t *testing.T, name string, pgOpts migrations.Options, test func(t *testing.T, s storeBackend)) {
+	t.Helper()
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		test(t, newPostgresBackend(t, name))
+		test(t, newPostgresBackend(t, name, pgOpts))
 	})
 	t.Run("mariadb", func(t *testing.T) {
 		t.Parallel()
@@ -184,7 +199,7 @@ type postgresBackend struct {
 	writer *outbox.Writer
 }
 
-func newPostgresBackend(t *testing.T, name string) *postgresBackend {
+func newPostgresBackend(t *testing.T, name string, opts migrations.Options) *postgresBackend {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
@@ -208,7 +223,7 @@ func newPostgresBackend(t *testing.T, name string) *postgresBackend {
 			t.Errorf("drop test schema: %v", err)
 		}
 	})
-	if _, err := migrations.UpWith(ctx, pool, table, testdb.Options(t)); err != nil {
+	if _, err := migrations.UpWith(ctx, pool, table, opts); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
