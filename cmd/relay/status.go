@@ -17,7 +17,9 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		"Prints the outbox table's rows by state and topic, how long the oldest due row has waited,\n"+
 		"the relays connected, holding rows and recently sending, the shard leases of ordered delivery\n"+
 		"and the retention janitor. It only reads, through the partial indexes of the states it counts:\n"+
-		"its cost follows the backlog and the failed rows, not the sent rows.", stdout, getenv)
+		"its cost follows the backlog and the failed rows, not the sent rows.\n\n"+
+		"On MySQL/MariaDB it reads the same through the indexes that lead with the status; it does not\n"+
+		"list the sessions connected, and there are no shards or partitions.", stdout, getenv)
 	var o adminOptions
 	o.register(f, getenv)
 	var exact bool
@@ -83,7 +85,9 @@ func printStatus(w io.Writer, s *admin.Status) {
 	}
 
 	fmt.Fprintln(w)
-	if len(s.Sessions) == 0 {
+	if s.SessionsNote != "" {
+		fmt.Fprintln(w, "relays connected: "+s.SessionsNote)
+	} else if len(s.Sessions) == 0 {
 		fmt.Fprintln(w, "relays connected: none (relay run names its sessions \""+admin.DefaultSessionPrefix+"<relay id>\")")
 	} else {
 		fmt.Fprintln(tw, "RELAY CONNECTED\tSESSIONS\tSINCE\tFROM\tSEEN ON THIS TABLE")
@@ -118,9 +122,12 @@ func printStatus(w io.Writer, s *admin.Status) {
 	}
 
 	fmt.Fprintln(w)
-	if s.Ordered == nil {
+	switch {
+	case s.Dialect == "mysql":
+		// MySQL has no ordered delivery: nothing to say.
+	case s.Ordered == nil:
 		fmt.Fprintln(w, "ordered delivery: not in use (the shard table is empty)")
-	} else {
+	default:
 		fmt.Fprintf(w, "ordered delivery: %d shards, %d leased\n", s.Ordered.Shards, len(s.Ordered.Leased))
 		if len(s.Ordered.Leased) > 0 {
 			fmt.Fprintln(tw, "SHARD\tHELD BY\tLEASE ENDS IN")
