@@ -15,6 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/admin"
+	"github.com/outboxrelay/outboxrelay/internal/mariadbtest"
+	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
@@ -682,7 +684,7 @@ func TestMySQLStatusCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s%s", code, out, stderr)
 	}
-	for _, want := range []string{b.name + ".outbox at ", "relays connected: not listed on MySQL/MariaDB", "retention job: never ran", "sink outage: unknown"} {
+	for _, want := range []string{b.name + ".outbox at ", "relays connected: not listed: relay run names its sessions by the program_name connection attribute", "retention job: never ran", "sink outage: unknown"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
@@ -707,6 +709,65 @@ func TestMySQLStatusCommand(t *testing.T) {
 	if s.Table != b.name+".outbox" || s.Dialect != "mysql" || s.Totals.PendingDue != 3 || s.Totals.Failed != 2 || s.Totals.Processing != 1 ||
 		s.Totals.Sent == nil || *s.Totals.Sent != 1 || !s.Totals.SentExact || s.SessionsNote == "" || len(s.Holders) != 1 {
 		t.Errorf("status --json = %+v", s)
+	}
+}
+
+// On a server with the performance schema on, relay status lists a relay
+// run on MySQL as connected and sending, by its program_name.
+func TestMySQLStatusCommandListsARunningRelay(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Private(t, "--performance-schema=ON")
+	db, dsn := srv.DB(t)
+	cfg, err := mysqldsn.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := migrations.UpMySQL(ctx, db, outbox.Table{}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OUTBOX_DATABASE_URL": mysqldsn.URL(cfg), "USER": "tester"}
+	ids := writeMySQL(t, db, outbox.Table{}, "orders", 3)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var runOut, runErr syncbuf.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, []string{"run", "--sink", "stdout", "--relay-id", "my-status-relay", "--poll-interval", "20ms"},
+			func(k string) string { return env[k] }, &runOut, &runErr)
+	}()
+	await(t, 15*time.Second, func() bool { return countMySQL(t, db, "outbox", "sent") == len(ids) })
+	code, out, stderr := invoke(ctx, env, "status", "--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d\n%s", code, stderr)
+	}
+	var s admin.Status
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("status --json does not parse: %v\n%s", err, out)
+	}
+	if s.SessionsNote != "" || !slices.ContainsFunc(s.Sessions, func(c admin.Session) bool {
+		return c.Relay == "my-status-relay" && c.Connections > 0 && c.ServesTable && c.Clients == "127.0.0.1"
+	}) {
+		t.Errorf("the running relay is not among the sessions: %+v (note %q)", s.Sessions, s.SessionsNote)
+	}
+	if slices.ContainsFunc(s.Sessions, func(c admin.Session) bool { return strings.Contains(c.Relay, "admin") }) {
+		t.Errorf("the admin command's own session is listed as a relay: %+v", s.Sessions)
+	}
+	if !slices.ContainsFunc(s.RecentSenders, func(r admin.Sender) bool { return r.Relay == "my-status-relay" && r.Rows == 3 }) {
+		t.Errorf("the running relay is not among the recent senders: %+v", s.RecentSenders)
+	}
+	code, out, _ = invoke(ctx, env, "status")
+	sessionLine := slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		f := strings.Fields(line)
+		return len(f) == 5 && f[0] == "my-status-relay" && f[2] == "-" && f[3] == "127.0.0.1" && f[4] == "yes"
+	})
+	if code != 0 || !sessionLine {
+		t.Errorf("status: exit %d, no session line for the relay:\n%s", code, out)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay run: exit %d\n%s", code, runErr.String())
 	}
 }
 

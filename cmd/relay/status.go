@@ -18,8 +18,9 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		"the relays connected, holding rows and recently sending, the shard leases of ordered delivery\n"+
 		"and the retention janitor. It only reads, through the partial indexes of the states it counts:\n"+
 		"its cost follows the backlog and the failed rows, not the sent rows.\n\n"+
-		"On MySQL/MariaDB it reads the same through the indexes that lead with the status; it does not\n"+
-		"list the sessions connected, and there are no shards or partitions.", stdout, getenv)
+		"On MySQL/MariaDB it reads the same through the indexes that lead with the status; it lists the\n"+
+		"sessions connected only when the server has performance_schema on, and there are no shards or\n"+
+		"partitions.", stdout, getenv)
 	var o adminOptions
 	o.register(f, getenv)
 	var exact bool
@@ -96,7 +97,11 @@ func printStatus(w io.Writer, s *admin.Status) {
 			if c.ServesTable {
 				here = "yes"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s ago\t%s\t%s\n", c.Relay, c.Connections, secs(c.SinceSecs), dash(c.Clients), here)
+			since := secs(c.SinceSecs) + " ago"
+			if s.Dialect == "mysql" {
+				since = "-" // MySQL does not record when a session connected
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.Relay, c.Connections, since, dash(c.Clients), here)
 		}
 		tw.Flush()
 	}
