@@ -297,6 +297,9 @@ func TestMySQLListFailedFiltersAndPages(t *testing.T) {
 		{"created before", admin.Filter{Created: admin.TimeRange{To: now.Add(-2 * time.Hour)}}, ids[:1]},
 		{"ids, a sent one among them", admin.Filter{IDs: []string{ids[1], ids[3]}}, ids[1:2]},
 		{"everything combined", admin.Filter{Topics: []string{"orders"}, ErrorContains: "large", Created: admin.TimeRange{From: now.Add(-2 * time.Hour)}}, ids[1:2]},
+		{"% is no wildcard", admin.Filter{ErrorContains: "%"}, nil},
+		{"_ is no wildcard (\"10:\" is in an error)", admin.Filter{ErrorContains: "10_"}, nil},
+		{"text with a colon", admin.Filter{ErrorContains: "10:"}, ids[:1]},
 	} {
 		rows, _, err := b.adm.ListFailed(b.ctx, c.f, admin.Page{})
 		if err != nil {
