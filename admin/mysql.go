@@ -36,6 +36,11 @@ import (
 //     they connected (Session.SinceSecs is 0); the sent estimate is
 //     InnoDB's TABLE_ROWS.
 //   - Result.Ordered is always false: MySQL has no ordered delivery.
+//   - Ids and topics of a filter travel as IN lists of parameters: with
+//     server-side prepared statements (no interpolateParams, which
+//     mysqldsn.ParseURL sets) MySQL takes at most 65,535 parameters in a
+//     statement, so a filter naming more ids than that fails; the changes
+//     themselves go by chunks of 1,000 ids.
 
 //go:embed sql/mysql/*.sql
 var mysqlFiles embed.FS
