@@ -17,4 +17,9 @@
 // of the states they read (pending, processing, failed, sent), so their
 // cost follows the backlog and the failed rows, not the sent rows that
 // make up most of a busy table.
+//
+// New works on PostgreSQL (pgx); NewMySQL returns the same Admin on a
+// MySQL 8.0.13+ or MariaDB 10.6+ database/sql pool, with its statements in
+// sql/mysql/ and the differences MySQL imposes listed in mysql.go
+// (docs/operations.md#on-mysql-and-mariadb).
 package admin

@@ -171,12 +171,10 @@ func (a *Admin) failedAction(ctx context.Context, action, sql string, f Filter, 
 		what["clear_error"] = o.ClearError
 	}
 	if a.my != nil {
+		// sql is MySQL's failed_retry.sql or failed_purge.sql: the change
+		// of the rows failed_pick.sql locks.
 		mf := f.mysql()
-		apply := a.q.failedRetry
-		if action == "failed.purge" {
-			apply = a.q.failedPurge
-		}
-		return a.changeMySQL(ctx, action, what, ids, nil, mf.sql(a.q.failedPick), append(mf.args(), mysqlLimit(o.Limit)), apply, extra...)
+		return a.changeMySQL(ctx, action, what, ids, nil, mf.sql(a.q.failedPick), append(mf.args(), mysqlLimit(o.Limit)), sql, extra...)
 	}
 	return a.change(ctx, action, what, ids, nil, sql, append(append(args, limitParam(o.Limit)), extra...)...)
 }

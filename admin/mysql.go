@@ -30,9 +30,17 @@ import (
 //     (MySQL has no UPDATE ... RETURNING). The fencing is the same: a row
 //     that left the state before it was locked is not touched, and once
 //     locked no relay can change it.
-//   - Status has no Ordered, Partitions or Sessions (Status.SessionsNote
-//     says why); the sent estimate is InnoDB's TABLE_ROWS.
+//   - Status has no Ordered or Partitions; Sessions come from the
+//     performance schema when the server has it on (MySQL's default, not
+//     MariaDB's; Status.SessionsNote says so otherwise), without the time
+//     they connected (Session.SinceSecs is 0); the sent estimate is
+//     InnoDB's TABLE_ROWS.
 //   - Result.Ordered is always false: MySQL has no ordered delivery.
+//   - Ids and topics of a filter travel as IN lists of parameters: with
+//     server-side prepared statements (no interpolateParams, which
+//     mysqldsn.ParseURL sets) MySQL takes at most 65,535 parameters in a
+//     statement, so a filter naming more ids than that fails; the changes
+//     themselves go by chunks of 1,000 ids.
 
 //go:embed sql/mysql/*.sql
 var mysqlFiles embed.FS
@@ -45,10 +53,11 @@ var changeTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // changeChunk is how many ids one UPDATE or DELETE of a change names.
 const changeChunk = 1000
 
-// SessionsNoteMySQL is Status.SessionsNote on MySQL and MariaDB.
-const SessionsNoteMySQL = "not listed on MySQL/MariaDB: relay run names its sessions by the program_name " +
-	"connection attribute, which only performance_schema.session_connect_attrs shows (off by default on MariaDB); " +
-	"the holders and recent senders below name the relays at work on this table"
+// SessionsNoteMySQL is Status.SessionsNote on a MySQL or MariaDB server
+// whose performance schema is off (MariaDB's default).
+const SessionsNoteMySQL = "not listed: relay run names its sessions by the program_name connection attribute, " +
+	"which only performance_schema.session_connect_attrs shows, and this server has performance_schema off; " +
+	"the holders and recent senders name the relays at work on this table"
 
 // NewMySQL returns an Admin for cfg.Table on db, a MySQL 8.0.13+ or
 // MariaDB 10.6+ database. cfg.Table.Schema is the database; empty, the
@@ -103,7 +112,7 @@ func loadMySQLStatements(table outbox.Table) statements {
 	return statements{
 		now: file("now"), statesOf: file("states_of"), audit: file("audit"), auditAt: file("audit_at"),
 		statusCounts: file("status_counts"), statusSent: file("status_sent"), statusHolders: file("status_holders"),
-		statusSenders: file("status_senders"), statusJobs: file("status_jobs"),
+		statusSenders: file("status_senders"), statusSessions: file("status_sessions"), statusJobs: file("status_jobs"),
 		failedList: file("failed_list"), failedCount: file("failed_count"), failedPick: file("failed_pick"),
 		failedRetry: file("failed_retry"), failedPurge: file("failed_purge"),
 		replayPick: file("replay_pick"), replay: file("replay"), replayCount: file("replay_count"),

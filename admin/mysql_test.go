@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 	"github.com/outboxrelay/outboxrelay/admin"
 	"github.com/outboxrelay/outboxrelay/internal/mariadbtest"
@@ -296,6 +297,9 @@ func TestMySQLListFailedFiltersAndPages(t *testing.T) {
 		{"created before", admin.Filter{Created: admin.TimeRange{To: now.Add(-2 * time.Hour)}}, ids[:1]},
 		{"ids, a sent one among them", admin.Filter{IDs: []string{ids[1], ids[3]}}, ids[1:2]},
 		{"everything combined", admin.Filter{Topics: []string{"orders"}, ErrorContains: "large", Created: admin.TimeRange{From: now.Add(-2 * time.Hour)}}, ids[1:2]},
+		{"% is no wildcard", admin.Filter{ErrorContains: "%"}, nil},
+		{"_ is no wildcard (\"10:\" is in an error)", admin.Filter{ErrorContains: "10_"}, nil},
+		{"text with a colon", admin.Filter{ErrorContains: "10:"}, ids[:1]},
 	} {
 		rows, _, err := b.adm.ListFailed(b.ctx, c.f, admin.Page{})
 		if err != nil {
@@ -588,5 +592,76 @@ func TestMySQLUnmigratedTableNamesMigrateUp(t *testing.T) {
 	}
 	if _, err := adm.RetryFailed(ctx, admin.Filter{All: true}, admin.ActionOptions{}); !errors.Is(err, migrations.ErrNotMigrated) {
 		t.Errorf("RetryFailed = %v, want ErrNotMigrated", err)
+	}
+}
+
+// On a server with the performance schema on, Status lists the relays
+// connected by their program_name connection attribute, as relay run
+// sets it, in this database only.
+func TestMySQLStatusListsConnectedRelays(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Private(t, "--performance-schema=ON")
+	db, dsn := srv.DB(t)
+	ctx := context.Background()
+	if _, err := migrations.UpMySQL(ctx, db, outbox.Table{}); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(program, database string) *sql.DB {
+		t.Helper()
+		cfg, err := mariadbtest.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnectionAttributes = "program_name:" + program
+		if database != "" {
+			cfg.DBName = database
+		}
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sql.OpenDB(conn)
+		t.Cleanup(func() { _ = c.Close() })
+		c.SetMaxIdleConns(4)
+		// Two sessions held open at once.
+		var held []*sql.Conn
+		for range 2 {
+			sc, err := c.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, sc)
+		}
+		for _, sc := range held {
+			_ = sc.Close() // back to the pool, still connected
+		}
+		return c
+	}
+	connect(admin.DefaultSessionPrefix+"relay-q", "")
+	connect(admin.DefaultSessionPrefix+"relay-idle", "")
+	connect("outboxrelay-admin someone", "")
+	connect(admin.DefaultSessionPrefix+"relay-elsewhere", "mysql")
+	id := uuid.Must(uuid.NewV7())
+	if _, err := db.ExecContext(ctx, "INSERT INTO outbox (id, topic, payload, status, locked_by, locked_until) "+
+		"VALUES (?, 'orders', 'x', 'processing', 'relay-q#1', UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE)", id[:]); err != nil {
+		t.Fatal(err)
+	}
+	adm, err := admin.NewMySQL(db, admin.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := adm.Status(ctx, admin.StatusOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SessionsNote != "" {
+		t.Errorf("sessions note = %q with the performance schema on", s.SessionsNote)
+	}
+	want := []admin.Session{
+		{Relay: "relay-idle", Connections: 2, Clients: "127.0.0.1"},
+		{Relay: "relay-q", Connections: 2, Clients: "127.0.0.1", ServesTable: true},
+	}
+	if !slices.Equal(s.Sessions, want) {
+		t.Errorf("sessions = %+v, want %+v", s.Sessions, want)
 	}
 }

@@ -41,7 +41,8 @@ type Status struct {
 	// database).
 	Sessions []Session `json:"sessions"`
 	// SessionsNote says why Sessions is empty when they cannot be listed
-	// (SessionsNoteMySQL); "" on PostgreSQL.
+	// (SessionsNoteMySQL: a MySQL or MariaDB server with its performance
+	// schema off); "" otherwise.
 	SessionsNote string `json:"sessions_note,omitempty"`
 	// Dialect is "mysql" on MySQL and MariaDB, which have no ordered
 	// delivery or partitioned tables (Ordered and Partitions stay nil);
@@ -118,10 +119,12 @@ type Sender struct {
 
 // Session is a relay connected to the database.
 type Session struct {
-	Relay       string  `json:"relay"`
-	Connections int64   `json:"connections"`
-	SinceSecs   float64 `json:"connected_seconds"`
-	Clients     string  `json:"clients"` // client addresses, comma-separated; "" when hidden
+	Relay       string `json:"relay"`
+	Connections int64  `json:"connections"`
+	// SinceSecs is how long its oldest session has been connected; 0 on
+	// MySQL and MariaDB, which do not record it.
+	SinceSecs float64 `json:"connected_seconds"`
+	Clients   string  `json:"clients"` // client addresses, comma-separated; "" when hidden
 	// ServesTable is true when the relay was seen on this table: it holds
 	// rows or a shard, is among the recent senders, or ran the janitor.
 	// Sessions name no table, so a relay of another outbox table of the

@@ -11,15 +11,15 @@ var statusTx = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true
 
 // statusMySQL is Status on MySQL: the counts, the sent rows, the holders,
 // the recent senders and the jobs, in one read-only REPEATABLE READ
-// transaction. Sessions are not listed (SessionsNoteMySQL); MySQL has no
-// ordered delivery or partitions.
+// transaction, and the sessions when the performance schema is on. MySQL
+// has no ordered delivery or partitions.
 func (a *Admin) statusMySQL(ctx context.Context, o StatusOptions) (*Status, error) {
 	tx, err := a.my.BeginTx(ctx, statusTx)
 	if err != nil {
 		return nil, fmt.Errorf("admin: status: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read only: nothing to commit
-	s := &Status{Table: a.Name(), SinkOutage: SinkOutageUnknown, Dialect: "mysql", SessionsNote: SessionsNoteMySQL,
+	s := &Status{Table: a.Name(), SinkOutage: SinkOutageUnknown, Dialect: "mysql",
 		Topics: []TopicCounts{}, Holders: []Holder{}, RecentSenders: []Sender{}, Sessions: []Session{}, Jobs: []Job{}}
 	for _, part := range []struct {
 		what string
@@ -27,7 +27,7 @@ func (a *Admin) statusMySQL(ctx context.Context, o StatusOptions) (*Status, erro
 	}{
 		{"count rows", a.statusCountsMySQL}, {"count sent rows", a.statusSentMySQL},
 		{"read holders", a.statusHoldersMySQL}, {"read recent senders", a.statusSendersMySQL},
-		{"read jobs", a.statusJobsMySQL},
+		{"read sessions", a.statusSessionsMySQL}, {"read jobs", a.statusJobsMySQL},
 	} {
 		if err := part.fn(ctx, tx, s, o); err != nil {
 			return nil, fmt.Errorf("admin: status: %s: %w", part.what, err)
@@ -135,6 +135,32 @@ func (a *Admin) statusJobsMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ St
 			return err
 		}
 		s.Jobs = append(s.Jobs, j)
+		return nil
+	})
+}
+
+// statusSessionsMySQL lists the relays connected, from the performance
+// schema; when the server has it off, SessionsNote says so instead.
+func (a *Admin) statusSessionsMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ StatusOptions) error {
+	var on bool
+	if err := tx.QueryRowContext(ctx, "SELECT @@performance_schema").Scan(&on); err != nil {
+		return err
+	}
+	if !on {
+		s.SessionsNote = SessionsNoteMySQL
+		return nil
+	}
+	var schema *string
+	if a.cfg.Table.Schema != "" {
+		schema = &a.cfg.Table.Schema
+	}
+	p := a.cfg.SessionPrefix
+	return eachRow(ctx, tx, a.q.statusSessions, []any{p, p, p, schema}, func(r *sql.Rows) error {
+		var c Session
+		if err := r.Scan(&c.Relay, &c.Connections, &c.Clients); err != nil {
+			return err
+		}
+		s.Sessions = append(s.Sessions, c)
 		return nil
 	})
 }

@@ -7,16 +7,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/admin"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // The admin commands (relay status, relay failed, relay replay) share
-// their flags and their wiring here; what they do is package admin's.
+// their flags and their wiring here; what they do is package admin's. They
+// work on PostgreSQL and, on a mysql:// or mariadb:// URL, on MySQL and
+// MariaDB (admin.NewMySQL).
 
 // relaySessionName is the application_name of relay run's sessions, by
 // which relay status finds the relays connected.
@@ -62,9 +66,12 @@ func defaultActor(getenv func(string) string) string {
 
 // check reports the problems of the shared flags.
 func (o *adminOptions) check(errs *problems) {
-	_, err := o.db.poolConfig()
-	errs.add(err)
-	_, err = o.db.outboxTable()
+	if o.db.url == "" {
+		errs.add(usageError("--database-url (%s) is required", envName("database-url")))
+	} else {
+		errs.add(o.db.check())
+	}
+	_, err := o.db.outboxTable()
 	errs.add(err)
 	_, err = newLogger(io.Discard, o.logFormat, o.logLevel)
 	errs.add(err)
@@ -88,6 +95,9 @@ func (o *adminOptions) open(ctx context.Context, stderr io.Writer) (*admin.Admin
 		return nil, nil, err
 	}
 	o.db.appName = adminSessionPrefix + o.actor
+	if o.db.isMySQL() {
+		return o.openMySQL(ctx, table, logger, stderr)
+	}
 	pool, err := o.db.pool(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -102,6 +112,27 @@ func (o *adminOptions) open(ctx context.Context, stderr io.Writer) (*admin.Admin
 		return nil, nil, err
 	}
 	return adm, pool.Close, nil
+}
+
+// openMySQL is open on a mysql:// URL: a database/sql pool and
+// admin.NewMySQL; the driver's own messages go to the log.
+func (o *adminOptions) openMySQL(ctx context.Context, table outbox.Table, logger *slog.Logger, stderr io.Writer) (*admin.Admin, func(), error) {
+	o.db.driverLog = slogDriverLogger{logger}
+	db, err := o.db.mysqlDB()
+	if err != nil {
+		return nil, nil, err
+	}
+	closeDB := func() { _ = db.Close() }
+	if err := awaitDatabase(ctx, db.PingContext, o.db.url, stderr); err != nil {
+		closeDB()
+		return nil, nil, err
+	}
+	adm, err := admin.NewMySQL(db, admin.Config{Table: table, Actor: o.actor, Logger: logger})
+	if err != nil {
+		closeDB()
+		return nil, nil, err
+	}
+	return adm, closeDB, nil
 }
 
 var _ admin.DB = (*pgxpool.Pool)(nil)

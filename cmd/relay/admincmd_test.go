@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +15,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/admin"
+	"github.com/outboxrelay/outboxrelay/internal/mariadbtest"
+	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -589,5 +593,326 @@ func TestMigratePartitionedAndStatus(t *testing.T) {
 	code, out, stderr = invoke(ctx, env, "migrate", "up", "--partition-interval", "24h")
 	if code == 0 || !strings.Contains(stderr, "cannot partition it in place") {
 		t.Errorf("migrate up --partition-interval on an unpartitioned table: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// myAdminBundle is a migrated table in a fresh MariaDB database and the
+// environment that names it by a mysql:// URL.
+type myAdminBundle struct {
+	ctx  context.Context
+	db   *sql.DB
+	name string // the database
+	env  map[string]string
+}
+
+func myAdminSetup(t *testing.T) *myAdminBundle {
+	t.Helper()
+	db, url, name := mysqlURL(t)
+	ctx := context.Background()
+	if _, err := migrations.UpMySQL(ctx, db, outbox.Table{}); err != nil {
+		t.Fatal(err)
+	}
+	return &myAdminBundle{ctx: ctx, db: db, name: name, env: map[string]string{"OUTBOX_DATABASE_URL": url, "USER": "tester"}}
+}
+
+// put writes n rows of topic through outbox.FromMySQL, then sets their
+// state with set (SQL after SET; "" leaves them pending), and returns
+// their ids in id order.
+func (b *myAdminBundle) put(t *testing.T, topic string, n int, set string) []string {
+	t.Helper()
+	var ids []string
+	for id := range writeMySQL(t, b.db, outbox.Table{}, topic, n) {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if set != "" {
+		for _, id := range ids {
+			u := uuid.MustParse(id)
+			if _, err := b.db.ExecContext(b.ctx, "UPDATE outbox SET "+set+" WHERE id = ?", u[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return ids
+}
+
+func (b *myAdminBundle) status(t *testing.T, id string) string {
+	t.Helper()
+	u := uuid.MustParse(id)
+	var st string
+	err := b.db.QueryRowContext(b.ctx, "SELECT status FROM outbox WHERE id = ?", u[:]).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "gone"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (b *myAdminBundle) auditRows(t *testing.T) (actions, actors []string, rows []int64) {
+	t.Helper()
+	q, err := b.db.QueryContext(b.ctx, "SELECT action, actor, row_count FROM outbox_audit ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var a, who string
+		var n int64
+		if err := q.Scan(&a, &who, &n); err != nil {
+			t.Fatal(err)
+		}
+		actions, actors, rows = append(actions, a), append(actors, who), append(rows, n)
+	}
+	return actions, actors, rows
+}
+
+const myFailedSet = "status = 'failed', attempt = 10, last_error = 'attempt 10 of 10: broker said no', failed_at = UTC_TIMESTAMP(6)"
+
+// relay status on a mysql:// URL: the same tables as on PostgreSQL, less
+// the sessions (it says why) and ordered delivery; JSON that parses.
+func TestMySQLStatusCommand(t *testing.T) {
+	t.Parallel()
+	b := myAdminSetup(t)
+	b.put(t, "orders", 3, "")
+	b.put(t, "orders", 2, myFailedSet)
+	b.put(t, "payments", 1, "status = 'sent', sent_at = UTC_TIMESTAMP(6), locked_by = 'relay-old#1'")
+	b.put(t, "payments", 1, "status = 'processing', locked_by = 'relay-x#4', locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE")
+
+	code, out, stderr := invoke(b.ctx, b.env, "status")
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{b.name + ".outbox at ", "relays connected: not listed: relay run names its sessions by the program_name connection attribute", "retention job: never ran", "sink outage: unknown"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ordered delivery") {
+		t.Errorf("status on MySQL speaks of ordered delivery:\n%s", out)
+	}
+	for _, want := range [][]string{{"pending,", "due", "3"}, {"failed", "2"}, {"orders", "3", "0", "0", "2"},
+		{"payments", "0", "0", "1", "0"}, {"relay-x", "1", "1"}, {"relay-old", "1"}} {
+		if !hasLine(out, want...) {
+			t.Errorf("status output lacks a line starting %q:\n%s", want, out)
+		}
+	}
+	code, out, stderr = invoke(b.ctx, b.env, "status", "--json", "--exact-sent")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d\n%s", code, stderr)
+	}
+	var s admin.Status
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("status --json does not parse: %v\n%s", err, out)
+	}
+	if s.Table != b.name+".outbox" || s.Dialect != "mysql" || s.Totals.PendingDue != 3 || s.Totals.Failed != 2 || s.Totals.Processing != 1 ||
+		s.Totals.Sent == nil || *s.Totals.Sent != 1 || !s.Totals.SentExact || s.SessionsNote == "" || len(s.Holders) != 1 {
+		t.Errorf("status --json = %+v", s)
+	}
+}
+
+// On a server with the performance schema on, relay status lists a relay
+// run on MySQL as connected and sending, by its program_name.
+func TestMySQLStatusCommandListsARunningRelay(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Private(t, "--performance-schema=ON")
+	db, dsn := srv.DB(t)
+	cfg, err := mysqldsn.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := migrations.UpMySQL(ctx, db, outbox.Table{}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OUTBOX_DATABASE_URL": mysqldsn.URL(cfg), "USER": "tester"}
+	ids := writeMySQL(t, db, outbox.Table{}, "orders", 3)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var runOut, runErr syncbuf.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, []string{"run", "--sink", "stdout", "--relay-id", "my-status-relay", "--poll-interval", "20ms"},
+			func(k string) string { return env[k] }, &runOut, &runErr)
+	}()
+	await(t, 15*time.Second, func() bool { return countMySQL(t, db, "outbox", "sent") == len(ids) })
+	code, out, stderr := invoke(ctx, env, "status", "--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d\n%s", code, stderr)
+	}
+	var s admin.Status
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("status --json does not parse: %v\n%s", err, out)
+	}
+	if s.SessionsNote != "" || !slices.ContainsFunc(s.Sessions, func(c admin.Session) bool {
+		return c.Relay == "my-status-relay" && c.Connections > 0 && c.ServesTable && c.Clients == "127.0.0.1"
+	}) {
+		t.Errorf("the running relay is not among the sessions: %+v (note %q)", s.Sessions, s.SessionsNote)
+	}
+	if slices.ContainsFunc(s.Sessions, func(c admin.Session) bool { return strings.Contains(c.Relay, "admin") }) {
+		t.Errorf("the admin command's own session is listed as a relay: %+v", s.Sessions)
+	}
+	if !slices.ContainsFunc(s.RecentSenders, func(r admin.Sender) bool { return r.Relay == "my-status-relay" && r.Rows == 3 }) {
+		t.Errorf("the running relay is not among the recent senders: %+v", s.RecentSenders)
+	}
+	code, out, _ = invoke(ctx, env, "status")
+	sessionLine := slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		f := strings.Fields(line)
+		return len(f) == 5 && f[0] == "my-status-relay" && f[2] == "-" && f[3] == "127.0.0.1" && f[4] == "yes"
+	})
+	if code != 0 || !sessionLine {
+		t.Errorf("status: exit %d, no session line for the relay:\n%s", code, out)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay run: exit %d\n%s", code, runErr.String())
+	}
+}
+
+// relay failed on a mysql:// URL: list pages without payloads, show,
+// a dry run, a bulk retry refused off a terminal and run with --yes
+// (audited; a running relay publishes the rows), purge.
+func TestMySQLFailedCommand(t *testing.T) {
+	t.Parallel()
+	b := myAdminSetup(t)
+	ids := b.put(t, "orders", 3, myFailedSet)
+	other := b.put(t, "payments", 1, "status = 'failed', last_error = 'too large', failed_at = UTC_TIMESTAMP(6)")
+
+	var walked []string
+	after := ""
+	for page := 0; page < 5; page++ {
+		args := []string{"failed", "list", "--topic", "orders", "--limit", "2", "--json"}
+		if after != "" {
+			args = append(args, "--after", after)
+		}
+		code, out, stderr := invoke(b.ctx, b.env, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+		var res struct {
+			Rows      []admin.FailedRow `json:"rows"`
+			NextAfter string            `json:"next_after"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("list --json does not parse: %v\n%s", err, out)
+		}
+		for _, r := range res.Rows {
+			if r.Payload != nil || r.PayloadSize == 0 {
+				t.Errorf("payload listed without --show-payload, or no size: %+v", r)
+			}
+			walked = append(walked, r.ID)
+		}
+		if after = res.NextAfter; after == "" {
+			break
+		}
+	}
+	if !slices.Equal(walked, ids) {
+		t.Errorf("paged list = %v, want %v", walked, ids)
+	}
+	code, out, _ := invoke(b.ctx, b.env, "failed", "list", "--error", "TOO LARGE", "--failed-after", "1h", "--show-payload")
+	if code != 0 || !strings.Contains(out, other[0]) || strings.Contains(out, ids[0]) || !strings.Contains(out, `"event-0"`) || !strings.Contains(out, "1 row") {
+		t.Errorf("list --error --show-payload: exit %d\n%s", code, out)
+	}
+	code, out, stderr := invoke(b.ctx, b.env, "failed", "show", ids[0])
+	if code != 0 || !strings.Contains(out, "last_error  attempt 10 of 10: broker said no") || !strings.Contains(out, "payload     7 bytes (--show-payload prints it)") {
+		t.Errorf("show: exit %d\n%s%s", code, out, stderr)
+	}
+
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "retry", "--topic", "orders", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: would retry 3 failed rows of "+b.name+".outbox; nothing changed") || !strings.Contains(out, ids[2]) {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, stderr)
+	}
+	var o, e syncbuf.Buffer
+	err := runFailed(b.ctx, []string{"retry", "--topic", "orders"}, func(k string) string { return b.env[k] },
+		console{in: strings.NewReader("yes\n"), terminal: false}, &o, &e)
+	var ue *errUsage
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "refusing to retry 3 failed rows without confirmation") {
+		t.Fatalf("retry without --yes on a pipe = %v", err)
+	}
+	if a, _, _ := b.auditRows(t); len(a) != 0 || b.status(t, ids[0]) != "failed" {
+		t.Fatalf("a dry run or a refused retry changed something: audit %v, %s", a, b.status(t, ids[0]))
+	}
+
+	runCtx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var runOut, runErr syncbuf.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(runCtx, []string{"run", "--sink", "stdout", "--poll-interval", "20ms"}, func(k string) string { return b.env[k] }, &runOut, &runErr)
+	}()
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "retry", "--topic", "orders", "--yes", "--json", "--actor", "alice@ops")
+	var res admin.Result
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Rows != 3 || !slices.Equal(res.IDs, ids) || res.AuditID == 0 {
+		t.Fatalf("retry --yes --json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	if !strings.Contains(stderr, "admin action") || !strings.Contains(stderr, "actor=alice@ops") || !strings.Contains(stderr, "rows=3") {
+		t.Errorf("the retry was not logged:\n%s", stderr)
+	}
+	await(t, 15*time.Second, func() bool {
+		for _, id := range ids {
+			if b.status(t, id) != "sent" || !strings.Contains(runOut.String(), id) {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay run: exit %d\n%s", code, runErr.String())
+	}
+	if b.status(t, other[0]) != "failed" {
+		t.Errorf("a row of another topic was retried")
+	}
+
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "purge", other[0])
+	if code != 0 || !strings.Contains(out, "purged 1 failed row of "+b.name+".outbox (audit entry ") || b.status(t, other[0]) != "gone" {
+		t.Fatalf("purge one id: exit %d\n%s%s", code, out, stderr)
+	}
+	actions, actors, rows := b.auditRows(t)
+	if !slices.Equal(actions, []string{"failed.retry", "failed.purge"}) || !slices.Equal(actors, []string{"alice@ops", "tester@" + hostname(t)}) || !slices.Equal(rows, []int64{3, 1}) {
+		t.Errorf("audit = %v %v %v", actions, actors, rows)
+	}
+}
+
+// relay replay on a mysql:// URL: ids retention deleted fail the whole
+// replay, naming them; by topic and time range with --yes the rows go
+// back to pending with their ids, audited.
+func TestMySQLReplayCommand(t *testing.T) {
+	t.Parallel()
+	b := myAdminSetup(t)
+	sent := b.put(t, "orders", 3, "status = 'sent', sent_at = UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE, locked_by = 'relay-a#1'")
+	old := b.put(t, "orders", 1, "status = 'sent', sent_at = UTC_TIMESTAMP(6) - INTERVAL 3 HOUR, locked_by = 'relay-a#1'")
+	gone := []string{uuid.NewString(), uuid.NewString()}
+
+	code, out, stderr := invoke(b.ctx, b.env, "replay", "--yes", sent[0], gone[0], gone[1])
+	if code != 1 || !strings.Contains(stderr, "2 ids are not in the table (deleted by retention, or never written), so nothing was replayed") ||
+		!strings.Contains(stderr, gone[0]) || !strings.Contains(stderr, gone[1]) {
+		t.Fatalf("replay of deleted ids: exit %d\n%s%s", code, out, stderr)
+	}
+	if b.status(t, sent[0]) != "sent" {
+		t.Fatal("a refused replay changed a row")
+	}
+	code, out, _ = invoke(b.ctx, b.env, "replay", "--topic", "orders", "--sent-after", "1h", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run: would replay 3 sent rows of "+b.name+".outbox") {
+		t.Fatalf("replay --dry-run: exit %d\n%s", code, out)
+	}
+	code, out, stderr = invoke(b.ctx, b.env, "replay", "--topic", "orders", "--sent-after", "1h", "--yes", "--json")
+	var res admin.Result
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || !slices.Equal(res.IDs, sent) || res.Ordered {
+		t.Fatalf("replay --yes --json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	for _, id := range sent {
+		if st := b.status(t, id); st != "pending" {
+			t.Errorf("replayed %s is %s", id, st)
+		}
+	}
+	if st := b.status(t, old[0]); st != "sent" {
+		t.Errorf("a row sent before the range was replayed: %s", st)
+	}
+	actions, _, rows := b.auditRows(t)
+	if !slices.Equal(actions, []string{"replay"}) || !slices.Equal(rows, []int64{3}) {
+		t.Errorf("audit = %v %v", actions, rows)
 	}
 }

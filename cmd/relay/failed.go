@@ -275,7 +275,7 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 		}
 		n = min(n, limitOr(int64(o.limit), n))
 		what := fmt.Sprintf("%s %s", verb, plural(n, "failed row"))
-		if err := confirm(con, stderr, o.yes, what, fmt.Sprintf("%s of %s (%s)?", capitalize(what), adm.Table(), describeFilter(filter))); err != nil {
+		if err := confirm(con, stderr, o.yes, what, fmt.Sprintf("%s of %s (%s)?", capitalize(what), adm.Name(), describeFilter(filter))); err != nil {
 			return err
 		}
 	}
@@ -285,9 +285,9 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 	}
 	var msg string
 	if res.DryRun {
-		msg = fmt.Sprintf("dry run: would %s %s of %s; nothing changed", verb, plural(res.Rows, "failed row"), adm.Table())
+		msg = fmt.Sprintf("dry run: would %s %s of %s; nothing changed", verb, plural(res.Rows, "failed row"), adm.Name())
 	} else {
-		msg = fmt.Sprintf("%s %s of %s (audit entry %d)", done, plural(res.Rows, "failed row"), adm.Table(), res.AuditID)
+		msg = fmt.Sprintf("%s %s of %s (audit entry %d)", done, plural(res.Rows, "failed row"), adm.Name(), res.AuditID)
 	}
 	if sub == "retry" && res.Ordered && res.Rows > 0 {
 		msg += "\nordered delivery is in use: each retried row goes out before the later unfinished events of its key,\n" +

@@ -84,7 +84,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, c
 		}
 		if err == nil {
 			what := "replay " + plural(res.Rows, "sent row")
-			err = confirm(con, stderr, yes, what, fmt.Sprintf("Replay %s of %s?", plural(res.Rows, "sent row"), adm.Table()))
+			err = confirm(con, stderr, yes, what, fmt.Sprintf("Replay %s of %s?", plural(res.Rows, "sent row"), adm.Name()))
 		}
 	}
 	if err == nil {
@@ -101,9 +101,9 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, c
 	}
 	var msg string
 	if res.DryRun {
-		msg = fmt.Sprintf("dry run: would replay %s of %s; nothing changed", plural(res.Rows, "sent row"), adm.Table())
+		msg = fmt.Sprintf("dry run: would replay %s of %s; nothing changed", plural(res.Rows, "sent row"), adm.Name())
 	} else {
-		msg = fmt.Sprintf("replayed %s of %s (audit entry %d)", plural(res.Rows, "sent row"), adm.Table(), res.AuditID)
+		msg = fmt.Sprintf("replayed %s of %s (audit entry %d)", plural(res.Rows, "sent row"), adm.Name(), res.AuditID)
 	}
 	if res.Ordered && res.Rows > 0 {
 		msg += "\n" + replayNote

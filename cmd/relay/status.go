@@ -17,7 +17,10 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		"Prints the outbox table's rows by state and topic, how long the oldest due row has waited,\n"+
 		"the relays connected, holding rows and recently sending, the shard leases of ordered delivery\n"+
 		"and the retention janitor. It only reads, through the partial indexes of the states it counts:\n"+
-		"its cost follows the backlog and the failed rows, not the sent rows.", stdout, getenv)
+		"its cost follows the backlog and the failed rows, not the sent rows.\n\n"+
+		"On MySQL/MariaDB it reads the same through the indexes that lead with the status; it lists the\n"+
+		"sessions connected only when the server has performance_schema on, and there are no shards or\n"+
+		"partitions.", stdout, getenv)
 	var o adminOptions
 	o.register(f, getenv)
 	var exact bool
@@ -83,7 +86,9 @@ func printStatus(w io.Writer, s *admin.Status) {
 	}
 
 	fmt.Fprintln(w)
-	if len(s.Sessions) == 0 {
+	if s.SessionsNote != "" {
+		fmt.Fprintln(w, "relays connected: "+s.SessionsNote)
+	} else if len(s.Sessions) == 0 {
 		fmt.Fprintln(w, "relays connected: none (relay run names its sessions \""+admin.DefaultSessionPrefix+"<relay id>\")")
 	} else {
 		fmt.Fprintln(tw, "RELAY CONNECTED\tSESSIONS\tSINCE\tFROM\tSEEN ON THIS TABLE")
@@ -92,7 +97,11 @@ func printStatus(w io.Writer, s *admin.Status) {
 			if c.ServesTable {
 				here = "yes"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s ago\t%s\t%s\n", c.Relay, c.Connections, secs(c.SinceSecs), dash(c.Clients), here)
+			since := secs(c.SinceSecs) + " ago"
+			if s.Dialect == "mysql" {
+				since = "-" // MySQL does not record when a session connected
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.Relay, c.Connections, since, dash(c.Clients), here)
 		}
 		tw.Flush()
 	}
@@ -118,9 +127,12 @@ func printStatus(w io.Writer, s *admin.Status) {
 	}
 
 	fmt.Fprintln(w)
-	if s.Ordered == nil {
+	switch {
+	case s.Dialect == "mysql":
+		// MySQL has no ordered delivery: nothing to say.
+	case s.Ordered == nil:
 		fmt.Fprintln(w, "ordered delivery: not in use (the shard table is empty)")
-	} else {
+	default:
 		fmt.Fprintf(w, "ordered delivery: %d shards, %d leased\n", s.Ordered.Shards, len(s.Ordered.Leased))
 		if len(s.Ordered.Leased) > 0 {
 			fmt.Fprintln(tw, "SHARD\tHELD BY\tLEASE ENDS IN")
