@@ -38,7 +38,12 @@ type postgres struct {
 // openPostgres connects, recreates the demo schema with a migrated outbox
 // table and the orders table, and says so on cfg.Out.
 func openPostgres(ctx context.Context, cfg Config) (*postgres, error) {
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	relay.ConfigurePool(pcfg) // the demo's relays share its pool, as a user's would
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
