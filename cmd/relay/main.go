@@ -14,8 +14,9 @@
 //
 // Every flag can also be set from the environment: --database-url is
 // OUTBOX_DATABASE_URL. A mysql:// or mariadb:// URL selects MySQL 8 or
-// MariaDB 10.6+, where migrate, run and demo work (docs/mysql.md). Exit status: 0 success, 1 failure, 2 bad usage or
-// configuration.
+// MariaDB 10.6+, where every command but bench's steady, idle and soak
+// modes works (docs/mysql.md). Exit status: 0 success, 1 failure, 2 bad
+// usage or configuration.
 package main
 
 import (
@@ -46,8 +47,8 @@ Usage:
 
 Run "relay <command> --help" for the flags of a command. Every flag can also
 be set by an environment variable: --database-url is OUTBOX_DATABASE_URL.
-A mysql:// or mariadb:// --database-url selects MySQL or MariaDB, where
-migrate, run and demo work (docs/mysql.md#command-line).`
+A mysql:// or mariadb:// --database-url selects MySQL or MariaDB
+(docs/mysql.md#command-line).`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -22,9 +22,10 @@ import (
 //
 // A --database-url starting mysql:// or mariadb:// selects MySQL 8.0.13+
 // or MariaDB 10.6+ (docs/mysql.md#command-line); anything else is
-// PostgreSQL. relay migrate and relay run work on both; relay demo too.
-// The admin commands (status, failed, replay) and relay bench read
-// PostgreSQL's catalogs and refuse a MySQL URL with a usage error.
+// PostgreSQL. relay migrate, run, demo and the admin commands (status,
+// failed, replay) work on both, and so does relay bench burn-down; its
+// steady, idle and soak modes read PostgreSQL's statistics views and
+// refuse a MySQL URL with a usage error.
 //
 // On MySQL --schema names the database. Left unset, it is the URL's
 // database, so that `relay run --database-url mysql://app@db/shop` serves
@@ -84,7 +85,7 @@ func (d *dbFlags) postgresOnly() error {
 	if d.f != nil {
 		name = d.f.fs.Name()
 	}
-	return usageError("%s works on PostgreSQL only for now, and --database-url (%s) is a MySQL/MariaDB URL; on MySQL and MariaDB, relay migrate, relay run and relay demo work (%s)",
+	return usageError("%s works on PostgreSQL only for now, and --database-url (%s) is a MySQL/MariaDB URL (%s)",
 		name, envName("database-url"), mysqlDocs)
 }
 
