@@ -57,8 +57,9 @@ import (
 //     primary key, beside the rows from the floor (claim.sql): that reads
 //     a few pages a row, however many dead entries lie below the floor.
 //
-// A look runs once sweepRatio times the duration of the last one has
-// passed since it began, at least lapsedEvery and at most sweepMax later,
+// A look runs once sweepRatio times the duration of the shortest of the
+// last four has passed since the last one began (sweep.go, lookCosts), at
+// least lapsedEvery and at most sweepMax later,
 // and only after a claim since the last look (an idle relay looks as
 // often as it polls) that took every row that look found. A look that
 // found BatchSize rows of either kind is followed by another as soon as

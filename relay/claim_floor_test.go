@@ -55,6 +55,31 @@ func TestSweepEvery(t *testing.T) {
 	}
 }
 
+// Looks are spaced by the shortest of the last four: one slow look beside
+// other work does not put the next far off, looks that are all slow do.
+func TestLookCostsSpaceByTheShortestRecentLook(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name  string
+		looks []time.Duration
+		want  time.Duration
+	}{
+		{"first look", []time.Duration{10 * ms}, 2 * time.Second},
+		{"one slow look after fast ones", []time.Duration{5 * ms, 5 * ms, 150 * ms}, time.Second},
+		{"all slow", []time.Duration{300 * ms, 400 * ms, 350 * ms, 500 * ms}, sweepMax},
+		{"fast looks pushed out by four slow ones", []time.Duration{5 * ms, 400 * ms, 400 * ms, 400 * ms, 400 * ms}, sweepMax},
+		{"slow, then fast again", []time.Duration{400 * ms, 400 * ms, ms}, lapsedEvery},
+	} {
+		var l lookCosts
+		for _, d := range c.looks {
+			l.add(d)
+		}
+		if got := l.every(); got != c.want {
+			t.Errorf("%s: every() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // Run's claims start at the floor: a row that turns up below it waits for
 // a look below the floor, which reads from the bottom, and the claim
 // after the look takes it by id; a claim that looks for lapsed leases

@@ -15,14 +15,16 @@ import (
 // the claims after it take what it found by id.
 
 // runLooks looks below the floor until ctx ends: at most every lapsedEvery,
-// spaced by sweepEvery of the last look's duration, after a claim since
+// spaced by sweepEvery of the shortest recent look (lookCosts), after a claim since
 // the last look that left none of its rows to take (see floor).
 func (c *streamClaims) runLooks(ctx context.Context) {
 	due := time.Now()
+	var costs lookCosts
 	for c.awaitLook(ctx, due) {
 		start := time.Now()
 		found, full, err := c.look(ctx)
 		took := time.Since(start)
+		costs.add(took)
 		if err == nil {
 			c.lease.r.log.Debug("looked below the claim floor", "found", found, "full", full, "duration", took)
 		}
@@ -30,14 +32,41 @@ func (c *streamClaims) runLooks(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			c.lease.r.log.Warn("looking below the claim floor failed; retrying", "error", err, "retry_in", sweepEvery(took))
-			due = start.Add(sweepEvery(took))
+			c.lease.r.log.Warn("looking below the claim floor failed; retrying", "error", err, "retry_in", costs.every())
+			due = start.Add(costs.every())
 		case full:
 			due = start.Add(lapsedEvery)
 		default:
-			due = start.Add(sweepEvery(took))
+			due = start.Add(costs.every())
 		}
 	}
+}
+
+// lookCosts keeps the durations of the last few looks. The looks are
+// spaced by the shortest of them: a look's wall-clock time also counts
+// the waits of a busy host, and one slow look (150 ms beside other work)
+// must not put the next a half-minute off, while looks that are all slow
+// (a snapshot held for minutes, past a million dead entries) still space
+// themselves out to sweepMax.
+type lookCosts struct {
+	last [4]time.Duration
+	n    int
+}
+
+// add records a look's duration.
+func (l *lookCosts) add(took time.Duration) {
+	l.last[l.n%len(l.last)] = took
+	l.n++
+}
+
+// every is how long after a look the next one is due (sweepEvery of the
+// shortest recent look).
+func (l *lookCosts) every() time.Duration {
+	shortest := l.last[0]
+	for _, d := range l.last[1:min(l.n, len(l.last))] {
+		shortest = min(shortest, d)
+	}
+	return sweepEvery(shortest)
 }
 
 // awaitLook waits until due, then for a claim after which no row of the
