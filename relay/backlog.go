@@ -46,40 +46,50 @@ type BacklogCount struct {
 	// Backlog; at the limit the count stopped, and Rows is the planner's
 	// estimate instead, or the limit if that is more.
 	Rows int64
-	// Estimated is true when Rows is the planner's estimate.
+	// Estimated is true when Rows is the server's estimate.
 	Estimated bool
 }
 
 // Backlog reads what waits in the table: rows by state, the age of the
 // oldest due row and the keys blocked at the head of line. Each count
-// reads one partial index (pending_idx, processing_idx, failed_idx) and
-// stops at limit rows, so a read costs at most about 4 x limit index
-// entries, however large the table: sent rows are never read. A count
-// that reaches limit is replaced by PostgreSQL's estimate (the statement
-// is planned, not run; see BacklogCount). limit <= 0 means 100,000. When
-// ctx has a deadline, the read's transaction gets it as its statement
-// timeout too, so that the server stops the statements when the caller
-// gives up. Metrics call it in the background (relay/metrics); it takes
+// reads one index (on PostgreSQL the partial pending_idx, processing_idx
+// and failed_idx; on MySQL due_idx and lapsed_idx, which lead with the
+// status) and stops at limit rows, so a read costs at most about 4 x
+// limit index entries, however large the table: sent rows are never
+// read. A count that reaches limit is replaced by the server's estimate
+// (the statement is planned, not run; see BacklogCount). limit <= 0
+// means 100,000. On PostgreSQL, when ctx has a deadline, the read's
+// transaction gets it as its statement timeout too, so that the server
+// stops the statements when the caller gives up. Metrics call it in the background (relay/metrics); it takes
 // no part in the relay's work and may be called before Run.
 func (r *Relay) Backlog(ctx context.Context, limit int64) (Backlog, error) {
-	if r.pg == nil {
-		return Backlog{}, fmt.Errorf("relay: read backlog: %w", ErrUnsupported)
-	}
 	if limit <= 0 {
 		limit = defaultBacklogLimit
 	}
+	b, err := r.store.backlog(ctx, limit)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("relay: read backlog: %w", err)
+	}
+	return b, nil
+}
+
+// backlog reads the Backlog on PostgreSQL (Relay.Backlog): one statement
+// of bounded counts (backlog.sql) and, for the counts that reached limit,
+// the planner's estimates (backlog_estimate.sql), in one transaction that
+// gets ctx's deadline as its statement timeout.
+func (s *pgStore) backlog(ctx context.Context, limit int64) (Backlog, error) {
 	var b Backlog
-	err := pgx.BeginFunc(ctx, r.pg.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if deadline, ok := ctx.Deadline(); ok {
 			ms := max(time.Until(deadline).Milliseconds(), 1)
 			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", fmt.Sprint(ms)); err != nil {
 				return err
 			}
 		}
-		all, topics := r.pg.orderedTopics()
+		all, topics := s.orderedTopics()
 		var oldestMS float64
 		scan := min(limit, blockedScanLimit)
-		err := tx.QueryRow(ctx, r.pg.q.backlog, limit, r.cfg.Ordering.enabled(), all, topics, scan).Scan(
+		err := tx.QueryRow(ctx, s.q.backlog, limit, s.ordering.enabled(), all, topics, scan).Scan(
 			&b.PendingDue.Rows, &b.PendingDelayed.Rows, &b.Processing.Rows, &b.Failed.Rows, &oldestMS, &b.KeysBlocked)
 		if err != nil {
 			return err
@@ -94,7 +104,7 @@ func (r *Relay) Backlog(ctx context.Context, limit int64) (Backlog, error) {
 			return nil
 		}
 		var plan []byte
-		if err := tx.QueryRow(ctx, r.pg.q.backlogEstimate).Scan(&plan); err != nil {
+		if err := tx.QueryRow(ctx, s.q.backlogEstimate).Scan(&plan); err != nil {
 			return err
 		}
 		estimates, err := planRows(plan, len(counts))
@@ -108,10 +118,7 @@ func (r *Relay) Backlog(ctx context.Context, limit int64) (Backlog, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return Backlog{}, fmt.Errorf("relay: read backlog: %w", err)
-	}
-	return b, nil
+	return b, err
 }
 
 // defaultBacklogLimit is Backlog's limit when none is given.

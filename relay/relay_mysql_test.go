@@ -121,12 +121,45 @@ func TestNewMySQLRefusesWhatOnlyPostgreSQLOffers(t *testing.T) {
 			t.Errorf("%s: NewMySQL = %v, want ErrUnsupported", name, err)
 		}
 	}
+}
+
+// Backlog on MySQL counts rows by state through the status-led indexes,
+// exactly up to the limit and by the server's estimate beyond it, and
+// reports how long the oldest due row has waited.
+func TestMySQLBacklog(t *testing.T) {
+	b := setupMySQL(t, 30*time.Second)
+	b.insert(5, "t", -time.Hour)   // pending, due an hour ago
+	b.insert(3, "t", time.Hour)    // pending, delayed
+	b.insert(4, "t", -time.Minute) // then processing
+	b.exec("UPDATE outbox SET status = 'processing', locked_by = 'x#1', locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
+	b.insert(2, "t", -time.Minute) // then failed
+	b.exec("UPDATE outbox SET status = 'failed', failed_at = UTC_TIMESTAMP(6) WHERE status = 'pending' AND next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
+	b.insert(6, "t", -time.Minute) // then sent: never counted
+	b.exec("UPDATE outbox SET status = 'sent', sent_at = UTC_TIMESTAMP(6) WHERE status = 'pending' AND next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
 	r, err := NewMySQL(b.db, nopPublisher{}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Backlog(context.Background(), 0); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Backlog on MySQL = %v, want ErrUnsupported", err)
+	ctx := context.Background()
+	got, err := r.Backlog(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Backlog{PendingDue: BacklogCount{Rows: 5}, PendingDelayed: BacklogCount{Rows: 3}, Processing: BacklogCount{Rows: 4}, Failed: BacklogCount{Rows: 2}}
+	if got.PendingDue != want.PendingDue || got.PendingDelayed != want.PendingDelayed || got.Processing != want.Processing || got.Failed != want.Failed {
+		t.Errorf("Backlog = %+v, want counts %+v", got, want)
+	}
+	if got.OldestDue < 59*time.Minute || got.OldestDue > 61*time.Minute {
+		t.Errorf("OldestDue = %v, want about an hour", got.OldestDue)
+	}
+	capped, err := r.Backlog(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]BacklogCount{"pending due": capped.PendingDue, "pending delayed": capped.PendingDelayed, "processing": capped.Processing, "failed": capped.Failed} {
+		if !c.Estimated || c.Rows < 2 {
+			t.Errorf("%s with limit 2 = %+v, want an estimate of at least 2", name, c)
+		}
 	}
 }
 

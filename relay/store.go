@@ -16,7 +16,7 @@ import (
 // lease (docs/architecture.md#the-store).
 //
 // What only PostgreSQL offers (ordered delivery, lock claims, LISTEN
-// wake-ups, partitioned tables, VACUUM after retention, the backlog read)
+// wake-ups, partitioned tables, VACUUM after retention)
 // is pgStore's own, reached through Relay.pg, which is nil on other
 // databases; New refuses a configuration that needs it there.
 type store interface {
@@ -48,6 +48,9 @@ type store interface {
 	// countDue counts due pending rows, up to limit (the outage breaker's
 	// question: is there work for a sink that came back?).
 	countDue(ctx context.Context, limit int) (int, error)
+	// backlog reads the table's rows by state, each count stopping at
+	// limit and replaced by the server's estimate beyond (Relay.Backlog).
+	backlog(ctx context.Context, limit int64) (Backlog, error)
 
 	// The retention job (janitor.go): claimJob starts a run of job for
 	// owner; deleteSent deletes up to limit sent rows older than
@@ -61,6 +64,6 @@ type store interface {
 var _ store = (*pgStore)(nil)
 
 // ErrUnsupported is returned, wrapped, for what the relay offers on
-// PostgreSQL only (ordered delivery, lock claims, partitioned tables, the
-// backlog read) when it runs on another database.
+// PostgreSQL only (ordered delivery, lock claims, partitioned tables)
+// when it runs on another database.
 var ErrUnsupported = errors.New("not supported on this database")

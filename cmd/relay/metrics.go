@@ -47,7 +47,7 @@ const (
 
 func (m *metricsFlags) register(f *flags) {
 	f.String(&m.addr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the health checks /healthz (liveness) and /readyz (readiness) on this address, e.g. :9090, or 127.0.0.1:0 for a free port (the bound address is logged); off when empty")
-	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape; PostgreSQL only: on MySQL/MariaDB the backlog gauges are not read")
+	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape")
 	f.Int(&m.backlogLimit, "metrics-backlog-limit", defaultBacklogLimit, "with --metrics-addr: where each exact count of the backlog gauges stops (a read costs at most about this many index entries per state); a larger backlog shows PostgreSQL's estimate")
 }
 
@@ -125,9 +125,6 @@ func (rm *relayMetrics) serve(addr string, mf metricsFlags, fl *fleet, h *health
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, tr := range fl.relays {
-		if !h.backlog {
-			break // relay.Relay.Backlog reads PostgreSQL only
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -150,10 +147,8 @@ func shortVersion() string {
 
 // health answers /healthz and /readyz for the relays of one relay run.
 type health struct {
-	relays []tableRelay
-	ping   func(context.Context) error // asks the database for an answer
-	// backlog says whether the backlog gauges can be read (PostgreSQL).
-	backlog bool
+	relays  []tableRelay
+	ping    func(context.Context) error                     // asks the database for an answer
 	check   func(ctx context.Context, t outbox.Table) error // the schema check: migrations.Check
 	outage  func() metrics.Outage
 	timeout time.Duration // bounds the checks of one /readyz
@@ -252,7 +247,7 @@ func (o *runOptions) serveMetrics(logger *slog.Logger, fl *fleet, db *database) 
 		return func() {}, nil
 	}
 	h := &health{
-		relays: fl.relays, ping: db.ping, backlog: db.backlog, outage: o.metrics.m.RelayOutage, timeout: readyTimeout,
+		relays: fl.relays, ping: db.ping, outage: o.metrics.m.RelayOutage, timeout: readyTimeout,
 		check: db.check,
 	}
 	bound, stop, err := o.metrics.serve(o.mf.addr, o.mf, fl, h)

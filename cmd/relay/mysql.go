@@ -143,10 +143,7 @@ type database struct {
 	check func(ctx context.Context, t outbox.Table) error
 	// newRelay returns the relay of cfg: relay.New or relay.NewMySQL.
 	newRelay func(pub relay.Publisher, cfg relay.Config) (*relay.Relay, error)
-	// backlog says whether relay.Relay.Backlog works (PostgreSQL only):
-	// without it the backlog gauges are not read.
-	backlog bool
-	close   func()
+	close    func()
 }
 
 // postgresDatabase is relay run's database on PostgreSQL.
@@ -157,8 +154,7 @@ func postgresDatabase(pool *pgxpool.Pool) *database {
 		newRelay: func(pub relay.Publisher, cfg relay.Config) (*relay.Relay, error) {
 			return relay.New(pool, pub, cfg)
 		},
-		backlog: true,
-		close:   pool.Close,
+		close: pool.Close,
 	}
 }
 
