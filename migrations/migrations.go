@@ -59,21 +59,30 @@ type DB interface {
 var fileRE = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.(up|down)\.sql$`)
 
 // All returns the embedded migrations in version order.
-func All() ([]Migration, error) {
-	entries, err := fs.ReadDir(files, ".")
+func All() ([]Migration, error) { return readMigrations(files, "") }
+
+// readMigrations reads the migrations of fsys, each a pair of files
+// NNN_name.up.sql and NNN_name.down.sql, in version order; what names
+// the set in errors ("" for PostgreSQL's).
+func readMigrations(fsys fs.FS, what string) ([]Migration, error) {
+	prefix := ""
+	if what != "" {
+		prefix = what + " "
+	}
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("migrations: read embedded files: %w", err)
+		return nil, fmt.Errorf("migrations: read embedded %sfiles: %w", prefix, err)
 	}
 	byVersion := map[int]*Migration{}
 	for _, e := range entries {
 		m := fileRE.FindStringSubmatch(e.Name())
 		if m == nil {
-			return nil, fmt.Errorf("migrations: unexpected file name %q", e.Name())
+			return nil, fmt.Errorf("migrations: unexpected %sfile name %q", prefix, e.Name())
 		}
 		v, _ := strconv.Atoi(m[1])
-		body, err := fs.ReadFile(files, e.Name())
+		body, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
-			return nil, fmt.Errorf("migrations: read %s: %w", e.Name(), err)
+			return nil, fmt.Errorf("migrations: read %s%s: %w", prefix, e.Name(), err)
 		}
 		mig := byVersion[v]
 		if mig == nil {
@@ -89,7 +98,7 @@ func All() ([]Migration, error) {
 	all := make([]Migration, 0, len(byVersion))
 	for _, m := range byVersion {
 		if m.up == "" || m.down == "" {
-			return nil, fmt.Errorf("migrations: version %03d lacks its up or down file", m.Version)
+			return nil, fmt.Errorf("migrations: %sversion %03d lacks its up or down file", prefix, m.Version)
 		}
 		all = append(all, *m)
 	}

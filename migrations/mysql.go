@@ -240,41 +240,7 @@ func AllMySQL() ([]Migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrations: read embedded MySQL files: %w", err)
 	}
-	entries, err := fs.ReadDir(sub, ".")
-	if err != nil {
-		return nil, fmt.Errorf("migrations: read embedded MySQL files: %w", err)
-	}
-	byVersion := map[int]*Migration{}
-	for _, e := range entries {
-		m := fileRE.FindStringSubmatch(e.Name())
-		if m == nil {
-			return nil, fmt.Errorf("migrations: unexpected file name mysql/%q", e.Name())
-		}
-		v, _ := strconv.Atoi(m[1])
-		body, err := fs.ReadFile(sub, e.Name())
-		if err != nil {
-			return nil, fmt.Errorf("migrations: read mysql/%s: %w", e.Name(), err)
-		}
-		mig := byVersion[v]
-		if mig == nil {
-			mig = &Migration{Version: v, Name: m[2]}
-			byVersion[v] = mig
-		}
-		if m[3] == "up" {
-			mig.up = string(body)
-		} else {
-			mig.down = string(body)
-		}
-	}
-	all := make([]Migration, 0, len(byVersion))
-	for _, m := range byVersion {
-		if m.up == "" || m.down == "" {
-			return nil, fmt.Errorf("migrations: MySQL version %03d lacks its up or down file", m.Version)
-		}
-		all = append(all, *m)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Version < all[j].Version })
-	return all, nil
+	return readMigrations(sub, "MySQL")
 }
 
 // LatestMySQL is the highest embedded MySQL/MariaDB version.
