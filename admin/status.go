@@ -250,30 +250,7 @@ func (a *Admin) statusCounts(ctx context.Context, tx pgx.Tx, s *Status, _ Status
 	)
 	byTopic := map[string]int{} // index into s.Topics
 	_, err = pgx.ForEachRow(rows, []any{&state, &topic, &n, &sub, &age}, func() error {
-		i, ok := byTopic[topic]
-		if !ok {
-			i = len(s.Topics)
-			byTopic[topic] = i
-			s.Topics = append(s.Topics, TopicCounts{Topic: topic})
-		}
-		t := &s.Topics[i]
-		switch state {
-		case "pending":
-			t.PendingDue, t.PendingDelayed = sub, n-sub
-			s.Totals.PendingDue += sub
-			s.Totals.PendingDelayed += n - sub
-			t.OldestDueSeconds = copyPtr(age)
-			s.OldestDueSeconds = maxPtr(s.OldestDueSeconds, age)
-		case "processing":
-			t.Processing = n
-			s.Totals.Processing += n
-			s.Totals.Lapsed += sub
-			s.OldestLapsedSeconds = maxPtr(s.OldestLapsedSeconds, age)
-		case "failed":
-			t.Failed = n
-			s.Totals.Failed += n
-			s.Totals.Parked += sub
-		}
+		s.addCounts(byTopic, state, topic, n, sub, age)
 		return nil
 	})
 	return err
@@ -444,4 +421,34 @@ func (a *Admin) statusPartitions(ctx context.Context, tx pgx.Tx, s *Status, _ St
 		}
 	}
 	return nil
+}
+
+// addCounts adds one row of the status counts (state, topic, rows, the
+// sub-count of the state: due, lapsed or parked rows, and the age of its
+// oldest) to s; byTopic indexes s.Topics by topic.
+func (s *Status) addCounts(byTopic map[string]int, state, topic string, n, sub int64, age *float64) {
+	i, ok := byTopic[topic]
+	if !ok {
+		i = len(s.Topics)
+		byTopic[topic] = i
+		s.Topics = append(s.Topics, TopicCounts{Topic: topic})
+	}
+	t := &s.Topics[i]
+	switch state {
+	case "pending":
+		t.PendingDue, t.PendingDelayed = sub, n-sub
+		s.Totals.PendingDue += sub
+		s.Totals.PendingDelayed += n - sub
+		t.OldestDueSeconds = copyPtr(age)
+		s.OldestDueSeconds = maxPtr(s.OldestDueSeconds, age)
+	case "processing":
+		t.Processing = n
+		s.Totals.Processing += n
+		s.Totals.Lapsed += sub
+		s.OldestLapsedSeconds = maxPtr(s.OldestLapsedSeconds, age)
+	case "failed":
+		t.Failed = n
+		s.Totals.Failed += n
+		s.Totals.Parked += sub
+	}
 }

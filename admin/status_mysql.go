@@ -64,30 +64,7 @@ func (a *Admin) statusCountsMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ 
 		if err := r.Scan(&state, &topic, &n, &sub, &age); err != nil {
 			return err
 		}
-		i, ok := byTopic[topic]
-		if !ok {
-			i = len(s.Topics)
-			byTopic[topic] = i
-			s.Topics = append(s.Topics, TopicCounts{Topic: topic})
-		}
-		t := &s.Topics[i]
-		switch state {
-		case "pending":
-			t.PendingDue, t.PendingDelayed = sub, n-sub
-			s.Totals.PendingDue += sub
-			s.Totals.PendingDelayed += n - sub
-			t.OldestDueSeconds = copyPtr(age)
-			s.OldestDueSeconds = maxPtr(s.OldestDueSeconds, age)
-		case "processing":
-			t.Processing = n
-			s.Totals.Processing += n
-			s.Totals.Lapsed += sub
-			s.OldestLapsedSeconds = maxPtr(s.OldestLapsedSeconds, age)
-		case "failed":
-			t.Failed = n
-			s.Totals.Failed += n
-			s.Totals.Parked += sub
-		}
+		s.addCounts(byTopic, state, topic, n, sub, age)
 		return nil
 	})
 }
