@@ -608,14 +608,4 @@ func (s *mysqlStore) finishJob(ctx context.Context, job, owner string, complete 
 	return n == 1, nil
 }
 
-// partitioned reports that the table is not partitioned (MySQL outbox
-// tables never are), and the database clock's now, in UTC.
-func (s *mysqlStore) partitioned(ctx context.Context) (bool, time.Time, error) {
-	var now migrations.MySQLTime
-	if err := s.db.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now); err != nil {
-		return false, time.Time{}, fmt.Errorf("read the database clock: %w", err)
-	}
-	return false, now.Time, nil
-}
-
 var _ store = (*mysqlStore)(nil)
