@@ -133,3 +133,72 @@ func literal(t *testing.T, v any) string {
 	t.Fatalf("no literal for %T", v)
 	return ""
 }
+
+// On a plain table the claim updates the rows it picked by tuple id; a
+// tuple id names a row in each partition, so on a partitioned table it
+// joins them by primary key instead (claimStatement). The test puts sent
+// rows at the same tuple ids as the pending ones, in another partition:
+// the claim takes the pending rows and leaves those alone. The plain
+// table's statement updates nothing there (UPDATE ONLY), rather than the
+// rows at those tuple ids in every partition.
+func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewEmpty(t)
+	if _, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := migrations.Partitions(ctx, pool, table)
+	if err != nil || len(parts) < 2 {
+		t.Fatalf("partitions %v (%v)", parts, err)
+	}
+	const n = 20
+	// Pending rows in the current partition, sent rows in the last one;
+	// each partition's rows fill its first page from tuple id (0,1).
+	ahead := parts[len(parts)-1].Lower()
+	if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (topic, payload) SELECT 'orders', '\\x00' FROM generate_series(1, $1)", n); err != nil {
+		t.Fatal(err)
+	}
+	sent := make([]uuid.UUID, n)
+	for i := range sent {
+		sent[i] = ahead
+		sent[i][15] = byte(i + 1)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (id, topic, payload, status, sent_at) SELECT id, 'orders', '\\x00', 'sent', now() FROM unnest($1::uuid[]) AS id", sent); err != nil {
+		t.Fatal(err)
+	}
+	var shared int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()+" AS p JOIN "+table.Ident()+" AS s ON p.ctid = s.ctid AND p.status = 'pending' AND s.status = 'sent'").Scan(&shared); err != nil || shared != n {
+		t.Fatalf("%d pending rows share a tuple id with a sent one (%v), want %d: the test needs them to", shared, err, n)
+	}
+	untouched := func() {
+		t.Helper()
+		var changed int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()+" WHERE id = ANY($1) AND (status <> 'sent' OR locked_by IS NOT NULL OR attempt <> 0)", sent).Scan(&changed); err != nil || changed != 0 {
+			t.Fatalf("%d sent rows changed (%v)", changed, err)
+		}
+	}
+
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
+	// The plain table's statement, run here by mistake, claims nothing.
+	q := r.pg.q
+	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), bottom.due, bottom.id, false, []string{}, false, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || rows.CommandTag().RowsAffected() != 0 {
+		t.Fatalf("the plain table's claim updated %d rows of a partitioned table (%v)", rows.CommandTag().RowsAffected(), err)
+	}
+	untouched()
+
+	claimed, _, err := r.store.claim(ctx, "test#1", 2*n, claimRange{from: bottom}, nil)
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claim = %d rows, %v; want the %d pending ones", len(claimed), err, n)
+	}
+	untouched()
+	var processing int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()+" WHERE status = 'processing' AND locked_by = 'test#1'").Scan(&processing); err != nil || processing != n {
+		t.Fatalf("%d rows processing under the claim (%v), want %d", processing, err, n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,13 +34,16 @@ var postgresSQL embed.FS
 // statements are the texts of the relay's statements for one table, each
 // named for its file in sql/postgres.
 type statements struct {
-	claim, markSent, markRetry, markFailed, release, extend, countDue string
-	claimLocked, lockedSent, lockedRetry, lockedFailed                string
-	shardCount, shardCreate, leaseShard, handBack, extendShard        string
-	claimOrdered                                                      string
-	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum   string
-	backlog, backlogEstimate                                          string
-	lookBelow                                                         string
+	// claim is claim.sql for a plain table, claimPartitioned for a
+	// partitioned one (pgStore.claimStatement).
+	claim, claimPartitioned                                         string
+	markSent, markRetry, markFailed, release, extend, countDue      string
+	claimLocked, lockedSent, lockedRetry, lockedFailed              string
+	shardCount, shardCreate, leaseShard, handBack, extendShard      string
+	claimOrdered                                                    string
+	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
+	backlog, backlogEstimate                                        string
+	lookBelow                                                       string
 }
 
 // loadStatements reads the statements for table. read records each file
@@ -56,8 +60,17 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		}
 		return names.Replace(stripComments(string(b)))
 	}
+	claim := file("claim")
 	return statements{
-		claim: file("claim"), markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
+		claim: strings.NewReplacer(
+			"{{update}}", "UPDATE ONLY "+table.Ident(),
+			"{{picked}}", "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))",
+		).Replace(claim),
+		claimPartitioned: strings.NewReplacer(
+			"{{update}}", "UPDATE "+table.Ident(),
+			"{{picked}}", "FROM picked\nWHERE o.id = picked.id",
+		).Replace(claim),
+		markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
 		release: file("release"), extend: file("extend"), countDue: file("count_due"),
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
 		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
@@ -90,6 +103,30 @@ type pgStore struct {
 	q        statements
 	// lockSettings opens a lock claim's transaction (store_lock.go).
 	lockSettings string
+	// claimQ is the claim statement for the table, q.claim or
+	// q.claimPartitioned, once claimStatement has looked the table up.
+	claimQ atomic.Pointer[string]
+}
+
+// claimStatement returns the lease claim for the table: q.claim, which
+// updates the rows it picked by tuple id, on a plain table, and
+// q.claimPartitioned, which joins them by primary key, on a partitioned
+// one (claim.sql). It looks the table up once; a table is created
+// partitioned or not and stays so.
+func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
+	if q := s.claimQ.Load(); q != nil {
+		return *q, nil
+	}
+	partitioned, err := migrations.IsPartitioned(ctx, s.pool, s.table)
+	if err != nil {
+		return "", fmt.Errorf("claim: %w", err)
+	}
+	q := s.q.claim
+	if partitioned {
+		q = s.q.claimPartitioned
+	}
+	s.claimQ.Store(&q)
+	return q, nil
 }
 
 func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *pgStore {
@@ -194,6 +231,10 @@ func (s *pgStore) orderedTopics() (all bool, topics []string) {
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
 func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+	claim, err := s.claimStatement(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
 	for _, sb := range sent {
@@ -205,7 +246,7 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 		ms := rg.lapsedWithin.Milliseconds()
 		lapsedWithin = &ms
 	}
-	b.Queue(s.q.claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept)
+	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)

@@ -25,9 +25,23 @@
 -- them reads no dead entries either. The status test is wrapped in
 -- IS TRUE so that the planner cannot read a partial index for it (see
 -- mark_sent.sql); $10 NULL or empty folds the branch away.
+--
+-- The UPDATE finds the picked rows by their tuple ids: on a plain table
+-- loadStatements fills in its first and last lines as
+--   UPDATE ONLY <table> ... WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+-- a TID scan, which reads each row's heap page and no index: 12% less
+-- time than a join by primary key (which probes pkey for each row) in a
+-- claim of 1,000 rows (docs/benchmarks.md#default-settings-adaptive-batches).
+-- The rows are locked by then, so their versions, and tuple ids, stay.
+-- On a partitioned table a tuple id names a row in each partition, so
+-- there they read
+--   UPDATE <table> ... FROM picked WHERE o.id = picked.id
+-- (claimPartitioned). ONLY keeps the first from ever updating a partitioned
+-- table: there it updates nothing, where without ONLY it would update the
+-- rows at those tuple ids in every partition.
 WITH picked AS (
-    SELECT id FROM (
-        SELECT id
+    SELECT id, ctid FROM (
+        SELECT id, ctid
         FROM {{table}}
         WHERE cardinality($10::uuid[]) > 0
           AND id = ANY($10::uuid[])
@@ -37,8 +51,8 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) AS swept
     UNION ALL
-    SELECT id FROM (
-        SELECT id
+    SELECT id, ctid FROM (
+        SELECT id, ctid
         FROM {{table}}
         WHERE $8::bool
           AND status = 'processing'
@@ -50,8 +64,8 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) AS expired
     UNION ALL
-    SELECT id FROM (
-        SELECT id
+    SELECT id, ctid FROM (
+        SELECT id, ctid
         FROM {{table}}
         WHERE status = 'pending'
           AND next_retry_at <= now()
@@ -63,11 +77,10 @@ WITH picked AS (
     ) AS due
     LIMIT $1
 )
-UPDATE {{table}} AS o
+{{update}} AS o
 SET status = 'processing',
     locked_by = $2,
     locked_until = now() + $3 * interval '1 millisecond',
     attempt = least(o.attempt, 2147483646) + 1
-FROM picked
-WHERE o.id = picked.id
+{{picked}}
 RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at
