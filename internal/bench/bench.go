@@ -62,6 +62,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return rep, fmt.Errorf("%s with %d relays: %w", cfg.Mode, n, err)
 		}
 	}
+	if rep.CeilingScript != nil {
+		fmt.Fprintf(cfg.Progress, "ceiling: running %s again\n", cfg.CeilingScript)
+		if rep.CeilingScriptAfter, err = runCeilingScript(ctx, cfg); err != nil {
+			return rep, err
+		}
+		mean := (mainCeiling(rep.CeilingScript) + mainCeiling(rep.CeilingScriptAfter)) / 2
+		for i := range rep.Runs {
+			rep.Runs[i].CeilingScriptRatio = ratio(rep.Runs[i].EventsPerSecond, mean)
+		}
+	}
 	return rep, nil
 }
 

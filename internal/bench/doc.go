@@ -78,7 +78,10 @@
 // Config.CeilingRows rows, VACUUM ANALYZE, then clients looping a claim UPDATE of one batch followed by a
 // mark-sent UPDATE (or a DELETE), each statement its own transaction as
 // under pgbench. Result.CeilingRatio divides the burn-down throughput by
-// the mark_sent figure at one client.
+// the mark_sent figure at one client. With Config.CeilingScript the
+// script itself runs too, before and after the runs (the host's load
+// moves between them), and Result.CeilingScriptRatio divides by the mean
+// of its two mark_sent figures at one client.
 //
 // The sink ceiling (burn-down with a sink other than Kafka) publishes
 // Config.SinkCeilingEvents events like burn-down's with the sink's own

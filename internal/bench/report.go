@@ -20,6 +20,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		writeCeiling(tw, "SQL ceiling (Go: the statements of shared/bench/ceiling.sh on a migrated outbox table)", rep.Ceiling)
 	}
 	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh)", rep.CeilingScript)
+	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh, again after the runs)", rep.CeilingScriptAfter)
 	writeSinkCeiling(tw, rep.SinkCeiling)
 	writeRuns(tw, rep.Mode, rep.Runs, rep.SinkCeiling != nil)
 	fmt.Fprintln(tw)
@@ -136,6 +137,10 @@ func writeRuns(w io.Writer, mode Mode, runs []Result, withSink bool) {
 	if withSink {
 		head = slices.Insert(head, 7, "x sink ceiling")
 	}
+	withScript := slices.ContainsFunc(runs, func(r Result) bool { return r.CeilingScriptRatio != nil })
+	if withScript {
+		head = slices.Insert(head, 7, "x ceiling.sh")
+	}
 	switch mode {
 	case ModeSteady, ModeSoak:
 		head = append(head, "target/s", "lat p50 ms", "p95", "p99", "max", "commit p50/p99 ms", "late writes")
@@ -149,6 +154,9 @@ func writeRuns(w io.Writer, mode Mode, runs []Result, withSink bool) {
 			fmt.Sprint(r.Duplicates), fmt.Sprint(r.Missing), fmt.Sprint(r.RelayWarnings)}
 		if withSink {
 			cells = slices.Insert(cells, 7, optional(r.SinkCeilingRatio, "%.2f"))
+		}
+		if withScript {
+			cells = slices.Insert(cells, 7, optional(r.CeilingScriptRatio, "%.2f"))
 		}
 		if s := r.Steady; s != nil {
 			cells = append(cells, fmt.Sprint(s.TargetRate))
