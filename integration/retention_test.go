@@ -921,7 +921,7 @@ func TestRetentionShutdownCancelsTheVacuum(t *testing.T) {
 	defer cancel()
 	done := startRetention(ctx, r)
 	vacuuming := func() int {
-		return b.countActivity("state = 'active' AND query = $1", "VACUUM (SKIP_LOCKED, ANALYZE) "+b.table.Ident())
+		return b.countActivity("state = 'active' AND query = $1", "VACUUM (SKIP_LOCKED, ANALYZE, TRUNCATE false) "+b.table.Ident())
 	}
 	await(t, 10*time.Second, func() bool { return vacuuming() == 1 }, "the janitor's VACUUM did not start")
 	cancel()

@@ -127,7 +127,7 @@ type Config struct {
 	// 100000. Defaults to 1000.
 	JanitorBatch int
 	// NoVacuum leaves vacuuming the table to autovacuum. By default the
-	// janitor runs VACUUM (SKIP_LOCKED, ANALYZE) on the table after each
+	// janitor runs VACUUM (SKIP_LOCKED, ANALYZE, TRUNCATE false) on the table after each
 	// retention run that deleted rows, on the replica that ran it, so
 	// that a table autovacuum neglects does not bloat. That takes a role
 	// that owns the table; with any other role the janitor logs one

@@ -31,7 +31,7 @@ type RetentionResult struct {
 	// wrote to it (its lease had ended): this run stopped, the batch it was
 	// deleting then was rolled back, and the job row is the new holder's.
 	LeaseLost bool
-	// Vacuumed is true when a VACUUM (SKIP_LOCKED, ANALYZE) of the table
+	// Vacuumed is true when a VACUUM (SKIP_LOCKED, ANALYZE, TRUNCATE false) of the table
 	// followed the run and succeeded. One follows a complete run that
 	// deleted rows, unless NoVacuum is set or the relay's role may not
 	// vacuum the table. SKIP_LOCKED makes PostgreSQL skip the table,
@@ -311,7 +311,7 @@ func (r *Relay) finishRetention(hard context.Context, owner string, res *Retenti
 	}
 }
 
-// vacuum runs VACUUM (SKIP_LOCKED, ANALYZE) on the table after a run that
+// vacuum runs VACUUM (SKIP_LOCKED, ANALYZE, TRUNCATE false) on the table after a run that
 // deleted rows, unless NoVacuum is set, ctx has ended or the role was found
 // unable to vacuum the table. The job is released by then: the VACUUM
 // holds nothing another run needs. It records the outcome in res and
