@@ -34,8 +34,8 @@ var postgresSQL embed.FS
 // statements are the texts of the relay's statements for one table, each
 // named for its file in sql/postgres.
 type statements struct {
-	// claim is claim.sql for a plain table, claimPartitioned for a
-	// partitioned one (pgStore.claimStatement).
+	// claim is claim.sql, for a plain table; claimPartitioned is its form
+	// for a partitioned table (pgStore.partitionedTable).
 	claim, claimPartitioned                                         string
 	markSent, markRetry, markFailed, release, extend, countDue      string
 	claimLocked, lockedSent, lockedRetry, lockedFailed              string
@@ -62,14 +62,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 	}
 	claim := file("claim")
 	return statements{
-		claim: strings.NewReplacer(
-			"{{update}}", "UPDATE ONLY "+table.Ident(),
-			"{{picked}}", "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))",
-		).Replace(claim),
-		claimPartitioned: strings.NewReplacer(
-			"{{update}}", "UPDATE "+table.Ident(),
-			"{{picked}}", "FROM picked\nWHERE o.id = picked.id",
-		).Replace(claim),
+		claim: claim, claimPartitioned: byPrimaryKey(claim),
 		markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
 		release: file("release"), extend: file("extend"), countDue: file("count_due"),
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
@@ -80,6 +73,20 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
 		lookBelow: file("look_below"),
 	}
+}
+
+// byPrimaryKey turns claim.sql, which updates the rows it picked by tuple
+// id, into the claim for a partitioned table, which joins them by primary
+// key: a tuple id names a row in each partition.
+func byPrimaryKey(claim string) string {
+	const (
+		update = "UPDATE ONLY "
+		byTID  = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
+	)
+	if strings.Count(claim, update) != 1 || strings.Count(claim, byTID) != 1 {
+		panic("relay: claim.sql lost its update by tuple id") // embedded: a build mistake
+	}
+	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id").Replace(claim)
 }
 
 // stripComments drops the lines that are only a comment: the files'
@@ -103,30 +110,38 @@ type pgStore struct {
 	q        statements
 	// lockSettings opens a lock claim's transaction (store_lock.go).
 	lockSettings string
-	// claimQ is the claim statement for the table, q.claim or
-	// q.claimPartitioned, once claimStatement has looked the table up.
-	claimQ atomic.Pointer[string]
+	// tableKind is kindPlain or kindPartitioned once partitionedTable
+	// has looked the table up.
+	tableKind atomic.Int32
 }
 
-// claimStatement returns the lease claim for the table: q.claim, which
-// updates the rows it picked by tuple id, on a plain table, and
-// q.claimPartitioned, which joins them by primary key, on a partitioned
-// one (claim.sql). It looks the table up once; a table is created
-// partitioned or not and stays so.
-func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
-	if q := s.claimQ.Load(); q != nil {
-		return *q, nil
+// What pgStore.tableKind holds.
+const (
+	kindUnknown int32 = iota
+	kindPlain
+	kindPartitioned
+)
+
+// partitionedTable reports whether the table is partitioned, which
+// decides how the claims find the rows they picked (claim.sql). It looks
+// the table up once: a table is created partitioned or not and stays so.
+func (s *pgStore) partitionedTable(ctx context.Context) (bool, error) {
+	switch s.tableKind.Load() {
+	case kindPlain:
+		return false, nil
+	case kindPartitioned:
+		return true, nil
 	}
 	partitioned, err := migrations.IsPartitioned(ctx, s.pool, s.table)
 	if err != nil {
-		return "", fmt.Errorf("claim: %w", err)
+		return false, err
 	}
-	q := s.q.claim
+	kind := kindPlain
 	if partitioned {
-		q = s.q.claimPartitioned
+		kind = kindPartitioned
 	}
-	s.claimQ.Store(&q)
-	return q, nil
+	s.tableKind.Store(kind)
+	return partitioned, nil
 }
 
 func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *pgStore {
@@ -231,9 +246,13 @@ func (s *pgStore) orderedTopics() (all bool, topics []string) {
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
 func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
-	claim, err := s.claimStatement(ctx)
+	partitioned, err := s.partitionedTable(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("claim: %w", err)
+	}
+	claim := s.q.claim
+	if partitioned {
+		claim = s.q.claimPartitioned
 	}
 	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}

@@ -26,16 +26,14 @@
 -- IS TRUE so that the planner cannot read a partial index for it (see
 -- mark_sent.sql); $10 NULL or empty folds the branch away.
 --
--- The UPDATE finds the picked rows by their tuple ids: on a plain table
--- loadStatements fills in its first and last lines as
---   UPDATE ONLY <table> ... WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
--- a TID scan, which reads each row's heap page and no index: 12% less
--- time than a join by primary key (which probes pkey for each row) in a
+-- The UPDATE finds the picked rows by their tuple ids (ctid), a TID
+-- scan, which reads each row's heap page and no index: 12% less time
+-- than a join by primary key (which probes pkey for each row) in a
 -- claim of 1,000 rows (docs/benchmarks.md#default-settings-adaptive-batches).
 -- The rows are locked by then, so their versions, and tuple ids, stay.
 -- On a partitioned table a tuple id names a row in each partition, so
--- there they read
---   UPDATE <table> ... FROM picked WHERE o.id = picked.id
+-- there loadStatements makes its first and last lines
+--   UPDATE {{table}} AS o ... FROM picked WHERE o.id = picked.id
 -- (claimPartitioned). ONLY keeps the first from ever updating a partitioned
 -- table: there it updates nothing, where without ONLY it would update the
 -- rows at those tuple ids in every partition.
@@ -77,10 +75,10 @@ WITH picked AS (
     ) AS due
     LIMIT $1
 )
-{{update}} AS o
+UPDATE ONLY {{table}} AS o
 SET status = 'processing',
     locked_by = $2,
     locked_until = now() + $3 * interval '1 millisecond',
     attempt = least(o.attempt, 2147483646) + 1
-{{picked}}
+WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
 RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at
