@@ -118,6 +118,14 @@ func (b *bundle) keysIn(bucket int16, n int) []string {
 	return keys
 }
 
+// fatalIn ends the test after rolling tx back: a transaction left open
+// holds its connection, and the pool's cleanup would wait for it forever.
+func (b *bundle) fatalIn(tx pgx.Tx, format string, args ...any) {
+	b.t.Helper()
+	_ = tx.Rollback(b.ctx)
+	b.t.Fatalf(format, args...)
+}
+
 // claimIn runs in tx the ordered claim of up to limit rows of shard 0, of
 // every topic or of topics, reading window rows of each bucket first, and
 // returns the claimed ids.
@@ -125,7 +133,7 @@ func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit, window int, topics [
 	b.t.Helper()
 	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, window)
 	if err != nil {
-		b.t.Fatalf("claim: %v", err)
+		b.fatalIn(tx, "claim: %v", err)
 	}
 	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
 		var id uuid.UUID
@@ -134,7 +142,7 @@ func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit, window int, topics [
 		return id, err
 	})
 	if err != nil {
-		b.t.Fatalf("claim: %v", err)
+		b.fatalIn(tx, "claim: %v", err)
 	}
 	return ids
 }
@@ -144,11 +152,11 @@ func (b *bundle) fullClaimIn(tx pgx.Tx, limit int, topics []string) []uuid.UUID 
 	b.t.Helper()
 	rows, err := tx.Query(b.ctx, b.sql(fullClaimSQL), limit, shardZero(), topics == nil, topics)
 	if err != nil {
-		b.t.Fatalf("full claim: %v", err)
+		b.fatalIn(tx, "full claim: %v", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
-		b.t.Fatalf("full claim: %v", err)
+		b.fatalIn(tx, "full claim: %v", err)
 	}
 	return ids
 }
