@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // On a partitioned table each lease write-back reads only the partitions
@@ -22,17 +23,7 @@ import (
 func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewEmpty(t)
-	if _, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	parts, err := migrations.Partitions(ctx, pool, table)
-	if err != nil || len(parts) < 4 {
-		t.Fatalf("partitions %v (%v): want the current one and 3 ahead", parts, err)
-	}
-	if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (topic, payload) SELECT 'orders', '\\x00' FROM generate_series(1, 20)"); err != nil {
-		t.Fatal(err)
-	}
+	pool, table, parts := partitionedWithPending(t, 20)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
 	rows, _, err := r.store.claim(ctx, "test#1", 20, claimRange{from: bottom}, nil)
 	if err != nil || len(rows) != 20 {
@@ -69,6 +60,26 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 			t.Errorf("%s without its bound read %v: the test no longer tells the two apart", tc.name, read)
 		}
 	}
+}
+
+// partitionedWithPending returns a table partitioned by the hour, its
+// partitions (the current one and 3 ahead, at least), and n pending rows
+// written now, in the current one.
+func partitionedWithPending(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, []migrations.Partition) {
+	t.Helper()
+	ctx := context.Background()
+	pool, table := testdb.NewEmpty(t)
+	if _, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := migrations.Partitions(ctx, pool, table)
+	if err != nil || len(parts) < 4 {
+		t.Fatalf("partitions %v (%v): want the current one and 3 ahead", parts, err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (topic, payload) SELECT 'orders', '\\x00' FROM generate_series(1, $1)", n); err != nil {
+		t.Fatal(err)
+	}
+	return pool, table, parts
 }
 
 // genericPlanReads runs q with args as a generic plan under EXPLAIN
@@ -136,7 +147,7 @@ func literal(t *testing.T, v any) string {
 
 // On a plain table the claim updates the rows it picked by tuple id; a
 // tuple id names a row in each partition, so on a partitioned table it
-// joins them by primary key instead (claimStatement). The test puts sent
+// joins them by primary key instead (pgStore.claimStatement). The test puts sent
 // rows at the same tuple ids as the pending ones, in another partition:
 // the claim takes the pending rows and leaves those alone. The plain
 // table's statement updates nothing there (UPDATE ONLY), rather than the
@@ -144,21 +155,11 @@ func literal(t *testing.T, v any) string {
 func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewEmpty(t)
-	if _, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	parts, err := migrations.Partitions(ctx, pool, table)
-	if err != nil || len(parts) < 2 {
-		t.Fatalf("partitions %v (%v)", parts, err)
-	}
 	const n = 20
 	// Pending rows in the current partition, sent rows in the last one;
 	// each partition's rows fill its first page from tuple id (0,1).
+	pool, table, parts := partitionedWithPending(t, n)
 	ahead := parts[len(parts)-1].Lower()
-	if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (topic, payload) SELECT 'orders', '\\x00' FROM generate_series(1, $1)", n); err != nil {
-		t.Fatal(err)
-	}
 	sent := make([]uuid.UUID, n)
 	for i := range sent {
 		sent[i] = ahead

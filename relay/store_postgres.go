@@ -35,7 +35,7 @@ var postgresSQL embed.FS
 // named for its file in sql/postgres.
 type statements struct {
 	// claim is claim.sql, for a plain table; claimPartitioned is its form
-	// for a partitioned table (pgStore.partitionedTable).
+	// for a partitioned table (pgStore.claimStatement).
 	claim, claimPartitioned                                         string
 	markSent, markRetry, markFailed, release, extend, countDue      string
 	claimLocked, lockedSent, lockedRetry, lockedFailed              string
@@ -110,38 +110,29 @@ type pgStore struct {
 	q        statements
 	// lockSettings opens a lock claim's transaction (store_lock.go).
 	lockSettings string
-	// tableKind is kindPlain or kindPartitioned once partitionedTable
-	// has looked the table up.
-	tableKind atomic.Int32
+	// claimQ is q.claim or q.claimPartitioned, once claimStatement has
+	// looked the table up.
+	claimQ atomic.Pointer[string]
 }
 
-// What pgStore.tableKind holds.
-const (
-	kindUnknown int32 = iota
-	kindPlain
-	kindPartitioned
-)
-
-// partitionedTable reports whether the table is partitioned, which
-// decides how the claims find the rows they picked (claim.sql). It looks
-// the table up once: a table is created partitioned or not and stays so.
-func (s *pgStore) partitionedTable(ctx context.Context) (bool, error) {
-	switch s.tableKind.Load() {
-	case kindPlain:
-		return false, nil
-	case kindPartitioned:
-		return true, nil
+// claimStatement returns the lease claim for the table: q.claim, which
+// updates the rows it picked by tuple id, on a plain table, and
+// q.claimPartitioned on a partitioned one (claim.sql). It looks the table
+// up once: a table is created partitioned or not and stays so.
+func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
+	if q := s.claimQ.Load(); q != nil {
+		return *q, nil
 	}
 	partitioned, err := migrations.IsPartitioned(ctx, s.pool, s.table)
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	kind := kindPlain
+	q := s.q.claim
 	if partitioned {
-		kind = kindPartitioned
+		q = s.q.claimPartitioned
 	}
-	s.tableKind.Store(kind)
-	return partitioned, nil
+	s.claimQ.Store(&q)
+	return q, nil
 }
 
 func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *pgStore {
@@ -246,13 +237,9 @@ func (s *pgStore) orderedTopics() (all bool, topics []string) {
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
 func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
-	partitioned, err := s.partitionedTable(ctx)
+	claim, err := s.claimStatement(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
-	}
-	claim := s.q.claim
-	if partitioned {
-		claim = s.q.claimPartitioned
 	}
 	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
