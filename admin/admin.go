@@ -127,7 +127,7 @@ type statements struct {
 // loadStatements reads the statements for table: {{table}}, {{shards}},
 // {{jobs}} and {{audit}} name the outbox table and its related tables.
 func loadStatements(table outbox.Table) statements {
-	names := strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shards"),
+	names := strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shard_ranges"),
 		"{{jobs}}", table.Related("jobs"), "{{audit}}", table.Related("audit"))
 	file := func(name string) string {
 		b, err := sqlFiles.ReadFile("sql/" + name + ".sql")

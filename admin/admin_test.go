@@ -218,7 +218,7 @@ func TestStatusCountsStatesTopicsAndHolders(t *testing.T) {
 	}
 
 	// Shards, one leased, and a janitor run under way; sent rows estimated.
-	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.table.Related("shards")+" (shard, locked_by, locked_until) VALUES (0, 'relay-a#9', now() + interval '20 s'), (1, NULL, now()), (2, NULL, '-infinity')"); err != nil {
+	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.table.Related("shard_ranges")+" (shard, locked_by, locked_until) VALUES (0, 'relay-a#9', now() + interval '20 s'), (1, NULL, now()), (2, NULL, '-infinity')"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Related("jobs")+" SET locked_by = 'relay-b#4', locked_until = now() + interval '30 s', last_started_at = now(), last_deleted = 7"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -165,5 +166,61 @@ func checkRunNotMigrated(t *testing.T, r *relay.Relay) {
 	}
 	if !strings.Contains(err.Error(), "relay migrate up") {
 		t.Errorf("Run error %q does not say to run `relay migrate up`", err)
+	}
+}
+
+// Migration 008 gives shards ranges of buckets, and fences replicas on the
+// old mapping off: their shard table is gone, so their next lease, extend
+// or claim of ordered rows fails instead of serving keys a new replica
+// serves. 008 down fences the other way.
+func TestMigration008FencesTheOldShardMapping(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.NewEmpty(t)
+	ctx := context.Background()
+	if _, err := migrations.Up(ctx, pool, table); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	if m, ok, err := migrations.Down(ctx, pool, table); err != nil || !ok || m.Version != 8 {
+		t.Fatalf("Down = %v, %v, %v; want 008 reverted", m.Version, ok, err)
+	}
+	// What a replica of 007 runs: it holds shard 3 and extends its lease.
+	oldShards, newShards := table.Related("shards"), table.Related("shard_ranges")
+	extend := "UPDATE " + oldShards + " SET locked_until = now() + interval '30 s' WHERE shard = 3 AND locked_by = 'old#1'"
+	mustExec := func(q string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	mustExec("INSERT INTO " + oldShards + " (shard, locked_by, locked_until) VALUES (3, 'old#1', now() + interval '30 s')")
+	mustExec(extend)
+	exists := func(name string) bool {
+		t.Helper()
+		var ok bool
+		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if exists(newShards) {
+		t.Errorf("%s exists at 007", newShards)
+	}
+
+	if _, err := migrations.Up(ctx, pool, table); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	_, err := pool.Exec(ctx, extend)
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
+		t.Errorf("a replica of 007 extending its lease after 008: %v, want undefined_table (42P01)", err)
+	}
+	if !exists(newShards) {
+		t.Errorf("%s is missing after 008", newShards)
+	}
+
+	if _, _, err := migrations.Down(ctx, pool, table); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if exists(newShards) || !exists(oldShards) {
+		t.Errorf("after 008 down: %s exists %v, %s exists %v; want only the old table", newShards, exists(newShards), oldShards, exists(oldShards))
 	}
 }

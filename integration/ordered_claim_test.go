@@ -65,10 +65,10 @@ WHERE claimable
 ORDER BY tx, id
 LIMIT $1`
 
-// shardZero lists the buckets of shard 0 of claimShards.
+// shardZero lists the buckets of shard 0 of claimShards: 0 to 63.
 func shardZero() []int16 {
 	var b []int16
-	for x := 0; x < 1024; x += claimShards {
+	for x := 0; x < 1024/claimShards; x++ {
 		b = append(b, int16(x))
 	}
 	return b
@@ -82,7 +82,7 @@ func (b *bundle) relaySQL(name string) string {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	return strings.NewReplacer("{{table}}", b.table.Ident(), "{{shards}}", b.table.Related("shards")).Replace(string(raw))
+	return strings.NewReplacer("{{table}}", b.table.Ident(), "{{shards}}", b.table.Related("shard_ranges")).Replace(string(raw))
 }
 
 // claimSQL is the relay's ordered claim for the test's table.
@@ -92,7 +92,7 @@ func (b *bundle) claimSQL() string { return b.relaySQL("claim_ordered") }
 // claimLessee for an hour.
 func (b *bundle) leaseShardZero() {
 	b.t.Helper()
-	_, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table.Related("shards")+` (shard, locked_by, locked_until)
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table.Related("shard_ranges")+` (shard, locked_by, locked_until)
 		SELECT s, CASE WHEN s = 0 THEN $2 END, CASE WHEN s = 0 THEN now() + interval '1 hour' ELSE '-infinity' END
 		FROM generate_series(0, $1 - 1) AS s`, claimShards, claimLessee)
 	if err != nil {
@@ -126,12 +126,16 @@ func (b *bundle) fatalIn(tx pgx.Tx, format string, args ...any) {
 	b.t.Fatalf(format, args...)
 }
 
+// claimWindows are how many rows the ordered claim reads first: head of
+// the shard's oldest pending rows, then window of each bucket.
+type claimWindows struct{ head, window int }
+
 // claimIn runs in tx the ordered claim of up to limit rows of shard 0, of
-// every topic or of topics, reading window rows of each bucket first, and
-// returns the claimed ids.
-func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit, window int, topics []string) []uuid.UUID {
+// every topic or of topics, with the windows w, and returns the claimed
+// ids.
+func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit int, w claimWindows, topics []string) []uuid.UUID {
 	b.t.Helper()
-	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, window)
+	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, w.window, w.head)
 	if err != nil {
 		b.fatalIn(tx, "claim: %v", err)
 	}
@@ -179,10 +183,10 @@ func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
 	for _, bucket := range []int16{0, 16, 32} {
 		keys = append(keys, b.keysIn(bucket, 4)...)
 	}
-	for _, bucket := range []int16{48, 64, 80, 96, 112, 1008} {
+	for _, bucket := range []int16{48, 50, 52, 56, 60, 63} {
 		keys = append(keys, b.keysIn(bucket, 1)...)
 	}
-	keys = append(keys, b.keysIn(1, 1)...)
+	keys = append(keys, b.keysIn(64, 1)...)
 
 	// Wide rounds spread hundreds of rows over every key; small ones put
 	// a dozen rows at most on two keys of one bucket and one of another,
@@ -197,7 +201,17 @@ func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
 			b.writeBacklog(randomBacklog(rng, small, 3+rng.IntN(10)))
 		}
 		for _, limit := range []int{1, 2, 3, 7, 50} {
-			for _, window := range slices.Compact([]int{1, min(limit, 2), min(limit, 5), limit}) {
+			// A head window of one or three rows rarely decides, and the
+			// passes run; the relay's (the claim, a quarter and 16) mostly
+			// does.
+			var windows []claimWindows
+			for _, head := range []int{1, 3} {
+				for _, window := range slices.Compact([]int{1, min(limit, 2), min(limit, 5), limit}) {
+					windows = append(windows, claimWindows{head: head, window: window})
+				}
+			}
+			windows = append(windows, claimWindows{head: limit + limit/4 + 16, window: limit})
+			for _, w := range windows {
 				tx, err := b.pool.BeginTx(b.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 				if err != nil {
 					t.Fatal(err)
@@ -208,15 +222,15 @@ func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
 					topics = []string{"orders"}
 				}
 				want := b.fullClaimIn(tx, limit, topics)
-				got := b.claimIn(tx, claimSQL, limit, window, topics)
+				got := b.claimIn(tx, claimSQL, limit, w, topics)
 				if err := tx.Rollback(b.ctx); err != nil {
 					t.Fatal(err)
 				}
 				slices.SortFunc(want, compareUUID)
 				slices.SortFunc(got, compareUUID)
 				if !slices.Equal(got, want) {
-					t.Fatalf("round %d, limit %d, window %d, topics %v: claimed %d rows %v, a full read takes %d rows %v",
-						round, limit, window, topics, len(got), got, len(want), want)
+					t.Fatalf("round %d, limit %d, windows %+v, topics %v: claimed %d rows %v, a full read takes %d rows %v",
+						round, limit, w, topics, len(got), got, len(want), want)
 				}
 			}
 		}
@@ -224,9 +238,10 @@ func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
 }
 
 // Hand-picked tables where a pass must not decide on what lies past its
-// cut (the last row it read of a full bucket). Keys K and M share one
-// bucket, J and L another; each row's age is how far its transaction is
-// below the horizon (older first).
+// cut (the last row it read of a full bucket, or of the shard in the first
+// read). Keys K and M share one bucket, J and L another; each row's age is
+// how far its transaction is below the horizon (older first). A head
+// window of one row sends the claim on to the passes bucket by bucket.
 func TestOrderedClaimCases(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -235,15 +250,45 @@ func TestOrderedClaimCases(t *testing.T) {
 	km, jl := b.keysIn(0, 2), b.keysIn(16, 2)
 	k, m, j, l := km[0], km[1], jl[0], jl[1]
 	for _, c := range []struct {
-		name          string
-		limit, window int
-		rows          []backlogRow
-		want          []int // indexes into rows
+		name    string
+		limit   int
+		windows claimWindows
+		rows    []backlogRow
+		want    []int // indexes into rows
 	}{{
 		// The first pass reads K:0 of K's bucket: the lapsed claim K:2
 		// beyond it must not count as claimable (K:1 waits), or the pick
 		// looks full and J:1 is left out.
-		name: "a lapsed claim past the first cut", limit: 3, window: 1,
+		// The first read takes K:0 and J:0: the lapsed claim L:0 beyond
+		// it must not count as claimable, or the pick looks full and J:1
+		// is left out.
+		name: "a lapsed claim past the head cut", limit: 2, windows: claimWindows{head: 2, window: 1},
+		rows: []backlogRow{
+			{key: k, state: "retrying", age: 100}, {key: j, state: "pending", age: 95},
+			{key: j, state: "pending", age: 85}, {key: l, state: "lapsed", age: 80},
+		},
+		want: []int{1, 2},
+	}, {
+		// K's head waits, and its rows fill the first read; the passes
+		// reach M's.
+		name: "a blocked key fills the head", limit: 2, windows: claimWindows{head: 3, window: 4},
+		rows: []backlogRow{
+			{key: k, state: "retrying", age: 100}, {key: k, state: "pending", age: 99}, {key: k, state: "pending", age: 98},
+			{key: m, state: "pending", age: 97}, {key: m, state: "pending", age: 96},
+		},
+		want: []int{3, 4},
+	}, {
+		// The first read reaches the end of the shard: it decides with
+		// fewer rows than the claim, and counts the lapsed claim L:0,
+		// which no pending row comes after.
+		name: "the head reaches the end", limit: 5, windows: claimWindows{head: 4, window: 1},
+		rows: []backlogRow{
+			{key: k, state: "retrying", age: 100}, {key: k, state: "pending", age: 99},
+			{key: j, state: "pending", age: 95}, {key: l, state: "lapsed", age: 120},
+		},
+		want: []int{2, 3},
+	}, {
+		name: "a lapsed claim past the first cut", limit: 3, windows: claimWindows{head: 1, window: 1},
 		rows: []backlogRow{
 			{key: k, state: "pending", age: 100}, {key: k, state: "retrying", age: 90}, {key: k, state: "lapsed", age: 80},
 			{key: j, state: "pending", age: 70}, {key: j, state: "pending", age: 60},
@@ -254,7 +299,7 @@ func TestOrderedClaimCases(t *testing.T) {
 		// wait behind M:0, and L:0, J:0, J:1. The lapsed claim K:1 beyond
 		// the cut must not count (K:0 waits), or J's bucket, cut at
 		// J:1, is taken as decided and J:2 is left out.
-		name: "a lapsed claim past the second cut", limit: 3, window: 1,
+		name: "a lapsed claim past the second cut", limit: 3, windows: claimWindows{head: 1, window: 1},
 		rows: []backlogRow{
 			{key: m, state: "retrying", age: 100}, {key: m, state: "pending", age: 99}, {key: m, state: "pending", age: 98},
 			{key: k, state: "retrying", age: 97}, {key: k, state: "lapsed", age: 96},
@@ -265,7 +310,7 @@ func TestOrderedClaimCases(t *testing.T) {
 	}, {
 		// K's head waits; its rows fill the first and second passes of
 		// the bucket, and only the third reaches M's.
-		name: "a blocked key fills both passes", limit: 2, window: 1,
+		name: "a blocked key fills both passes", limit: 2, windows: claimWindows{head: 1, window: 1},
 		rows: []backlogRow{
 			{key: k, state: "retrying", age: 100}, {key: k, state: "pending", age: 99},
 			{key: k, state: "pending", age: 98}, {key: k, state: "pending", age: 97},
@@ -275,7 +320,7 @@ func TestOrderedClaimCases(t *testing.T) {
 	}, {
 		// K's in-flight claim holds K back; rows above the horizon are
 		// not read, and hold nothing back below it.
-		name: "in flight and above the horizon", limit: 5, window: 1,
+		name: "in flight and above the horizon", limit: 5, windows: claimWindows{head: 1, window: 1},
 		rows: []backlogRow{
 			{key: k, state: "inFlight", age: 100}, {key: k, state: "pending", age: 99},
 			{key: m, state: "pending", age: 98}, {key: m, state: "pending", age: 0},
@@ -295,7 +340,7 @@ func TestOrderedClaimCases(t *testing.T) {
 				t.Fatal(err)
 			}
 			full := b.fullClaimIn(tx, c.limit, nil)
-			got := b.claimIn(tx, claimSQL, c.limit, c.window, nil)
+			got := b.claimIn(tx, claimSQL, c.limit, c.windows, nil)
 			if err := tx.Rollback(b.ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -460,7 +505,7 @@ func (b *bundle) explain(q string, args ...any) readCost {
 		switch n.Type {
 		case "Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
 			// Scans are leaves: their buffers are their own.
-			if n.Relation != "" && !strings.HasSuffix(n.Relation, "_shards") && !strings.HasSuffix(n.Index, "_pkey") {
+			if n.Relation != "" && !strings.HasSuffix(n.Relation, "_shard_ranges") && !strings.HasSuffix(n.Index, "_pkey") {
 				c.rows += (n.Rows + n.Removed) * n.Loops
 				c.buffers += n.Hit + n.Read
 			}
@@ -474,11 +519,13 @@ func (b *bundle) explain(q string, args ...any) readCost {
 }
 
 // A claim of 500 rows from a shard with a backlog of 50,000 events over
-// four keys reads about 2,000 rows (500 of each key's bucket, and the
-// first of every bucket), where a read of the whole backlog reads all
-// 50,000; and doubling the backlog changes nothing of what the claim
-// reads, while a full read reads twice as much. It counts what the claim
-// reads; it does not time it.
+// four keys reads about 700 rows (the shard's 641 oldest, and the first
+// of every bucket), where a read of the whole backlog reads all 50,000;
+// when that first read is too short to decide (here: a window of one
+// row), the passes bucket by bucket read about 2,000 (500 of each key's
+// bucket, and the first of every bucket). Doubling the backlog changes
+// nothing of what the claim reads, while a full read reads twice as
+// much. It counts what the claim reads; it does not time it.
 func TestOrderedClaimReadIsBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -488,9 +535,15 @@ func TestOrderedClaimReadIsBounded(t *testing.T) {
 	for _, bucket := range []int16{0, 16, 32, 48} {
 		keys = append(keys, b.keysIn(bucket, 1)...)
 	}
-	// The window relay.firstWindow gives a claim of 500 rows over 64 buckets.
-	const window = 8 + (2*limit+63)/64
-	measure := func() (bounded, full readCost) {
+	// The windows relay.headWindow and relay.firstWindow give a claim of
+	// 500 rows over 64 buckets, and a first read too short to decide.
+	relay := claimWindows{head: limit + limit/4 + 16, window: 8 + (2*limit+63)/64}
+	passes := claimWindows{head: 1, window: relay.window}
+	// At most: the first pending row of each of the 64 buckets, then the
+	// head window; or the first row of each bucket, one row, each bucket
+	// up to the window and the 4 that hold the backlog up to the claim.
+	maxRows := map[claimWindows]float64{relay: float64(64 + relay.head), passes: float64(64 + 1 + 64*passes.window + 4*limit)}
+	measure := func() (claim map[claimWindows]readCost, full readCost) {
 		t.Helper()
 		b.exec(`INSERT INTO {{table}} (topic, key, payload)
 			SELECT 'orders', convert_to(($1::text[])[1 + g % 4], 'UTF8'), convert_to(repeat('x', 200), 'UTF8')
@@ -499,33 +552,40 @@ func TestOrderedClaimReadIsBounded(t *testing.T) {
 		await(t, 10*time.Second, func() bool {
 			return b.count("tx >= pg_snapshot_xmin(pg_current_snapshot())") == 0
 		}, "the backlog's transaction is not below the visibility horizon")
-		bounded = b.explain(b.claimSQL(), limit, "claim#1", 60000, 0, claimLessee, shardZero(), true, []string{}, window)
 		full = b.explain(b.sql(fullClaimSQL), limit, shardZero(), true, []string{})
-		t.Logf("backlog %d: the claim read %.0f rows, %d buffers (%d in all); a full read %.0f rows, %d buffers (%d in all)",
-			b.count("true"), bounded.rows, bounded.buffers, bounded.total, full.rows, full.buffers, full.total)
-		if bounded.out != limit || full.out != limit {
-			t.Fatalf("claimed %.0f rows, a full read picks %.0f; want %d", bounded.out, full.out, limit)
+		claim = map[claimWindows]readCost{}
+		for _, w := range []claimWindows{relay, passes} {
+			c := b.explain(b.claimSQL(), limit, "claim#1", 60000, 0, claimLessee, shardZero(), true, []string{}, w.window, w.head)
+			t.Logf("backlog %d, windows %+v: the claim read %.0f rows, %d buffers (%d in all); a full read %.0f rows, %d buffers (%d in all)",
+				b.count("true"), w, c.rows, c.buffers, c.total, full.rows, full.buffers, full.total)
+			if c.out != limit || full.out != limit {
+				t.Fatalf("windows %+v: claimed %.0f rows, a full read picks %.0f; want %d", w, c.out, full.out, limit)
+			}
+			if c.rows > maxRows[w] {
+				t.Errorf("windows %+v: the claim read %.0f rows, want at most %.0f (a full read: %.0f)", w, c.rows, maxRows[w], full.rows)
+			}
+			claim[w] = c
 		}
-		return bounded, full
+		return claim, full
 	}
 
-	bounded, full := measure()
-	// Each of the 64 buckets is read up to the window, and each of the 4
-	// that hold the backlog up to the claim's size.
-	if maxRows := float64(64*window + 4*limit); bounded.rows > maxRows {
-		t.Errorf("the claim read %.0f rows, want at most %.0f (a full read: %.0f)", bounded.rows, maxRows, full.rows)
-	}
+	claim, full := measure()
 	if full.rows < backlog {
 		t.Errorf("a full read read %.0f rows, want the whole backlog (%d): the reference is not what it claims", full.rows, backlog)
 	}
-
-	bounded2, full2 := measure()
-	if bounded2.rows != bounded.rows {
-		t.Errorf("with twice the backlog the claim read %.0f rows, want the same %.0f", bounded2.rows, bounded.rows)
+	if claim[passes].rows <= claim[relay].rows {
+		t.Errorf("with a one-row head window the claim read %.0f rows, with the relay's %.0f: the passes did not run", claim[passes].rows, claim[relay].rows)
 	}
-	// The same rows, through index probes one level deeper at most.
-	if bounded2.buffers*2 > bounded.buffers*3 {
-		t.Errorf("with twice the backlog the claim read %d buffers, want about the same as %d", bounded2.buffers, bounded.buffers)
+
+	claim2, full2 := measure()
+	for w, c := range claim {
+		if claim2[w].rows != c.rows {
+			t.Errorf("windows %+v: with twice the backlog the claim read %.0f rows, want the same %.0f", w, claim2[w].rows, c.rows)
+		}
+		// The same rows, through index probes one level deeper at most.
+		if claim2[w].buffers*2 > c.buffers*3 {
+			t.Errorf("windows %+v: with twice the backlog the claim read %d buffers, want about the same as %d", w, claim2[w].buffers, c.buffers)
+		}
 	}
 	if full2.rows < 2*backlog || full2.buffers < full.buffers*3/2 {
 		t.Errorf("with twice the backlog a full read read %.0f rows, %d buffers, want twice %.0f rows, %d buffers",

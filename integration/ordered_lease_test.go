@@ -14,7 +14,7 @@ import (
 func TestLeaseShardReadIsBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.exec(`INSERT INTO `+b.table.Related("shards")+` (shard) SELECT s FROM generate_series(0, $1 - 1) AS s`, claimShards)
+	b.exec(`INSERT INTO `+b.table.Related("shard_ranges")+` (shard) SELECT s FROM generate_series(0, $1 - 1) AS s`, claimShards)
 	var keys []string
 	for _, bucket := range []int16{0, 16, 32, 48} {
 		keys = append(keys, b.keysIn(bucket, 1)...)

@@ -264,7 +264,7 @@ func TestOrderedShardTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var shards, held int
-	err := b.pool.QueryRow(b.ctx, "SELECT count(*), count(*) FILTER (WHERE locked_by IS NOT NULL) FROM "+b.table.Related("shards")).Scan(&shards, &held)
+	err := b.pool.QueryRow(b.ctx, "SELECT count(*), count(*) FILTER (WHERE locked_by IS NOT NULL) FROM "+b.table.Related("shard_ranges")).Scan(&shards, &held)
 	if err != nil || shards != 5 || held != 0 {
 		t.Fatalf("shard table: %d rows, %d held (%v); want 5 rows, none held after stop", shards, held, err)
 	}

@@ -78,7 +78,7 @@ func TestOrderedThreeRelaysKeepPerKeyOrder(t *testing.T) {
 		t.Errorf("%d duplicates in a fault-free run", dups)
 	}
 	var shards int
-	if err := b.pool.QueryRow(context.Background(), b.sql("SELECT count(*) FROM "+b.table.Related("shards"))).Scan(&shards); err != nil || shards != 8 {
+	if err := b.pool.QueryRow(context.Background(), b.sql("SELECT count(*) FROM "+b.table.Related("shard_ranges"))).Scan(&shards); err != nil || shards != 8 {
 		t.Errorf("shard table holds %d rows (%v), want 8", shards, err)
 	}
 }

@@ -194,7 +194,7 @@ func identRule(s string, max int) bool {
 
 // derivedSuffixes are the suffixes the migrations append to the table name
 // for indexes, constraints and helper tables (migrations/*.sql).
-var derivedSuffixes = []string{"migrations", "shards", "status_check", "dedup_key_idx", "pending_idx", "processing_idx", "ordered_idx", "ordered_pending_idx", "keyless_idx"}
+var derivedSuffixes = []string{"migrations", "shards", "status_check", "dedup_key_idx", "pending_idx", "processing_idx", "ordered_idx", "ordered_pending_idx", "keyless_idx", "shard_ranges", "ordered_head_idx"}
 
 func FuzzTable(f *testing.F) {
 	for _, seed := range [][2]string{

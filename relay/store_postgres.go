@@ -49,7 +49,7 @@ type statements struct {
 // loadStatements reads the statements for table. read records each file
 // it reads, for the test that every file is used.
 func loadStatements(table outbox.Table, read func(file string)) statements {
-	names := strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shards"), "{{jobs}}", table.Related("jobs"))
+	names := strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shard_ranges"), "{{jobs}}", table.Related("jobs"))
 	file := func(name string) string {
 		if read != nil {
 			read(name)

@@ -68,6 +68,67 @@ inflight AS (
       AND ($7::bool OR o.topic = ANY($8::text[]))
       AND EXISTS (SELECT 1 FROM lease)
 ),
+-- Pass 0.
+head_floor AS (
+    SELECT f.tx
+    FROM unnest($6::smallint[]) AS b (bucket)
+    CROSS JOIN LATERAL (
+        SELECT o.tx, o.id
+        FROM {{table}} AS o
+        WHERE o.bucket = b.bucket
+          AND o.status = 'pending'
+          AND o.bucket IS NOT NULL
+          AND ($7::bool OR o.topic = ANY($8::text[]))
+        ORDER BY o.tx, o.id
+        LIMIT 1
+    ) AS f
+    WHERE EXISTS (SELECT 1 FROM lease)
+    ORDER BY f.tx
+    LIMIT 1
+),
+head_rows AS (
+    SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+           o.next_retry_at <= now() AS ready,
+           row_number() OVER (ORDER BY o.tx, o.id) AS n
+    FROM {{table}} AS o
+    WHERE o.tx >= (SELECT tx FROM head_floor)
+      AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+      AND o.status = 'pending'
+      AND o.key IS NOT NULL
+      AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
+      AND ($7::bool OR o.topic = ANY($8::text[]))
+    ORDER BY o.tx, o.id
+    LIMIT $10
+),
+head_cut AS (
+    SELECT tx, id
+    FROM head_rows
+    WHERE n = $10
+),
+head_runs AS (
+    SELECT k.id, k.tx,
+           bool_and(k.ready) OVER (
+               PARTITION BY k.topic, k.key
+               ORDER BY k.tx, k.id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           ) AS claimable
+    FROM (
+        SELECT id, topic, key, tx, ready
+        FROM head_rows
+        UNION ALL
+        SELECT i.id, i.topic, i.key, i.tx, i.ready
+        FROM inflight AS i
+        WHERE NOT EXISTS (
+            SELECT 1
+            FROM head_cut AS c
+            WHERE (c.tx, c.id) < (i.tx, i.id)
+        )
+    ) AS k
+),
+head_decided AS (
+    SELECT (SELECT count(*) FROM head_rows) < $10
+           OR (SELECT count(*) FROM head_runs WHERE claimable) >= $1 AS decided
+),
 -- Pass 1.
 first_rows AS (
     SELECT b.bucket, p.id, p.topic, p.key, p.tx, p.ready, p.n
@@ -87,6 +148,7 @@ first_rows AS (
         LIMIT $9
     ) AS p
     WHERE EXISTS (SELECT 1 FROM lease)
+      AND NOT (SELECT decided FROM head_decided)
 ),
 first_cut AS (
     SELECT bucket, tx, id
@@ -232,8 +294,14 @@ picked AS (
     SELECT id
     FROM (
         SELECT id, tx
+        FROM head_runs
+        WHERE claimable
+          AND (SELECT decided FROM head_decided)
+        UNION ALL
+        SELECT id, tx
         FROM second_claimable
         WHERE bucket NOT IN (SELECT bucket FROM third_buckets)
+          AND NOT (SELECT decided FROM head_decided)
         UNION ALL
         SELECT id, tx
         FROM third_runs

@@ -1,5 +1,5 @@
 -- lease_shard: leases a free shard that has work in one of its buckets
--- (bucket % $3 = shard): a due pending row, written by a transaction older
+-- (bucket * $3 / 1024 = shard, a range): a due pending row, written by a transaction older
 -- than all running ones, or a lapsed claim. Shards whose holder died
 -- (lease lapsed, never handed back) come first, then the least recently
 -- served. $1 is the lease (ms), $2 the lease token, $4/$5 the ordered
@@ -19,7 +19,8 @@ WHERE s.shard = (
     WHERE c.locked_until < now()
       AND (EXISTS (
               SELECT 1
-              FROM generate_series(c.shard, 1023, $3) AS b (bucket)
+              FROM generate_series((c.shard * 1024 + $3 - 1) / $3,
+                                             ((c.shard + 1) * 1024 + $3 - 1) / $3 - 1) AS b (bucket)
               CROSS JOIN LATERAL (
                   SELECT 1
                   FROM {{table}} AS o
@@ -38,7 +39,7 @@ WHERE s.shard = (
               FROM {{table}} AS o
               WHERE o.status = 'processing'
                 AND o.locked_until < now()
-                AND o.bucket % $3 = c.shard
+                AND o.bucket * $3 / 1024 = c.shard
                 AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
                 AND ($4::bool OR o.topic = ANY($5::text[]))
           ))
