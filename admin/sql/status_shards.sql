@@ -1,4 +1,4 @@
--- status_shards: the shard leases of ordered delivery (002): every shard,
+-- status_shards: the shard leases of ordered delivery (008): every shard,
 -- who holds it (NULL: handed back, or never served) and when its lease
 -- ends, in seconds from now (negative: ended; NULL: never served).
 SELECT shard,

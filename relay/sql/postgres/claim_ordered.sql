@@ -1,7 +1,8 @@
 -- claim_ordered: claims up to $1 rows for the claim $2 (lease $3 ms), in
 -- write order, from the runs of ready rows at the head of each key in the
--- buckets $6 of shard $4, leased by $5; $7/$8 are the ordered topics; $9
--- (at most $1) is how many pending rows of each bucket it reads first.
+-- buckets $6 (a range, in order) of shard $4, leased by $5; $7/$8 are the
+-- ordered topics; $10 is how many of the shard's oldest pending rows it
+-- reads first, $9 (at most $1) how many of each bucket's it reads next.
 --
 --   - lease re-checks and extends the shard lease in the same statement.
 --     While it holds the shard row's lock another replica's lease_shard
@@ -17,16 +18,24 @@
 --   - the attempt saturates at the integer limit, as in claim.sql.
 -- It returns the writing transaction, by which the relay orders the rows.
 --
--- What it reads is bounded, not the shard's whole backlog. A key lives in
--- one bucket, so the first rows of a bucket in (tx, id) order, read
--- through ordered_pending_idx, hold every earlier pending row of each key
--- they hold: the runs computed over them (with the bucket's processing
--- rows up to the last row read, from processing_idx, as many as are in
--- flight) are the runs the whole backlog gives, up to that last row (the
--- cut). Rows at or above the visibility horizon are never read: they are
--- not ready, nor is anything after them in their bucket. An empty bucket
--- costs one index probe. The claim reads in up to three passes, each only
--- for the buckets the one before could not decide:
+-- What it reads is bounded, not the shard's whole backlog. The first rows
+-- of the shard in (tx, id) order hold every earlier pending row of each
+-- key they hold, and so do the first rows of a bucket, since a key lives
+-- in one bucket: the runs computed over them (with the processing rows up
+-- to the last row read, from processing_idx, as many as are in flight)
+-- are the runs the whole backlog gives, up to that last row (the cut).
+-- Rows at or above the visibility horizon are never read: they are not
+-- ready, nor is anything after them of their key. The claim reads in up
+-- to four passes, each only for what the one before could not decide:
+--
+--   0. the shard's $10 oldest pending rows, in one range scan of
+--      ordered_head_idx from the shard's floor (the oldest of its
+--      buckets' first rows, one probe of ordered_pending_idx per bucket,
+--      which also marks the dead entries it walks for the lease's probes
+--      of that index), the bucket range checked in the index. It decides
+--      the claim when it finds $1 claimable rows no later than its cut,
+--      or reaches the end of the shard; otherwise the passes below run,
+--      bucket by bucket (an empty bucket costs one index probe):
 --
 --   1. the first $9 pending rows of every bucket (a few more than a
 --      bucket's share of $1);
@@ -37,18 +46,18 @@
 --      oldest rows, a hot key's;
 --   3. all pending rows, as a read of the whole backlog would, of each
 --      bucket whose second pass was full and still undecided in the
---      same sense: a
---      bucket where $1 rows did not yield enough claimable ones, because
+--      same sense: a bucket where $1 rows did not yield enough claimable
+--      ones, because
 --      a key whose head is not ready (waiting for its retry, or in
 --      flight) fills them with its own rows. Reading past that key is
 --      what keeps it from starving the keys behind it in its bucket; the
 --      index does not order a bucket by key, so the cost of that read is
 --      the bucket's backlog, paid only while such a key blocks it.
 --
--- A bucket that a pass does not send on to the next cannot hold any of
--- the $1 oldest claimable rows beyond its cut: the pass found $1
--- claimable rows no later than the cut, and a later pass only adds rows
--- (its reads are longer, $9 <= $1). So the claim takes the same rows as a
+-- What a pass does not send on to the next (the shard in pass 0, a bucket
+-- in the others) cannot hold any of the $1 oldest claimable rows beyond
+-- its cut: the pass found $1 claimable rows no later than the cut, and a
+-- later pass only adds rows (its reads are longer, $9 <= $1). So the claim takes the same rows as a
 -- read of every unfinished row of the shard would.
 WITH lease AS (
     UPDATE {{shards}}

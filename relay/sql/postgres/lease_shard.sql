@@ -1,15 +1,16 @@
 -- lease_shard: leases a free shard that has work in one of its buckets
--- (bucket * $3 / 1024 = shard, a range): a due pending row, written by a transaction older
--- than all running ones, or a lapsed claim. Shards whose holder died
--- (lease lapsed, never handed back) come first, then the least recently
--- served. $1 is the lease (ms), $2 the lease token, $4/$5 the ordered
--- topics. Pending rows are found through ordered_pending_idx, one probe
--- per bucket: each bucket's look is a LATERAL subquery for its oldest due
--- row (ORDER BY the index's columns, LIMIT 1), which the planner cannot
--- turn into a join and answers from the index, so an empty bucket costs
--- one probe. Without it the planner scanned the table for every
--- candidate shard when its statistics made due rows look common. Lapsed
--- claims are found through processing_idx.
+-- (those with bucket * $3 / 1024 = shard, a range; migration 008): a due
+-- pending row, written by a transaction older than all running ones, or a
+-- lapsed claim. Shards whose holder died (lease lapsed, never handed
+-- back) come first, then the least recently served. $1 is the lease (ms),
+-- $2 the lease token, $4/$5 the ordered topics. Pending rows are found
+-- through ordered_pending_idx, one probe per bucket: each bucket's look is
+-- a LATERAL subquery for its oldest due row (ORDER BY the index's
+-- columns, LIMIT 1), which the planner cannot turn into a join and
+-- answers from the index, so an empty bucket costs one probe. Without it
+-- the planner scanned the table for every candidate shard when its
+-- statistics made due rows look common. Lapsed claims are found through
+-- processing_idx.
 UPDATE {{shards}} AS s
 SET locked_by = $2,
     locked_until = now() + $1 * interval '1 millisecond'
