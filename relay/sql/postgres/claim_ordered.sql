@@ -79,7 +79,7 @@ inflight AS (
 ),
 -- Pass 0.
 head_floor AS (
-    SELECT f.tx
+    SELECT f.tx, f.id
     FROM unnest($6::smallint[]) AS b (bucket)
     CROSS JOIN LATERAL (
         SELECT o.tx, o.id
@@ -92,22 +92,30 @@ head_floor AS (
         LIMIT 1
     ) AS f
     WHERE EXISTS (SELECT 1 FROM lease)
-    ORDER BY f.tx
+    ORDER BY f.tx, f.id
     LIMIT 1
 ),
+-- The rows are numbered outside the LIMIT, so that the planner plans the
+-- read for $10 rows; and the floor is a row comparison, not tx >= floor,
+-- which the planner would pair with tx < horizon into a range it guesses
+-- holds 0.5% of the rows. With either, on a partitioned table, it sorted
+-- every row of the shard instead of merging the partitions' indexes.
 head_rows AS (
-    SELECT o.bucket, o.id, o.topic, o.key, o.tx,
-           o.next_retry_at <= now() AS ready,
-           row_number() OVER (ORDER BY o.tx, o.id) AS n
-    FROM {{table}} AS o
-    WHERE o.tx >= (SELECT tx FROM head_floor)
-      AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-      AND o.status = 'pending'
-      AND o.key IS NOT NULL
-      AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
-      AND ($7::bool OR o.topic = ANY($8::text[]))
-    ORDER BY o.tx, o.id
-    LIMIT $10
+    SELECT h.bucket, h.id, h.topic, h.key, h.tx, h.ready,
+           row_number() OVER (ORDER BY h.tx, h.id) AS n
+    FROM (
+        SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+               o.next_retry_at <= now() AS ready
+        FROM {{table}} AS o
+        WHERE (o.tx, o.id) >= (SELECT tx, id FROM head_floor)
+          AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+          AND o.status = 'pending'
+          AND o.key IS NOT NULL
+          AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
+          AND ($7::bool OR o.topic = ANY($8::text[]))
+        ORDER BY o.tx, o.id
+        LIMIT $10
+    ) AS h
 ),
 head_cut AS (
     SELECT tx, id
