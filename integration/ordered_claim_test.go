@@ -256,9 +256,6 @@ func TestOrderedClaimCases(t *testing.T) {
 		rows    []backlogRow
 		want    []int // indexes into rows
 	}{{
-		// The first pass reads K:0 of K's bucket: the lapsed claim K:2
-		// beyond it must not count as claimable (K:1 waits), or the pick
-		// looks full and J:1 is left out.
 		// The first read takes K:0 and J:0: the lapsed claim L:0 beyond
 		// it must not count as claimable, or the pick looks full and J:1
 		// is left out.
@@ -288,6 +285,9 @@ func TestOrderedClaimCases(t *testing.T) {
 		},
 		want: []int{2, 3},
 	}, {
+		// The first pass reads K:0 of K's bucket: the lapsed claim K:2
+		// beyond it must not count as claimable (K:1 waits), or the pick
+		// looks full and J:1 is left out.
 		name: "a lapsed claim past the first cut", limit: 3, windows: claimWindows{head: 1, window: 1},
 		rows: []backlogRow{
 			{key: k, state: "pending", age: 100}, {key: k, state: "retrying", age: 90}, {key: k, state: "lapsed", age: 80},

@@ -47,18 +47,19 @@
 --   3. all pending rows, as a read of the whole backlog would, of each
 --      bucket whose second pass was full and still undecided in the
 --      same sense: a bucket where $1 rows did not yield enough claimable
---      ones, because
---      a key whose head is not ready (waiting for its retry, or in
---      flight) fills them with its own rows. Reading past that key is
---      what keeps it from starving the keys behind it in its bucket; the
---      index does not order a bucket by key, so the cost of that read is
---      the bucket's backlog, paid only while such a key blocks it.
+--      ones, because a key whose head is not ready (waiting for its
+--      retry, or in flight) fills them with its own rows. Reading past
+--      that key is what keeps it from starving the keys behind it in its
+--      bucket; the index does not order a bucket by key, so the cost of
+--      that read is the bucket's backlog, paid only while such a key
+--      blocks it.
 --
 -- What a pass does not send on to the next (the shard in pass 0, a bucket
 -- in the others) cannot hold any of the $1 oldest claimable rows beyond
 -- its cut: the pass found $1 claimable rows no later than the cut, and a
--- later pass only adds rows (its reads are longer, $9 <= $1). So the claim takes the same rows as a
--- read of every unfinished row of the shard would.
+-- later pass only adds rows (its reads are longer, $9 <= $1). So the
+-- claim takes the same rows as a read of every unfinished row of the
+-- shard would.
 WITH lease AS (
     UPDATE {{shards}}
     SET locked_until = now() + $3 * interval '1 millisecond'

@@ -20,8 +20,9 @@ WHERE s.shard = (
     WHERE c.locked_until < now()
       AND (EXISTS (
               SELECT 1
+              -- the shard's range, as relay.bucketsOf gives it
               FROM generate_series((c.shard * 1024 + $3 - 1) / $3,
-                                             ((c.shard + 1) * 1024 + $3 - 1) / $3 - 1) AS b (bucket)
+                                   ((c.shard + 1) * 1024 + $3 - 1) / $3 - 1) AS b (bucket)
               CROSS JOIN LATERAL (
                   SELECT 1
                   FROM {{table}} AS o
