@@ -554,9 +554,9 @@ WHERE status = 'pending'`); k != 5 {
 }
 
 // Lock claims and per-key ordering together: keyed events of ordered
-// topics are still leased by the ordered claim and arrive in write order
-// per key, while keyless ones go through lock claims (nothing written while
-// they are published).
+// topics are still taken by the ordered claim (noted in their shard's row)
+// and arrive in write order per key, while keyless ones go through lock
+// claims (nothing written while they are published).
 func TestLockClaimWithOrderedTopics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -564,9 +564,12 @@ func TestLockClaimWithOrderedTopics(t *testing.T) {
 	var mu sync.Mutex
 	seenKeyless := map[uuid.UUID]bool{}
 	s := &sink{fn: func(ctx context.Context, msgs []outbox.Message) error {
-		// How each message's row looks while it is published: a lease
-		// (ordered) or untouched (lock claim).
-		rows, err := b.pool.Query(ctx, b.sql("SELECT id, status FROM {{table}} WHERE id = ANY($1)"), ids(msgs))
+		// How each message's row looks while it is published: pending
+		// either way, noted in its shard's claim (ordered) or not (lock
+		// claim).
+		rows, err := b.pool.Query(ctx, b.sql(`SELECT o.id, o.status || CASE WHEN EXISTS (
+				SELECT 1 FROM `+b.table.Related("shard_ranges")+` AS s WHERE o.id = ANY (s.claimed)) THEN ' (claimed)' ELSE '' END
+			FROM {{table}} AS o WHERE o.id = ANY($1)`), ids(msgs))
 		if err != nil {
 			t.Errorf("read rows during Publish: %v", err)
 			return err
@@ -588,7 +591,7 @@ func TestLockClaimWithOrderedTopics(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range msgs {
-			want := "processing"
+			want := "pending (claimed)"
 			if m.Key == nil {
 				want = "pending"
 				seenKeyless[m.ID] = true

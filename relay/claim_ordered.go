@@ -2,8 +2,11 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // runOrdered is ordered loop number loop (Run starts Workers of them): it
@@ -56,12 +59,18 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 		}
 		dbDown.Reset()
 		r.observe(Event{Kind: EventShardLeased, Shard: shard})
-		claimed, wait := r.serveShard(ctx, shard, lessee, slot)
-		hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-		if err := r.pg.handBack(hctx, shard, lessee); err != nil {
-			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
+		claimed, wait, abandoned := r.serveShard(ctx, shard, lessee, slot)
+		if abandoned {
+			// A publish may still be on its way: no other replica may
+			// publish the shard's keys before the lease ends.
+			r.log.Warn("publish abandoned; the shard returns when its lease ends", "shard", shard)
+		} else {
+			hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+			if err := r.pg.handBack(hctx, shard, lessee); err != nil {
+				r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
+			}
+			cancel()
 		}
-		cancel()
 		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
 		r.observe(Event{Kind: EventShardHandedBack, Shard: shard, Rows: claimed})
 		if r.prober != nil && r.sink.isDown() {
@@ -75,27 +84,30 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 
 // serveShard claims and publishes batches of shard until it has no ready
 // rows, ShardBudget rows were claimed, or something asks for a pause; wait
-// is how long to pause before leasing again.
-func (r *Relay) serveShard(ctx context.Context, shard int, lessee string, slot *atomic.Int64) (claimed int, wait time.Duration) {
+// is how long to pause before leasing again. abandoned reports a publish
+// abandoned without an outcome: the shard must not be handed back.
+func (r *Relay) serveShard(ctx context.Context, shard int, lessee string, slot *atomic.Int64) (claimed int, wait time.Duration, abandoned bool) {
 	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
 		limit := r.orderedSizes.next()
 		res, err := r.processIn(ctx, shardClaims{r, shard, lessee}, limit, r.orderedSizes, nil, slot)
 		claimed += res.Claimed
 		switch {
+		case res.Abandoned > 0:
+			return claimed, 0, true
 		case err != nil:
 			r.log.Warn("database error; retrying", "shard", shard, "error", err)
-			return claimed, r.cfg.OutageBackoffMin
+			return claimed, r.cfg.OutageBackoffMin, false
 		case res.SinkUnavailable:
-			return claimed, res.Backoff
+			return claimed, res.Backoff, false
 		case claimed == 0:
 			// Work that is not ready yet: a head waiting for its retry, or a
 			// transaction older than the rows still running.
-			return 0, r.cfg.PollInterval
+			return 0, r.cfg.PollInterval, false
 		case res.Claimed < limit:
-			return claimed, 0 // drained: on to the next shard at once
+			return claimed, 0, false // drained: on to the next shard at once
 		}
 	}
-	return claimed, 0
+	return claimed, 0, false
 }
 
 // shardClaims claim the rows of one leased shard of ordered topics
@@ -117,15 +129,65 @@ func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (
 	if err != nil {
 		return nil, err
 	}
-	b := r.leases.leased(rows, owner)
-	b.mode, b.ordered = ClaimOrdered, true
-	b.park = r.cfg.Ordering.HeadOfLine == HeadOfLinePark
-	extend := b.renew
-	b.renew = func(ctx context.Context) (int, error) {
-		if err := r.pg.extendShard(ctx, c.shard, c.lessee); err != nil {
-			r.log.Warn("extending shard lease failed", "shard", c.shard, "error", err)
+	return &batch{
+		mode:    ClaimOrdered,
+		rows:    rows,
+		ordered: true,
+		park:    r.cfg.Ordering.HeadOfLine == HeadOfLinePark,
+		// The shard's lease is the claim's hold on its rows.
+		renew: func(ctx context.Context) (int, error) {
+			held, err := r.pg.extendShard(ctx, c.shard, c.lessee)
+			if err != nil || held {
+				return 0, err
+			}
+			return len(rows), nil
+		},
+		record: func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
+			return false, c.record(hard, owner, rows, out, res)
+		},
+	}, nil
+}
+
+// record writes the outcome of the claim owner, whose rows are rows, in
+// one statement fenced by the shard's lease (record_ordered.sql), and
+// counts it in res. Released rows need no write: the claim left them
+// pending. Rows with no outcome (abandoned) stay noted in the shard row,
+// so that whoever leases the shard next counts their attempt.
+func (c shardClaims) record(hard context.Context, owner string, rows []row, out *outcome, res *BatchResult) error {
+	r := c.r
+	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+	defer cancel()
+	var unknown []uuid.UUID
+	if res.Abandoned > 0 {
+		known := make(map[uuid.UUID]bool, len(rows))
+		for _, ids := range [][]uuid.UUID{out.sent, out.released} {
+			for _, id := range ids {
+				known[id] = true
+			}
 		}
-		return extend(ctx)
+		for _, x := range out.retries {
+			known[x.id] = true
+		}
+		for _, f := range out.failures {
+			known[f.id] = true
+		}
+		for _, x := range rows {
+			if !known[x.id] {
+				unknown = append(unknown, x.id)
+			}
+		}
 	}
-	return b, nil
+	var got recorded
+	_, err := r.retryWrite(wctx, func(ctx context.Context) (int, error) {
+		var err error
+		got, err = r.pg.recordOrdered(ctx, c.shard, c.lessee, owner, out, unknown)
+		return 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("record outcome of %d claimed rows of shard %d: %w; they return when the shard is leased again", res.Claimed, c.shard, err)
+	}
+	res.Sent, res.Retried, res.Failed = got.sent, got.retried, got.failed
+	res.Released = len(out.released)
+	res.Fenced = len(out.sent) + len(out.retries) + len(out.failures) - got.sent - got.retried - got.failed
+	return nil
 }

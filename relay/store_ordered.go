@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -55,11 +56,14 @@ func (s *pgStore) handBack(ctx context.Context, shard int, owner string) error {
 	return nil
 }
 
-func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) error {
-	if _, err := s.pool.Exec(ctx, s.q.extendShard, shard, owner, s.lease.Milliseconds()); err != nil {
-		return fmt.Errorf("extend shard %d: %w", shard, err)
+// extendShard renews owner's lease of shard; held is false when owner no
+// longer holds it.
+func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) (held bool, err error) {
+	tag, err := s.pool.Exec(ctx, s.q.extendShard, shard, owner, s.lease.Milliseconds())
+	if err != nil {
+		return false, fmt.Errorf("extend shard %d: %w", shard, err)
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
 }
 
 // claimOrdered claims up to limit rows of shard for owner, in write order
@@ -73,6 +77,58 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 		return nil, fmt.Errorf("claim ordered: %w", err)
 	}
 	return collectRows(rows, withTx)
+}
+
+// recorded counts the rows an ordered write-back wrote, by outcome.
+type recorded struct{ sent, retried, failed int }
+
+// recordOrdered writes the outcome out of the ordered claim owner of
+// shard, leased by lessee (record_ordered.sql): its sent, retried and
+// failed rows; unknown are the claimed rows whose publish has no outcome.
+// It writes nothing once lessee no longer holds the shard.
+func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner string, out *outcome, unknown []uuid.UUID) (recorded, error) {
+	n := len(out.sent) + len(out.retries) + len(out.failures)
+	ids, statuses := make([][16]byte, 0, n), make([]string, 0, n)
+	delays, errs, refunds := make([]int64, 0, n), make([]string, 0, n), make([]int32, 0, n)
+	for _, id := range out.sent {
+		ids, statuses = append(ids, id), append(statuses, "sent")
+		delays, errs, refunds = append(delays, 0), append(errs, ""), append(refunds, 0)
+	}
+	for _, r := range out.retries {
+		ids, statuses = append(ids, r.id), append(statuses, "pending")
+		delays, errs = append(delays, r.delay.Milliseconds()), append(errs, r.error)
+		refund := int32(0)
+		if r.refund {
+			refund = 1
+		}
+		refunds = append(refunds, refund)
+	}
+	for _, f := range out.failures {
+		ids, statuses = append(ids, f.id), append(statuses, "failed")
+		delays, errs, refunds = append(delays, 0), append(errs, f.error), append(refunds, 0)
+	}
+	lo, hi := idRange(ids)
+	rows, err := s.pool.Query(ctx, s.q.recordOrdered, shard, lessee, owner, ids, statuses, delays, errs, refunds, lo, hi, pgIDs(unknown))
+	if err != nil {
+		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
+	}
+	var got recorded
+	var status string
+	_, err = pgx.ForEachRow(rows, []any{&status}, func() error {
+		switch status {
+		case "sent":
+			got.sent++
+		case "pending":
+			got.retried++
+		case "failed":
+			got.failed++
+		}
+		return nil
+	})
+	if err != nil {
+		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
+	}
+	return got, nil
 }
 
 // firstWindow is how many pending rows of each of its buckets a claim of

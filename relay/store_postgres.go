@@ -40,7 +40,7 @@ type statements struct {
 	markSent, markRetry, markFailed, release, extend, countDue      string
 	claimLocked, lockedSent, lockedRetry, lockedFailed              string
 	shardCount, shardCreate, leaseShard, handBack, extendShard      string
-	claimOrdered                                                    string
+	claimOrdered, recordOrdered                                     string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
 	backlog, backlogEstimate                                        string
 	lookBelow                                                       string
@@ -68,7 +68,8 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
 		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
 		handBack: file("hand_back"), extendShard: file("extend_shard"), claimOrdered: file("claim_ordered"),
-		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
+		recordOrdered: file("record_ordered"),
+		claimJob:      file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
 		lookBelow: file("look_below"),

@@ -4,10 +4,12 @@
 -- ordered topics; $10 is how many of the shard's oldest pending rows it
 -- reads first, $9 (at most $1) how many of each bucket's it reads next.
 --
---   - lease re-checks and extends the shard lease in the same statement.
---     While it holds the shard row's lock another replica's lease_shard
---     skips the shard, and a takeover that got in first makes the check
---     fail, so two claims of one shard never overlap;
+--   - lease re-checks the shard lease and locks the shard row; noted
+--     extends the lease in the same statement. While the lock is held
+--     another replica's lease_shard skips the shard, and a takeover that
+--     got in first makes the check fail, so two claims of one shard never
+--     overlap. Nor do two claims of one holder: it claims again only once
+--     the last claim's outcome is written;
 --   - a row is ready when it is due (pending and next_retry_at passed, or
 --     processing with a lapsed lease) and its writing transaction is older
 --     than every transaction still running, so no earlier write for its
@@ -15,7 +17,8 @@
 --   - a key's rows are claimable up to its first row that is not ready: a
 --     later event never overtakes an earlier one;
 --   - it takes the $1 oldest claimable rows, by (tx, id);
---   - the attempt saturates at the integer limit, as in claim.sql.
+--   - the attempt returned saturates at the integer limit, as in claim.sql;
+--     the write-back stores it (record_ordered.sql).
 -- It returns the writing transaction, by which the relay orders the rows.
 --
 -- What it reads is bounded, not the shard's whole backlog. The first rows
@@ -61,12 +64,12 @@
 -- claim takes the same rows as a read of every unfinished row of the
 -- shard would.
 WITH lease AS (
-    UPDATE {{shards}}
-    SET locked_until = now() + $3 * interval '1 millisecond'
+    SELECT shard
+    FROM {{shards}}
     WHERE shard = $4
       AND locked_by = $5
       AND locked_until > now()
-    RETURNING shard
+    FOR NO KEY UPDATE
 ),
 inflight AS (
     SELECT o.bucket, o.id, o.topic, o.key, o.tx,
@@ -327,12 +330,29 @@ picked AS (
     ) AS c
     ORDER BY tx, id
     LIMIT $1
+),
+-- The claim writes nothing to the rows it takes: it renews the shard's
+-- lease and notes their ids in the shard row, which the outcome's
+-- write-back clears (record_ordered.sql), and returns each row with the
+-- attempt this publish is. A row of a lapsed claim of a replica before
+-- 009 (processing) goes back to pending first, so that the write-back,
+-- which takes pending rows only, records it.
+noted AS (
+    UPDATE {{shards}}
+    SET locked_until = now() + $3 * interval '1 millisecond',
+        claimed = ARRAY(SELECT id FROM picked)
+    WHERE shard = (SELECT shard FROM lease)
+),
+revived AS (
+    UPDATE {{table}} AS o
+    SET status = 'pending',
+        locked_by = $2,
+        locked_until = NULL
+    WHERE o.id = ANY (ARRAY(SELECT p.id FROM picked AS p JOIN inflight AS i ON i.id = p.id))
+      AND o.status = 'processing'
 )
-UPDATE {{table}} AS o
-SET status = 'processing',
-    locked_by = $2,
-    locked_until = now() + $3 * interval '1 millisecond',
-    attempt = least(o.attempt, 2147483646) + 1
+SELECT o.id, o.topic, o.key, o.payload, o.headers,
+       least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint
+FROM {{table}} AS o
 WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
   AND o.status IN ('pending', 'processing')
-RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, (o.tx::text)::bigint

@@ -11,11 +11,15 @@
 -- the planner scanned the table for every candidate shard when its
 -- statistics made due rows look common. Lapsed claims are found through
 -- processing_idx.
-UPDATE {{shards}} AS s
-SET locked_by = $2,
-    locked_until = now() + $1 * interval '1 millisecond'
-WHERE s.shard = (
-    SELECT c.shard
+--
+-- The rows still noted as claimed in the shard row (claim_ordered.sql)
+-- were claimed by a holder that wrote no outcome for them: it died,
+-- abandoned their publish, or could not write. Their attempt is counted
+-- here, as a claim that marks rows processing counts it when it claims,
+-- so that a row whose publish kills every relay that tries it still
+-- reaches MaxAttempts and fails instead of blocking its key for ever.
+WITH taken AS (
+    SELECT c.shard, c.claimed
     FROM {{shards}} AS c
     WHERE c.locked_until < now()
       AND (EXISTS (
@@ -48,5 +52,17 @@ WHERE s.shard = (
     ORDER BY c.locked_by IS NULL, c.locked_until, c.shard
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
+),
+counted AS (
+    UPDATE {{table}} AS o
+    SET attempt = least(o.attempt, 2147483646) + 1
+    WHERE o.id = ANY ((SELECT claimed FROM taken)::uuid[])
+      AND (o.status = 'pending') IS TRUE
 )
+UPDATE {{shards}} AS s
+SET locked_by = $2,
+    locked_until = now() + $1 * interval '1 millisecond',
+    claimed = NULL
+FROM taken AS t
+WHERE s.shard = t.shard
 RETURNING s.shard
