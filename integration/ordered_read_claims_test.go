@@ -1,0 +1,280 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// Tests of ordered claims that read their rows (migration 009): the claim
+// writes only its shard's row, the outcome is written under the shard's
+// lease, and a claim that ends without an outcome still counts an attempt.
+
+// claimState is what these tests read of a row: status and attempt.
+type claimState struct {
+	status  string
+	attempt int
+}
+
+func (b *bundle) claimStates(ids []uuid.UUID) []claimState {
+	b.t.Helper()
+	var out []claimState
+	for _, id := range ids {
+		var s claimState
+		if err := b.pool.QueryRow(b.ctx, b.sql("SELECT status, attempt FROM {{table}} WHERE id = $1"), id).Scan(&s.status, &s.attempt); err != nil {
+			b.t.Fatalf("row %s: %v", id, err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// noted returns the ids shard 0's row notes as claimed, sorted.
+func (b *bundle) noted() []uuid.UUID {
+	b.t.Helper()
+	var ids []uuid.UUID
+	if err := b.pool.QueryRow(b.ctx, "SELECT coalesce(claimed, '{}') FROM "+b.table.Related("shard_ranges")+" WHERE shard = 0").Scan(&ids); err != nil {
+		b.t.Fatalf("claimed of shard 0: %v", err)
+	}
+	slices.SortFunc(ids, compareUUID)
+	return ids
+}
+
+// recordSent runs record_ordered.sql for shard 0 as lessee: ids sent,
+// unknown left without an outcome. It returns how many rows it wrote.
+func (b *bundle) recordSent(lessee string, ids, unknown []uuid.UUID) int {
+	b.t.Helper()
+	n := len(ids)
+	statuses, delays, errs, refunds := make([]string, n), make([]int64, n), make([]string, n), make([]int32, n)
+	for i := range statuses {
+		statuses[i] = "sent"
+	}
+	sorted := slices.SortedFunc(slices.Values(ids), compareUUID)
+	rows, err := b.pool.Query(b.ctx, b.relaySQL("record_ordered"), 0, lessee, "claim#1", ids, statuses, delays, errs, refunds,
+		sorted[0], sorted[n-1], unknown)
+	if err != nil {
+		b.t.Fatalf("record: %v", err)
+	}
+	written := 0
+	for rows.Next() {
+		written++
+	}
+	if err := rows.Err(); err != nil {
+		b.t.Fatalf("record: %v", err)
+	}
+	return written
+}
+
+// The claim leaves its rows pending and untouched, returns the attempt the
+// publish is, and notes the rows in the shard's row. A replica that leases
+// the shard after its holder died counts that attempt, and the dead
+// holder's write-back, should it come back, writes nothing.
+func TestOrderedReadClaimAndTakeover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.leaseShardZero()
+	keys := b.keysIn(0, 2)
+	var msgs []outbox.Message
+	for i := range 6 {
+		msgs = append(msgs, outbox.Message{Topic: "orders", Key: []byte(keys[i%2]), Payload: fmt.Appendf(nil, "%d", i)})
+	}
+	ids := b.write(msgs...)
+	slices.SortFunc(ids, compareUUID)
+
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10)
+	if err != nil {
+		b.fatalIn(tx, "claim: %v", err)
+	}
+	var claimed []uuid.UUID
+	var attempts []int
+	for rows.Next() {
+		var id uuid.UUID
+		var attempt int
+		var skip any
+		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &attempt, &skip, &skip); err != nil {
+			b.fatalIn(tx, "claim: %v", err)
+		}
+		claimed, attempts = append(claimed, id), append(attempts, attempt)
+	}
+	if err := rows.Err(); err != nil {
+		b.fatalIn(tx, "claim: %v", err)
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(claimed, compareUUID)
+	if !slices.Equal(claimed, ids) {
+		t.Fatalf("claimed %v, want every row %v", claimed, ids)
+	}
+	if slices.ContainsFunc(attempts, func(a int) bool { return a != 1 }) {
+		t.Errorf("claim returned attempts %v, want 1 for each row", attempts)
+	}
+	for i, s := range b.claimStates(ids) {
+		if s != (claimState{"pending", 0}) {
+			t.Errorf("row %s after the claim: %+v, want pending with attempt 0", ids[i], s)
+		}
+	}
+	if got := b.noted(); !slices.Equal(got, ids) {
+		t.Errorf("shard row notes %v as claimed, want %v", got, ids)
+	}
+
+	// The holder dies: its lease lapses. Another replica leases the shard.
+	b.exec("UPDATE " + b.table.Related("shard_ranges") + " SET locked_until = now() - interval '1 second' WHERE shard = 0")
+	var shard int
+	if err := b.pool.QueryRow(b.ctx, b.relaySQL("lease_shard"), 60000, "heir#1", claimShards, true, nil).Scan(&shard); err != nil || shard != 0 {
+		t.Fatalf("lease_shard = %d, %v; want shard 0", shard, err)
+	}
+	for i, s := range b.claimStates(ids) {
+		if s != (claimState{"pending", 1}) {
+			t.Errorf("row %s after the takeover: %+v, want pending with attempt 1 (the dead holder's)", ids[i], s)
+		}
+	}
+	if got := b.noted(); len(got) != 0 {
+		t.Errorf("shard row still notes %v after the takeover counted them", got)
+	}
+
+	// The dead holder comes back and writes its outcome: fenced.
+	if n := b.recordSent(claimLessee, ids, nil); n != 0 {
+		t.Errorf("the former holder's write-back wrote %d rows, want 0", n)
+	}
+	// The heir publishes them and writes its outcome, one row left
+	// without one (abandoned): it stays noted for the next lease.
+	if n := b.recordSent("heir#1", ids[1:], ids[:1]); n != len(ids)-1 {
+		t.Errorf("the holder's write-back wrote %d rows, want %d", n, len(ids)-1)
+	}
+	states := b.claimStates(ids)
+	if states[0] != (claimState{"pending", 1}) {
+		t.Errorf("abandoned row %s: %+v, want pending with attempt 1", ids[0], states[0])
+	}
+	for i, s := range states[1:] {
+		if s != (claimState{"sent", 2}) {
+			t.Errorf("row %s: %+v, want sent with attempt 2", ids[i+1], s)
+		}
+	}
+	if got := b.noted(); !slices.Equal(got, ids[:1]) {
+		t.Errorf("shard row notes %v, want the abandoned row %v", got, ids[:1])
+	}
+}
+
+// poisonSink never returns from a publish of the poison payload, ignoring
+// its context, until the test ends; everything else it takes.
+type poisonSink struct {
+	release chan struct{}
+	tries   atomic.Int64
+	mu      sync.Mutex
+	got     []string
+}
+
+func (s *poisonSink) Publish(_ context.Context, msgs []outbox.Message) error {
+	for _, m := range msgs {
+		if string(m.Payload) == "poison" {
+			s.tries.Add(1)
+			<-s.release
+			return nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.got = append(s.got, string(m.Payload))
+	}
+	return nil
+}
+
+func (s *poisonSink) Close() error { return nil }
+
+func (s *poisonSink) delivered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// A row whose publish never ends (the sink hangs on it) is abandoned every
+// time; the shard returns when its lease ends, and each lease after such a
+// claim counts the attempt, so the row fails after MaxAttempts instead of
+// blocking its key for ever, and the key's next event is published.
+func TestOrderedAbandonedPublishesCountTowardsMaxAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sink := &poisonSink{release: make(chan struct{})}
+	t.Cleanup(func() { close(sink.release) })
+	cfg := relay.Config{
+		Ordering:       relay.Ordering{Topics: []string{"*"}, Shards: 4},
+		MaxAttempts:    2,
+		Lease:          time.Second,
+		PublishTimeout: 100 * time.Millisecond,
+		PollInterval:   20 * time.Millisecond,
+		Workers:        1,
+	}
+	ids := b.write(
+		outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("poison")},
+		outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("after")},
+	)
+	b.startRelay(sink, cfg)
+	await(t, 30*time.Second, func() bool { return slices.Contains(sink.delivered(), "after") },
+		"the event after the poison was not published; poison row %+v", b.claimStates(ids[:1]))
+	var status, lastError string
+	var attempt int
+	if err := b.pool.QueryRow(b.ctx, b.sql("SELECT status, attempt, coalesce(last_error, '') FROM {{table}} WHERE id = $1"), ids[0]).Scan(&status, &attempt, &lastError); err != nil {
+		t.Fatal(err)
+	}
+	if status != "failed" || !strings.Contains(lastError, "exceeds max attempts") {
+		t.Errorf("poison row: %s, %q; want failed for exceeding max attempts", status, lastError)
+	}
+	if attempt != 3 {
+		t.Errorf("poison row attempt %d, want 3 (two abandoned publishes, then the claim that failed it)", attempt)
+	}
+	if n := sink.tries.Load(); n != 2 {
+		t.Errorf("the poison was published %d times, want MaxAttempts = 2", n)
+	}
+	if got := sink.delivered(); !slices.Equal(got, []string{"after"}) {
+		t.Errorf("delivered %v, want [after]", got)
+	}
+}
+
+// 009 down drops the shard row's claimed column, and with it a 009
+// replica's ordered claims, which fail instead of reading rows that 008
+// replicas mark processing; 009 up brings them back.
+func TestMigration009DownFencesReadClaims(t *testing.T) {
+	t.Parallel()
+	b := setupUnpartitioned(t)
+	if m, ok, err := migrations.Down(b.ctx, b.pool, b.table); err != nil || !ok || m.Version != 9 {
+		t.Fatalf("Down = %v, %v, %v; want 009 reverted", m.Version, ok, err)
+	}
+	b.leaseShardZero()
+	b.write(outbox.Message{Topic: "orders", Key: []byte(b.keysIn(0, 1)[0]), Payload: []byte("x")})
+	claim := func() error {
+		rows, err := b.pool.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10)
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		return rows.Err()
+	}
+	err := claim()
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "42703" {
+		t.Errorf("a 009 claim after 009 down: %v, want undefined_column (42703)", err)
+	}
+	if _, err := migrations.Up(b.ctx, b.pool, b.table); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	if err := claim(); err != nil {
+		t.Errorf("a 009 claim after 009 up again: %v", err)
+	}
+}
