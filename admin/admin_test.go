@@ -221,6 +221,9 @@ func TestStatusCountsStatesTopicsAndHolders(t *testing.T) {
 	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.table.Related("shard_ranges")+" (shard, locked_by, locked_until) VALUES (0, 'relay-a#9', now() + interval '20 s'), (1, NULL, now()), (2, NULL, '-infinity')"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Related("shard_ranges")+" SET claimed = ARRAY[gen_random_uuid(), gen_random_uuid()] WHERE shard = 0"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Related("jobs")+" SET locked_by = 'relay-b#4', locked_until = now() + interval '30 s', last_started_at = now(), last_deleted = 7"); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +234,7 @@ func TestStatusCountsStatesTopicsAndHolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Ordered == nil || s.Ordered.Shards != 3 || len(s.Ordered.Leased) != 1 || s.Ordered.Leased[0].HeldBy != "relay-a#9" {
+	if s.Ordered == nil || s.Ordered.Shards != 3 || len(s.Ordered.Leased) != 1 || s.Ordered.Leased[0].HeldBy != "relay-a#9" || s.Ordered.Leased[0].InFlight != 2 {
 		t.Errorf("ordered = %+v", s.Ordered)
 	}
 	if j := s.Jobs[0]; !j.Running || j.LastRunBy != "relay-b#4" || j.LastDeleted == nil || *j.LastDeleted != 7 {

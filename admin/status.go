@@ -143,6 +143,9 @@ type Shard struct {
 	Shard    int     `json:"shard"`
 	HeldBy   string  `json:"held_by"`
 	LeaseEnd float64 `json:"lease_end_seconds"`
+	// InFlight is how many rows its holder's last claim took and has not
+	// written an outcome for yet (they stay pending: docs/ordering.md).
+	InFlight int `json:"in_flight"`
 }
 
 // Job is a periodic job's row (migration 004).
@@ -329,15 +332,16 @@ func (a *Admin) statusShards(ctx context.Context, tx pgx.Tx, s *Status, _ Status
 		return err
 	}
 	var (
-		shard int
-		by    *string
-		end   *float64
-		ord   = Ordered{Leased: []Shard{}}
+		shard    int
+		by       *string
+		end      *float64
+		inFlight int
+		ord      = Ordered{Leased: []Shard{}}
 	)
-	_, err = pgx.ForEachRow(rows, []any{&shard, &by, &end}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&shard, &by, &end, &inFlight}, func() error {
 		ord.Shards++
 		if by != nil && end != nil && *end > 0 {
-			ord.Leased = append(ord.Leased, Shard{Shard: shard, HeldBy: *by, LeaseEnd: *end})
+			ord.Leased = append(ord.Leased, Shard{Shard: shard, HeldBy: *by, LeaseEnd: *end, InFlight: inFlight})
 		}
 		return nil
 	})

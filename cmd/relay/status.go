@@ -135,9 +135,9 @@ func printStatus(w io.Writer, s *admin.Status) {
 	default:
 		fmt.Fprintf(w, "ordered delivery: %d shards, %d leased\n", s.Ordered.Shards, len(s.Ordered.Leased))
 		if len(s.Ordered.Leased) > 0 {
-			fmt.Fprintln(tw, "SHARD\tHELD BY\tLEASE ENDS IN")
+			fmt.Fprintln(tw, "SHARD\tHELD BY\tLEASE ENDS IN\tIN FLIGHT")
 			for _, sh := range s.Ordered.Leased {
-				fmt.Fprintf(tw, "%d\t%s\t%s\n", sh.Shard, sh.HeldBy, secs(sh.LeaseEnd))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\n", sh.Shard, sh.HeldBy, secs(sh.LeaseEnd), sh.InFlight)
 			}
 			tw.Flush()
 		}

@@ -25,8 +25,10 @@
 -- of the shard in (tx, id) order hold every earlier pending row of each
 -- key they hold, and so do the first rows of a bucket, since a key lives
 -- in one bucket: the runs computed over them (with the processing rows up
--- to the last row read, from processing_idx, as many as are in flight)
--- are the runs the whole backlog gives, up to that last row (the cut).
+-- to the last row read, from processing_idx: rows of claims made before
+-- migration 009, which marked their rows; since then a claim's rows stay
+-- pending) are the runs the whole backlog gives, up to that last row (the
+-- cut).
 -- Rows at or above the visibility horizon are never read: they are not
 -- ready, nor is anything after them of their key. The claim reads in up
 -- to four passes, each only for what the one before could not decide:
@@ -340,7 +342,7 @@ picked AS (
 noted AS (
     UPDATE {{shards}}
     SET locked_until = now() + $3 * interval '1 millisecond',
-        claimed = ARRAY(SELECT id FROM picked)
+        claimed = nullif(ARRAY(SELECT id FROM picked), '{}')
     WHERE shard = (SELECT shard FROM lease)
 ),
 revived AS (
