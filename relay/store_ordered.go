@@ -87,44 +87,14 @@ type recorded struct{ sent, retried, failed int }
 // failed rows; unknown are the claimed rows whose publish has no outcome.
 // It writes nothing once lessee no longer holds the shard.
 func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner string, out *outcome, unknown []uuid.UUID) (recorded, error) {
-	n := len(out.sent) + len(out.retries) + len(out.failures)
-	ids, statuses := make([][16]byte, 0, n), make([]string, 0, n)
-	delays, errs, refunds := make([]int64, 0, n), make([]string, 0, n), make([]int32, 0, n)
-	for _, id := range out.sent {
-		ids, statuses = append(ids, id), append(statuses, "sent")
-		delays, errs, refunds = append(delays, 0), append(errs, ""), append(refunds, 0)
-	}
-	for _, r := range out.retries {
-		ids, statuses = append(ids, r.id), append(statuses, "pending")
-		delays, errs = append(delays, r.delay.Milliseconds()), append(errs, r.error)
-		refund := int32(0)
-		if r.refund {
-			refund = 1
-		}
-		refunds = append(refunds, refund)
-	}
-	for _, f := range out.failures {
-		ids, statuses = append(ids, f.id), append(statuses, "failed")
-		delays, errs, refunds = append(delays, 0), append(errs, f.error), append(refunds, 0)
-	}
-	lo, hi := idRange(ids)
-	rows, err := s.pool.Query(ctx, s.q.recordOrdered, shard, lessee, owner, ids, statuses, delays, errs, refunds, lo, hi, pgIDs(unknown))
-	if err != nil {
-		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
-	}
+	retried, delays, errs, refunds := retryColumns(out.retries)
+	failed, failErrs := failureColumns(out.failures)
+	all := pgIDs(out.sent)
+	all = append(append(all, retried...), failed...)
+	lo, hi := idRange(all)
 	var got recorded
-	var status string
-	_, err = pgx.ForEachRow(rows, []any{&status}, func() error {
-		switch status {
-		case "sent":
-			got.sent++
-		case "pending":
-			got.retried++
-		case "failed":
-			got.failed++
-		}
-		return nil
-	})
+	err := s.pool.QueryRow(ctx, s.q.recordOrdered, shard, lessee, owner, pgIDs(out.sent),
+		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(unknown)).Scan(&got.sent, &got.retried, &got.failed)
 	if err != nil {
 		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
 	}
