@@ -72,6 +72,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 			cancel()
 		}
 		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
+		// The loop no longer serves the shard, handed back or not.
 		r.observe(Event{Kind: EventShardHandedBack, Shard: shard, Rows: claimed})
 		if r.prober != nil && r.sink.isDown() {
 			continue // no backoff: the loop's top waits for the sink
@@ -159,23 +160,7 @@ func (c shardClaims) record(hard context.Context, owner string, rows []row, out 
 	defer cancel()
 	var unknown []uuid.UUID
 	if res.Abandoned > 0 {
-		known := make(map[uuid.UUID]bool, len(rows))
-		for _, ids := range [][]uuid.UUID{out.sent, out.released} {
-			for _, id := range ids {
-				known[id] = true
-			}
-		}
-		for _, x := range out.retries {
-			known[x.id] = true
-		}
-		for _, f := range out.failures {
-			known[f.id] = true
-		}
-		for _, x := range rows {
-			if !known[x.id] {
-				unknown = append(unknown, x.id)
-			}
-		}
+		unknown = withoutOutcome(rows, out)
 	}
 	var got recorded
 	_, err := r.retryWrite(wctx, func(ctx context.Context) (int, error) {
@@ -190,4 +175,28 @@ func (c shardClaims) record(hard context.Context, owner string, rows []row, out 
 	res.Released = len(out.released)
 	res.Fenced = len(out.sent) + len(out.retries) + len(out.failures) - got.sent - got.retried - got.failed
 	return nil
+}
+
+// withoutOutcome returns the ids of rows that out gives no outcome.
+func withoutOutcome(rows []row, out *outcome) []uuid.UUID {
+	known := make(map[uuid.UUID]bool, len(rows))
+	for _, id := range out.sent {
+		known[id] = true
+	}
+	for _, id := range out.released {
+		known[id] = true
+	}
+	for _, x := range out.retries {
+		known[x.id] = true
+	}
+	for _, f := range out.failures {
+		known[f.id] = true
+	}
+	var ids []uuid.UUID
+	for _, x := range rows {
+		if !known[x.id] {
+			ids = append(ids, x.id)
+		}
+	}
+	return ids
 }
