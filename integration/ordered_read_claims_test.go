@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/outboxrelay/outboxrelay/admin"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -269,5 +271,103 @@ func TestMigration009DownFencesReadClaims(t *testing.T) {
 	}
 	if err := claim(); err != nil {
 		t.Errorf("a 009 claim after 009 up again: %v", err)
+	}
+}
+
+// claimShardZero runs the ordered claim of shard 0 as its lessee, and
+// returns the ids it took; with rollback, in a transaction it rolls back.
+func (b *bundle) claimShardZero(rollback bool) []uuid.UUID {
+	b.t.Helper()
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	rows, err := tx.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10)
+	if err != nil {
+		b.fatalIn(tx, "claim: %v", err)
+	}
+	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
+		var id uuid.UUID
+		var skip any
+		err := r.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip)
+		return id, err
+	})
+	if err != nil {
+		b.fatalIn(tx, "claim: %v", err)
+	}
+	end := tx.Commit
+	if rollback {
+		end = tx.Rollback
+	}
+	if err := end(b.ctx); err != nil {
+		b.t.Fatal(err)
+	}
+	return ids
+}
+
+// A claim raises its shard's floor past the rows it finished, and later
+// claims and leases read from there. A failed row below the floor, made
+// pending again by relay failed retry, is claimed, because the retry
+// clears the floors; with the floor put back it would not be: the floor
+// is what the probes start from. (Rows are ready only once every older
+// transaction of the server has ended, and other tests run beside this
+// one: the claims are awaited.)
+func TestOrderedFloorAndARedriveBelowIt(t *testing.T) {
+	t.Parallel()
+	b := setupUnpartitioned(t)
+	b.leaseShardZero()
+	key := []byte(b.keysIn(0, 1)[0])
+	var ids []uuid.UUID
+	for i := range 3 { // one transaction each: three writing transactions, in order
+		ids = append(ids, b.write(outbox.Message{Topic: "orders", Key: key, Payload: fmt.Appendf(nil, "%d", i)})...)
+	}
+	b.exec("UPDATE {{table}} SET status = 'failed', failed_at = now(), last_error = 'x' WHERE id = $1", ids[0])
+	const wait = time.Minute
+	var got []uuid.UUID
+	await(t, wait, func() bool { got = b.claimShardZero(false); return len(got) > 0 }, "the claim took nothing")
+	if !slices.Equal(got, ids[1:]) {
+		t.Fatalf("claimed %v, want %v", got, ids[1:])
+	}
+	if n := b.recordSent(claimLessee, ids[1:], nil); n != 2 {
+		t.Fatalf("recorded %d rows, want 2", n)
+	}
+	floorAboveAll := func() bool {
+		t.Helper()
+		var above bool
+		err := b.pool.QueryRow(b.ctx, b.sql(`SELECT coalesce(s.floor_tx > (SELECT max(tx) FROM {{table}}), false)
+			FROM `+b.table.Related("shard_ranges")+` AS s WHERE s.shard = 0`)).Scan(&above)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return above
+	}
+	await(t, wait, func() bool {
+		if got := b.claimShardZero(false); len(got) != 0 {
+			t.Fatalf("claimed %v from a drained shard", got)
+		}
+		return floorAboveAll()
+	}, "after drained claims the floor is not above every row written")
+
+	adm, err := admin.New(b.pool, admin.Config{Table: b.table, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := adm.RetryFailed(b.ctx, admin.Filter{IDs: []string{ids[0].String()}}, admin.ActionOptions{}); err != nil || res.Rows != 1 {
+		t.Fatalf("RetryFailed = %+v, %v", res, err)
+	}
+	var floorSet bool
+	if err := b.pool.QueryRow(b.ctx, "SELECT floor_tx IS NOT NULL FROM "+b.table.Related("shard_ranges")+" WHERE shard = 0").Scan(&floorSet); err != nil || floorSet {
+		t.Fatalf("after relay failed retry the floor is still set (%v, %v)", floorSet, err)
+	}
+	await(t, wait, func() bool { return slices.Equal(b.claimShardZero(true), ids[:1]) }, "the re-driven row is not claimed")
+
+	// The floor put back above it: the claim does not see the row.
+	b.exec("UPDATE " + b.table.Related("shard_ranges") + " SET floor_tx = (SELECT max(tx) FROM {{table}})::text::xid8 WHERE shard = 0")
+	if got := b.claimShardZero(true); len(got) != 0 {
+		t.Fatalf("with the floor above it the claim took %v, want nothing: the probes do not start at the floor", got)
+	}
+	b.exec("UPDATE " + b.table.Related("shard_ranges") + " SET floor_tx = NULL WHERE shard = 0")
+	if got := b.claimShardZero(false); !slices.Equal(got, ids[:1]) {
+		t.Fatalf("claimed %v once the floor was cleared, want the re-driven row %v", got, ids[:1])
 	}
 }

@@ -12,3 +12,13 @@
 -- takes the shard of a 009 holder that died, that batch's attempt goes
 -- uncounted.
 ALTER TABLE {{related "shard_ranges"}} ADD COLUMN IF NOT EXISTS claimed uuid[];
+
+-- The shard's floor: no row of its buckets is pending with a writing
+-- transaction below it, unless an operator made it pending again (relay
+-- failed retry, relay replay), which clears every shard's floor in the
+-- same statement. Each claim raises it to the oldest unfinished row of
+-- its buckets, of any topic, or the oldest running transaction if that is
+-- older, and the claim's and the lease's probes of a bucket start there
+-- instead of walking the index entries of the rows sent since the last
+-- VACUUM. NULL: no floor.
+ALTER TABLE {{related "shard_ranges"}} ADD COLUMN IF NOT EXISTS floor_tx xid8;

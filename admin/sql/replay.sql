@@ -19,6 +19,14 @@ WITH picked AS (
     ORDER BY id
     LIMIT $7::bigint
     FOR UPDATE
+),
+-- Rows pending again below the ordered shards' floors: the floors go
+-- (migration 009), and the next claims start from each bucket's first row.
+floors AS (
+    UPDATE {{shards}}
+    SET floor_tx = NULL
+    WHERE floor_tx IS NOT NULL
+      AND EXISTS (SELECT 1 FROM picked)
 )
 UPDATE {{table}} AS o
 SET status = 'pending',

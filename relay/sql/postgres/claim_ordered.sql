@@ -66,22 +66,29 @@
 -- claim takes the same rows as a read of every unfinished row of the
 -- shard would.
 WITH lease AS (
-    SELECT shard
+    SELECT shard, coalesce(floor_tx, '0') AS floor_tx
     FROM {{shards}}
     WHERE shard = $4
       AND locked_by = $5
       AND locked_until > now()
     FOR NO KEY UPDATE
 ),
-inflight AS (
+-- The rows in flight of every topic, for the floor; of the ordered ones,
+-- for the claim.
+processing AS (
     SELECT o.bucket, o.id, o.topic, o.key, o.tx,
            o.locked_until < now()
-           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
+           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
+           $7::bool OR o.topic = ANY($8::text[]) AS ordered
     FROM {{table}} AS o
     WHERE o.status = 'processing'
       AND o.bucket = ANY($6::smallint[])
-      AND ($7::bool OR o.topic = ANY($8::text[]))
       AND EXISTS (SELECT 1 FROM lease)
+),
+inflight AS (
+    SELECT bucket, id, topic, key, tx, ready
+    FROM processing
+    WHERE ordered
 ),
 -- Pass 0.
 head_floor AS (
@@ -93,7 +100,7 @@ head_floor AS (
         WHERE o.bucket = b.bucket
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
-          AND ($7::bool OR o.topic = ANY($8::text[]))
+          AND o.tx >= (SELECT floor_tx FROM lease)
         ORDER BY o.tx, o.id
         LIMIT 1
     ) AS f
@@ -165,6 +172,7 @@ first_rows AS (
         WHERE o.bucket = b.bucket
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
+          AND o.tx >= (SELECT floor_tx FROM lease)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
@@ -229,6 +237,7 @@ second_rows AS (
         WHERE o.bucket = b.bucket
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
+          AND o.tx >= (SELECT floor_tx FROM lease)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
@@ -304,6 +313,7 @@ third_runs AS (
         WHERE o.bucket = ANY (ARRAY(SELECT bucket FROM third_buckets))
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
+          AND o.tx >= (SELECT floor_tx FROM lease)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND ($7::bool OR o.topic = ANY($8::text[]))
           AND EXISTS (SELECT 1 FROM third_buckets)
@@ -342,7 +352,9 @@ picked AS (
 noted AS (
     UPDATE {{shards}}
     SET locked_until = now() + $3 * interval '1 millisecond',
-        claimed = nullif(ARRAY(SELECT id FROM picked), '{}')
+        claimed = nullif(ARRAY(SELECT id FROM picked), '{}'),
+        floor_tx = least((SELECT tx FROM head_floor), (SELECT min(tx) FROM processing),
+                         pg_snapshot_xmin(pg_current_snapshot()))
     WHERE shard = (SELECT shard FROM lease)
 ),
 revived AS (

@@ -33,6 +33,7 @@ WITH taken AS (
                   WHERE o.bucket = b.bucket::smallint
                     AND o.status = 'pending'
                     AND o.bucket IS NOT NULL
+                    AND o.tx >= coalesce(c.floor_tx, '0')
                     AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
                     AND o.next_retry_at <= now()
                     AND ($4::bool OR o.topic = ANY($5::text[]))
