@@ -172,7 +172,6 @@ first_rows AS (
         WHERE o.bucket = b.bucket
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
-          AND o.tx >= (SELECT floor_tx FROM lease)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
@@ -237,7 +236,6 @@ second_rows AS (
         WHERE o.bucket = b.bucket
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
-          AND o.tx >= (SELECT floor_tx FROM lease)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
@@ -313,7 +311,6 @@ third_runs AS (
         WHERE o.bucket = ANY (ARRAY(SELECT bucket FROM third_buckets))
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
-          AND o.tx >= (SELECT floor_tx FROM lease)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND ($7::bool OR o.topic = ANY($8::text[]))
           AND EXISTS (SELECT 1 FROM third_buckets)
