@@ -35,9 +35,10 @@
 --
 --   0. the shard's $10 oldest pending rows, in one range scan of
 --      ordered_head_idx from the shard's floor (the oldest of its
---      buckets' first rows, one probe of ordered_pending_idx per bucket,
---      which also marks the dead entries it walks for the lease's probes
---      of that index), the bucket range checked in the index. It decides
+--      buckets' first rows, of any topic: one probe of
+--      ordered_pending_idx per bucket, from the shard row's floor_tx,
+--      which the last claim set and below which no row is pending), the
+--      bucket range checked in the index. It decides
 --      the claim when it finds $1 claimable rows no later than its cut,
 --      or reaches the end of the shard; otherwise the passes below run,
 --      bucket by bucket (an empty bucket costs one index probe):
@@ -345,7 +346,11 @@ picked AS (
 -- write-back clears (record_ordered.sql), and returns each row with the
 -- attempt this publish is. A row of a lapsed claim of a replica before
 -- 009 (processing) goes back to pending first, so that the write-back,
--- which takes pending rows only, records it.
+-- which takes pending rows only, records it. The new floor_tx is the
+-- least of the floor, the oldest row in flight (of any topic, like the
+-- floor: a row of a topic not ordered here may be sent back to pending
+-- and become ordered later) and the oldest running transaction, whose
+-- rows may still commit; relay failed retry and relay replay clear it.
 noted AS (
     UPDATE {{shards}}
     SET locked_until = now() + $3 * interval '1 millisecond',
