@@ -87,6 +87,9 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 	}
 	ids := b.write(msgs...)
 	slices.SortFunc(ids, compareUUID)
+	// Rows are ready once every older transaction of the server has ended,
+	// and other tests run beside this one.
+	await(t, time.Minute, func() bool { return len(b.claimShardZero(true)) == len(ids) }, "the rows never became claimable")
 
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {
