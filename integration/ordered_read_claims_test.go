@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/outboxrelay/outboxrelay/admin"
 	"github.com/outboxrelay/outboxrelay/migrations"
@@ -288,19 +287,7 @@ func (b *bundle) claimShardZero(rollback bool) []uuid.UUID {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	rows, err := tx.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10)
-	if err != nil {
-		b.fatalIn(tx, "claim: %v", err)
-	}
-	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
-		var id uuid.UUID
-		var skip any
-		err := r.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip)
-		return id, err
-	})
-	if err != nil {
-		b.fatalIn(tx, "claim: %v", err)
-	}
+	ids := b.claimIn(tx, b.claimSQL(), 10, claimWindows{head: 10, window: 10}, nil)
 	end := tx.Commit
 	if rollback {
 		end = tx.Rollback

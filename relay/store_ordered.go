@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -89,11 +90,10 @@ type recorded struct{ sent, retried, failed int }
 func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner string, out *outcome, unknown []uuid.UUID) (recorded, error) {
 	retried, delays, errs, refunds := retryColumns(out.retries)
 	failed, failErrs := failureColumns(out.failures)
-	all := pgIDs(out.sent)
-	all = append(append(all, retried...), failed...)
-	lo, hi := idRange(all)
+	sent := pgIDs(out.sent)
+	lo, hi := idRange(slices.Concat(sent, retried, failed))
 	var got recorded
-	err := s.pool.QueryRow(ctx, s.q.recordOrdered, shard, lessee, owner, pgIDs(out.sent),
+	err := s.pool.QueryRow(ctx, s.q.recordOrdered, shard, lessee, owner, sent,
 		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(unknown)).Scan(&got.sent, &got.retried, &got.failed)
 	if err != nil {
 		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)

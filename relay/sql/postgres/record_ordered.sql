@@ -26,7 +26,7 @@
 -- differ by row.
 WITH lease AS (
     UPDATE {{shards}}
-    SET claimed = CASE WHEN cardinality($13::uuid[]) > 0 THEN $13::uuid[] END
+    SET claimed = nullif($13::uuid[], '{}')
     WHERE shard = $1
       AND locked_by = $2
     RETURNING shard
