@@ -88,6 +88,18 @@ func (b *bundle) relaySQL(name string) string {
 // claimSQL is the relay's ordered claim for the test's table.
 func (b *bundle) claimSQL() string { return b.relaySQL("claim_ordered") }
 
+// headClaimSQL is the claim the relay runs first: claimSQL without its
+// bucket passes, cut as relay's headOnly cuts them. It takes no $10.
+func (b *bundle) headClaimSQL() string {
+	b.t.Helper()
+	q := b.claimSQL()
+	i, j := strings.Index(q, "-- {{bucket passes}}"), strings.Index(q, "-- {{end of bucket passes}}")
+	if i < 0 || j < i {
+		b.t.Fatal("claim_ordered.sql has no bucket passes' marks")
+	}
+	return q[:i] + "bucket_runs AS (SELECT NULL::uuid AS id, NULL::xid8 AS tx WHERE false),\n" + q[j+len("-- {{end of bucket passes}}"):]
+}
+
 // leaseShardZero creates the shard rows, with shard 0 leased to
 // claimLessee for an hour.
 func (b *bundle) leaseShardZero() {
@@ -135,10 +147,16 @@ type claimWindows struct{ head, window int }
 // ids.
 func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit int, w claimWindows, topics []string) []uuid.UUID {
 	b.t.Helper()
-	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, w.window, w.head)
+	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, w.head, w.window)
 	if err != nil {
 		b.fatalIn(tx, "claim: %v", err)
 	}
+	return b.claimedIDs(tx, rows)
+}
+
+// claimedIDs collects the ids of the rows an ordered claim in tx returned.
+func (b *bundle) claimedIDs(tx pgx.Tx, rows pgx.Rows) []uuid.UUID {
+	b.t.Helper()
 	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
 		var id uuid.UUID
 		var skip any
@@ -149,6 +167,17 @@ func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit int, w claimWindows, 
 		b.fatalIn(tx, "claim: %v", err)
 	}
 	return ids
+}
+
+// headClaimIn runs in tx the claim's first pass alone (headClaimSQL) with
+// a head window of head rows, and returns the claimed ids.
+func (b *bundle) headClaimIn(tx pgx.Tx, headSQL string, limit, head int, topics []string) []uuid.UUID {
+	b.t.Helper()
+	rows, err := tx.Query(b.ctx, headSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, head)
+	if err != nil {
+		b.fatalIn(tx, "first pass: %v", err)
+	}
+	return b.claimedIDs(tx, rows)
 }
 
 // fullClaimIn returns the ids fullClaimSQL picks in tx.
@@ -176,7 +205,8 @@ func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.leaseShardZero()
-	claimSQL := b.claimSQL()
+	claimSQL, headSQL := b.claimSQL(), b.headClaimSQL()
+	var headTook, headLeft int
 	// Three crowded buckets of shard 0, six with one key, and one key of
 	// shard 1, which the claim must never take.
 	var keys []string
@@ -223,6 +253,7 @@ func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
 				}
 				want := b.fullClaimIn(tx, limit, topics)
 				got := b.claimIn(tx, claimSQL, limit, w, topics)
+				head := b.headClaimIn(tx, headSQL, limit, w.head, topics)
 				if err := tx.Rollback(b.ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -232,8 +263,25 @@ func TestOrderedClaimTakesTheRowsAFullReadTakes(t *testing.T) {
 					t.Fatalf("round %d, limit %d, windows %+v, topics %v: claimed %d rows %v, a full read takes %d rows %v",
 						round, limit, w, topics, len(got), got, len(want), want)
 				}
+				// The first pass alone takes the same rows, or nothing (and the
+				// relay runs the whole claim).
+				slices.SortFunc(head, compareUUID)
+				switch {
+				case len(head) == 0:
+					headLeft++
+				case slices.Equal(head, want):
+					headTook++
+				default:
+					t.Fatalf("round %d, limit %d, head window %d, topics %v: the first pass alone claimed %d rows %v, a full read takes %d rows %v",
+						round, limit, w.head, topics, len(head), head, len(want), want)
+				}
 			}
 		}
+	}
+	// Both ways were tried: claims the first pass decided, and claims it
+	// left to the bucket passes.
+	if headTook == 0 || headLeft == 0 {
+		t.Errorf("the first pass alone took rows in %d claims and nothing in %d: want some of each", headTook, headLeft)
 	}
 }
 
@@ -555,7 +603,7 @@ func TestOrderedClaimReadIsBounded(t *testing.T) {
 		full = b.explain(b.sql(fullClaimSQL), limit, shardZero(), true, []string{})
 		claim = map[claimWindows]readCost{}
 		for _, w := range []claimWindows{relay, passes} {
-			c := b.explain(b.claimSQL(), limit, "claim#1", 60000, 0, claimLessee, shardZero(), true, []string{}, w.window, w.head)
+			c := b.explain(b.claimSQL(), limit, "claim#1", 60000, 0, claimLessee, shardZero(), true, []string{}, w.head, w.window)
 			t.Logf("backlog %d, windows %+v: the claim read %.0f rows, %d buffers (%d in all); a full read %.0f rows, %d buffers (%d in all)",
 				b.count("true"), w, c.rows, c.buffers, c.total, full.rows, full.buffers, full.total)
 			if c.out != limit || full.out != limit {

@@ -72,8 +72,18 @@ func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) (hel
 func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) ([]row, error) {
 	all, topics := s.orderedTopics()
 	buckets := bucketsOf(shard, s.ordering.Shards)
-	rows, err := s.pool.Query(ctx, s.q.claimOrdered, limit, owner, s.lease.Milliseconds(),
-		shard, lessee, buckets, all, topics, firstWindow(limit, len(buckets)), headWindow(limit))
+	args := []any{limit, owner, s.lease.Milliseconds(), shard, lessee, buckets, all, topics, headWindow(limit)}
+	got, err := s.claimOrderedWith(ctx, s.q.claimOrderedHead, args...)
+	if err != nil || len(got) > 0 {
+		return got, err
+	}
+	// The shard's oldest rows did not decide the claim, or it found nothing
+	// to take: the whole claim reads on, bucket by bucket.
+	return s.claimOrderedWith(ctx, s.q.claimOrdered, append(args, firstWindow(limit, len(buckets)))...)
+}
+
+func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...any) ([]row, error) {
+	rows, err := s.pool.Query(ctx, claim, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim ordered: %w", err)
 	}

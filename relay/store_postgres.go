@@ -36,11 +36,13 @@ var postgresSQL embed.FS
 type statements struct {
 	// claim is claim.sql, for a plain table; claimPartitioned is its form
 	// for a partitioned table (pgStore.claimStatement).
-	claim, claimPartitioned                                         string
-	markSent, markRetry, markFailed, release, extend, countDue      string
-	claimLocked, lockedSent, lockedRetry, lockedFailed              string
-	shardCount, shardCreate, leaseShard, handBack, extendShard      string
-	claimOrdered, recordOrdered                                     string
+	claim, claimPartitioned                                    string
+	markSent, markRetry, markFailed, release, extend, countDue string
+	claimLocked, lockedSent, lockedRetry, lockedFailed         string
+	shardCount, shardCreate, leaseShard, handBack, extendShard string
+	// claimOrderedHead is claim_ordered.sql without its bucket passes
+	// (headOnly).
+	claimOrdered, claimOrderedHead, recordOrdered                   string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
 	backlog, backlogEstimate                                        string
 	lookBelow                                                       string
@@ -50,7 +52,7 @@ type statements struct {
 // it reads, for the test that every file is used.
 func loadStatements(table outbox.Table, read func(file string)) statements {
 	names := strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shard_ranges"), "{{jobs}}", table.Related("jobs"))
-	file := func(name string) string {
+	raw := func(name string) string {
 		if read != nil {
 			read(name)
 		}
@@ -58,18 +60,21 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		if err != nil {
 			panic(err) // embedded: a missing file is a build mistake
 		}
-		return names.Replace(stripComments(string(b)))
+		return string(b)
 	}
+	text := func(q string) string { return names.Replace(stripComments(q)) }
+	file := func(name string) string { return text(raw(name)) }
 	claim := file("claim")
+	claimOrdered := raw("claim_ordered")
 	return statements{
 		claim: claim, claimPartitioned: byPrimaryKey(claim),
 		markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
 		release: file("release"), extend: file("extend"), countDue: file("count_due"),
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
 		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
-		handBack: file("hand_back"), extendShard: file("extend_shard"), claimOrdered: file("claim_ordered"),
-		recordOrdered: file("record_ordered"),
-		claimJob:      file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
+		handBack: file("hand_back"), extendShard: file("extend_shard"),
+		claimOrdered: text(claimOrdered), claimOrderedHead: text(headOnly(claimOrdered)), recordOrdered: file("record_ordered"),
+		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
 		lookBelow: file("look_below"),
@@ -88,6 +93,24 @@ func byPrimaryKey(claim string) string {
 		panic("relay: claim.sql lost its update by tuple id") // embedded: a build mistake
 	}
 	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id").Replace(claim)
+}
+
+// headOnly turns claim_ordered.sql into its first pass alone: the
+// statement that decides a claim from the shard's oldest rows and takes
+// nothing when it cannot. It drops the bucket passes, which are only run
+// when needed (pgStore.claimOrdered), and whose planning would double the
+// statement's.
+func headOnly(claim string) string {
+	const (
+		from = "-- {{bucket passes}}"
+		to   = "-- {{end of bucket passes}}\n"
+		none = "bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::xid8 AS tx\n    WHERE false\n),\n"
+	)
+	i, j := strings.Index(claim, from), strings.Index(claim, to)
+	if strings.Count(claim, from) != 1 || strings.Count(claim, to) != 1 || j < i {
+		panic("relay: claim_ordered.sql lost its bucket passes' marks") // embedded: a build mistake
+	}
+	return claim[:i] + none + claim[j+len(to):]
 }
 
 // stripComments drops the lines that are only a comment: the files'

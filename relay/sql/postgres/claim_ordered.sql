@@ -1,8 +1,8 @@
 -- claim_ordered: claims up to $1 rows for the claim $2 (lease $3 ms), in
 -- write order, from the runs of ready rows at the head of each key in the
 -- buckets $6 (a range, in order) of shard $4, leased by $5; $7/$8 are the
--- ordered topics; $10 is how many of the shard's oldest pending rows it
--- reads first, $9 (at most $1) how many of each bucket's it reads next.
+-- ordered topics; $9 is how many of the shard's oldest pending rows it
+-- reads first, $10 (at most $1) how many of each bucket's it reads next.
 --
 --   - lease re-checks the shard lease and locks the shard row; noted
 --     extends the lease in the same statement. While the lock is held
@@ -33,7 +33,7 @@
 -- ready, nor is anything after them of their key. The claim reads in up
 -- to four passes, each only for what the one before could not decide:
 --
---   0. the shard's $10 oldest pending rows, in one range scan of
+--   0. the shard's $9 oldest pending rows, in one range scan of
 --      ordered_head_idx from the shard's floor (the oldest of its
 --      buckets' first rows, of any topic: one probe of
 --      ordered_pending_idx per bucket, from the shard row's floor_tx,
@@ -43,7 +43,7 @@
 --      or reaches the end of the shard; otherwise the passes below run,
 --      bucket by bucket (an empty bucket costs one index probe):
 --
---   1. the first $9 pending rows of every bucket (a few more than a
+--   1. the first $10 pending rows of every bucket (a few more than a
 --      bucket's share of $1);
 --   2. the first $1 of each bucket whose first pass was full and whose
 --      cut comes before the $1-th oldest claimable row found (fewer
@@ -63,7 +63,7 @@
 -- What a pass does not send on to the next (the shard in pass 0, a bucket
 -- in the others) cannot hold any of the $1 oldest claimable rows beyond
 -- its cut: the pass found $1 claimable rows no later than the cut, and a
--- later pass only adds rows (its reads are longer, $9 <= $1). So the
+-- later pass only adds rows (its reads are longer, $10 <= $1). So the
 -- claim takes the same rows as a read of every unfinished row of the
 -- shard would.
 WITH lease AS (
@@ -110,7 +110,7 @@ head_floor AS (
     LIMIT 1
 ),
 -- The rows are numbered outside the LIMIT, so that the planner plans the
--- read for $10 rows; and the floor is a row comparison, not tx >= floor,
+-- read for $9 rows; and the floor is a row comparison, not tx >= floor,
 -- which the planner would pair with tx < horizon into a range it guesses
 -- holds 0.5% of the rows. With either, on a partitioned table, it sorted
 -- every row of the shard instead of merging the partitions' indexes.
@@ -128,13 +128,13 @@ head_rows AS (
           AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
           AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
-        LIMIT $10
+        LIMIT $9
     ) AS h
 ),
 head_cut AS (
     SELECT tx, id
     FROM head_rows
-    WHERE n = $10
+    WHERE n = $9
 ),
 head_runs AS (
     SELECT k.id, k.tx,
@@ -157,9 +157,13 @@ head_runs AS (
     ) AS k
 ),
 head_decided AS (
-    SELECT (SELECT count(*) FROM head_rows) < $10
+    SELECT (SELECT count(*) FROM head_rows) < $9
            OR (SELECT count(*) FROM head_runs WHERE claimable) >= $1 AS decided
 ),
+-- {{bucket passes}}: passes 1 to 3, which read bucket by bucket when pass
+-- 0 did not decide the claim. The relay first runs this statement without
+-- them (see headOnly in store_postgres.go), whose planning costs about
+-- half as much, and runs it whole only when that takes nothing.
 -- Pass 1.
 first_rows AS (
     SELECT b.bucket, p.id, p.topic, p.key, p.tx, p.ready, p.n
@@ -176,7 +180,7 @@ first_rows AS (
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
-        LIMIT $9
+        LIMIT $10
     ) AS p
     WHERE EXISTS (SELECT 1 FROM lease)
       AND NOT (SELECT decided FROM head_decided)
@@ -184,7 +188,7 @@ first_rows AS (
 first_cut AS (
     SELECT bucket, tx, id
     FROM first_rows
-    WHERE n = $9
+    WHERE n = $10
 ),
 first_runs AS (
     SELECT k.bucket, k.id, k.tx,
@@ -321,6 +325,17 @@ third_runs AS (
         WHERE i.bucket IN (SELECT bucket FROM third_buckets)
     ) AS k
 ),
+bucket_runs AS (
+    SELECT id, tx
+    FROM second_claimable
+    WHERE bucket NOT IN (SELECT bucket FROM third_buckets)
+      AND NOT (SELECT decided FROM head_decided)
+    UNION ALL
+    SELECT id, tx
+    FROM third_runs
+    WHERE claimable
+),
+-- {{end of bucket passes}}
 picked AS (
     SELECT id
     FROM (
@@ -330,13 +345,7 @@ picked AS (
           AND (SELECT decided FROM head_decided)
         UNION ALL
         SELECT id, tx
-        FROM second_claimable
-        WHERE bucket NOT IN (SELECT bucket FROM third_buckets)
-          AND NOT (SELECT decided FROM head_decided)
-        UNION ALL
-        SELECT id, tx
-        FROM third_runs
-        WHERE claimable
+        FROM bucket_runs
     ) AS c
     ORDER BY tx, id
     LIMIT $1
