@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,5 +75,25 @@ func TestOrderedFromSavedRun(t *testing.T) {
 	}
 	if _, err := parseOrdered(strings.NewReader("PASS\n")); err == nil {
 		t.Error("an output without results parsed")
+	}
+}
+
+// A run with -count gives each mode's median.
+func TestOrderedMedianOfRepeatedResults(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	for _, r := range []struct {
+		mode string
+		rate int
+	}{{"unordered", 300}, {"ordered", 50}, {"unordered", 100}, {"ordered", 90}, {"unordered", 200}, {"ordered", 70}, {"ordered", 80}} {
+		fmt.Fprintf(&out, "BenchmarkOrderedVsUnordered/mode=%s/relays=1/keys=10-2 \t 20000\t 1 ns/op\t %d events/s\n", r.mode, r.rate)
+	}
+	run, err := parseOrdered(strings.NewReader(out.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := orderedGroup{1, 10}
+	if u, o := run.rate["unordered"][g], run.rate["ordered"][g]; u != 200 || o != 75 {
+		t.Errorf("unordered %v, ordered %v events/s; want the medians 200 and 75", u, o)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,8 +31,9 @@ func (g orderedGroup) String() string {
 	return fmt.Sprintf("%d %s\n%s keys", g.relays, relays, thousands(float64(g.keys)))
 }
 
-// orderedRun is one benchmark output: events/s by mode and group, and
-// the groups in the order they ran.
+// orderedRun is one benchmark output: events/s by mode and group (the
+// median of a group's results when the run repeated it, -count), and the
+// groups in the order they ran.
 type orderedRun struct {
 	rate   map[string]map[orderedGroup]float64
 	groups []orderedGroup
@@ -42,6 +44,7 @@ type orderedRun struct {
 func parseOrdered(r io.Reader) (orderedRun, error) {
 	run := orderedRun{rate: map[string]map[orderedGroup]float64{}}
 	seen := map[orderedGroup]bool{}
+	all := map[string]map[orderedGroup][]float64{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		m := orderedLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
@@ -59,13 +62,19 @@ func parseOrdered(r io.Reader) (orderedRun, error) {
 			seen[g] = true
 			run.groups = append(run.groups, g)
 		}
-		if run.rate[m[1]] == nil {
-			run.rate[m[1]] = map[orderedGroup]float64{}
+		if all[m[1]] == nil {
+			all[m[1]] = map[orderedGroup][]float64{}
 		}
-		run.rate[m[1]][g] = rate
+		all[m[1]][g] = append(all[m[1]][g], rate)
 	}
 	if err := sc.Err(); err != nil {
 		return run, err
+	}
+	for mode, groups := range all {
+		run.rate[mode] = map[orderedGroup]float64{}
+		for g, rates := range groups {
+			run.rate[mode][g] = median(rates)
+		}
 	}
 	if len(run.rate["unordered"]) == 0 {
 		return run, fmt.Errorf("charts: no mode=unordered results of BenchmarkOrderedVsUnordered")
@@ -121,4 +130,14 @@ func drawOrdered(in, out, prefix string) error {
 	}
 	file := filepath.Join(out, prefix+"ordered.png")
 	return p.Save(20*vg.Centimeter, 10*vg.Centimeter, file)
+}
+
+// median is the middle of xs, or the mean of the two middle ones.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
