@@ -218,7 +218,7 @@ func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results
 		case err = <-done:
 			t.Stop()
 		case <-t.C:
-			r.log.Warn("the sink did not return from a publish after its deadline; its rows keep their lease and return when it ends",
+			r.log.Warn("the sink did not return from a publish after its deadline; its claim keeps its lease (its rows', or an ordered batch's shard's) until it ends",
 				"rows", len(msgs), "lease", r.cfg.Lease)
 			return nil, publishAbandoned
 		}
