@@ -82,6 +82,7 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 	return s.claimOrderedWith(ctx, s.q.claimOrdered, append(args, firstWindow(limit, len(buckets)))...)
 }
 
+// claimOrderedWith runs one of the ordered claim's statements.
 func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...any) ([]row, error) {
 	rows, err := s.pool.Query(ctx, claim, args...)
 	if err != nil {
