@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,39 +168,6 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 	}
 }
 
-// poisonSink never returns from a publish of the poison payload, ignoring
-// its context, until the test ends; everything else it takes.
-type poisonSink struct {
-	release chan struct{}
-	tries   atomic.Int64
-	mu      sync.Mutex
-	got     []string
-}
-
-func (s *poisonSink) Publish(_ context.Context, msgs []outbox.Message) error {
-	for _, m := range msgs {
-		if string(m.Payload) == "poison" {
-			s.tries.Add(1)
-			<-s.release
-			return nil
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range msgs {
-		s.got = append(s.got, string(m.Payload))
-	}
-	return nil
-}
-
-func (s *poisonSink) Close() error { return nil }
-
-func (s *poisonSink) delivered() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.got)
-}
-
 // A row whose publish never ends (the sink hangs on it) is abandoned every
 // time; the shard returns when its lease ends, and each lease after such a
 // claim counts the attempt, so the row fails after MaxAttempts instead of
@@ -209,8 +175,27 @@ func (s *poisonSink) delivered() []string {
 func TestOrderedAbandonedPublishesCountTowardsMaxAttempts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sink := &poisonSink{release: make(chan struct{})}
-	t.Cleanup(func() { close(sink.release) })
+	// The sink never returns from a publish of the poison payload,
+	// ignoring its context, until the test ends; everything else it takes.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var tries atomic.Int64
+	s := &sink{fn: func(_ context.Context, msgs []outbox.Message) error {
+		for _, m := range msgs {
+			if string(m.Payload) == "poison" {
+				tries.Add(1)
+				<-release
+			}
+		}
+		return nil
+	}}
+	delivered := func() []string {
+		var got []string
+		for _, m := range s.ackedMessages() {
+			got = append(got, string(m.Payload))
+		}
+		return got
+	}
 	cfg := relay.Config{
 		Ordering:       relay.Ordering{Topics: []string{"*"}, Shards: 4},
 		MaxAttempts:    2,
@@ -223,11 +208,11 @@ func TestOrderedAbandonedPublishesCountTowardsMaxAttempts(t *testing.T) {
 		outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("poison")},
 		outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("after")},
 	)
-	b.startRelay(sink, cfg)
+	b.startRelay(s, cfg)
 	// The poison row fails in the batch that publishes the event after it,
 	// so the sink sees that event before the outcome is written.
 	await(t, 30*time.Second, func() bool {
-		return slices.Contains(sink.delivered(), "after") && b.count("id = $1 AND status = 'failed'", ids[0]) == 1
+		return slices.Contains(delivered(), "after") && b.count("id = $1 AND status = 'failed'", ids[0]) == 1
 	}, "the poison row did not fail, or the event after it was not published")
 	var status, lastError string
 	var attempt int
@@ -240,10 +225,10 @@ func TestOrderedAbandonedPublishesCountTowardsMaxAttempts(t *testing.T) {
 	if attempt != 3 {
 		t.Errorf("poison row attempt %d, want 3 (two abandoned publishes, then the claim that failed it)", attempt)
 	}
-	if n := sink.tries.Load(); n != 2 {
+	if n := tries.Load(); n != 2 {
 		t.Errorf("the poison was published %d times, want MaxAttempts = 2", n)
 	}
-	if got := sink.delivered(); !slices.Equal(got, []string{"after"}) {
+	if got := delivered(); !slices.Equal(got, []string{"after"}) {
 		t.Errorf("delivered %v, want [after]", got)
 	}
 }
