@@ -39,6 +39,9 @@ type batch struct {
 	// renew keeps the claim's hold on the rows while they are published,
 	// every Lease/3, and returns how many it found lost.
 	renew func(ctx context.Context) (lost int, err error)
+	// renewed is set once renew ran: the rows' versions moved, and the
+	// claim's tuple ids no longer find them (sentTIDs).
+	renewed atomic.Bool
 	// record writes the outcome, fenced by owner, and counts it in res.
 	// queued is true when the write was left to a later claim (mark-sent
 	// batching): the batch is logged when it is done.

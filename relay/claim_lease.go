@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // leaseClaims are plain lease claims (ClaimLease), as ProcessBatch makes
@@ -44,14 +45,34 @@ func (c *leaseClaims) leased(rows []row, owner string) *batch {
 	for i := range rows {
 		ids[i] = rows[i].id
 	}
-	return &batch{
-		mode:  ClaimLease,
-		rows:  rows,
-		renew: func(ctx context.Context) (int, error) { return c.r.store.extend(ctx, owner, ids) },
-		record: func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-			return false, c.r.recordLeased(hard, owner, out, res)
-		},
+	b := &batch{mode: ClaimLease, rows: rows}
+	b.renew = func(ctx context.Context) (int, error) {
+		b.renewed.Store(true) // before the rows move
+		return c.r.store.extend(ctx, owner, ids)
 	}
+	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
+		return false, c.r.recordLeased(hard, owner, b.sentTIDs(out), out, res)
+	}
+	return b
+}
+
+// sentTIDs returns the tuple ids the claim returned for the batch's rows
+// when the sink acknowledged every one of them and no renewal moved them,
+// for a mark-sent by tuple id (mark_sent_by_tid.sql says why that touches
+// exactly these rows); nil otherwise, and where the claim returned none
+// (a partitioned table, MySQL).
+func (b *batch) sentTIDs(out *outcome) []pgtype.TID {
+	if len(out.sent) != len(b.rows) || len(b.rows) == 0 || b.renewed.Load() {
+		return nil
+	}
+	tids := make([]pgtype.TID, len(b.rows))
+	for i := range b.rows {
+		if !b.rows[i].tid.Valid {
+			return nil
+		}
+		tids[i] = b.rows[i].tid
+	}
+	return tids
 }
 
 // streamClaims are the lease claims of Run's workers, which claim batch
@@ -182,10 +203,10 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 	b := c.lease.leased(rows, owner)
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
 		if len(out.sent) == len(rows) && len(rows) < sentBatchMax {
-			c.sent.add(sentBatch{owner: owner, ids: out.sent, res: *res, ph: b.ph, topics: out.topics})
+			c.sent.add(sentBatch{owner: owner, ids: out.sent, tids: b.sentTIDs(out), res: *res, ph: b.ph, topics: out.topics})
 			return true, nil
 		}
-		return false, r.recordLeased(hard, owner, out, res)
+		return false, r.recordLeased(hard, owner, b.sentTIDs(out), out, res)
 	}
 	return b, nil
 }

@@ -4,15 +4,18 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // recordLeased writes the outcome of a lease claim back, fenced by
-// owner, and counts it in res.
+// owner, and counts it in res; tids are the sent rows' tuple ids, or nil
+// (sentTIDs).
 // hard is the batch's shutdown bound (shutdownBound), not a context that a
 // shutdown cancels. The write-back gets its own deadline, a lease from
 // now: the publish may have run longer than a lease while the heartbeat
 // kept the rows.
-func (r *Relay) recordLeased(hard context.Context, owner string, out *outcome, res *BatchResult) error {
+func (r *Relay) recordLeased(hard context.Context, owner string, tids []pgtype.TID, out *outcome, res *BatchResult) error {
 	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	steps := []struct {
@@ -21,7 +24,7 @@ func (r *Relay) recordLeased(hard context.Context, owner string, out *outcome, r
 		n     int
 		do    func(context.Context) (int, error)
 	}{
-		{"sent", &res.Sent, len(out.sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, owner, out.sent) }},
+		{"sent", &res.Sent, len(out.sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, owner, out.sent, tids) }},
 		{"retry", &res.Retried, len(out.retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, owner, out.retries) }},
 		{"failed", &res.Failed, len(out.failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, owner, out.failures) }},
 		{"release", &res.Released, len(out.released), func(ctx context.Context) (int, error) { return r.store.release(ctx, owner, out.released) }},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Mark-sent batching. In Run, a lease batch the sink took whole is not
@@ -33,9 +34,10 @@ const sentBatchMax = 500
 
 // sentBatch is a published batch whose rows are to be marked sent.
 type sentBatch struct {
-	owner string      // the claim's token, which fences the write
-	ids   []uuid.UUID // the rows the sink acknowledged
-	res   BatchResult // the batch so far, for its log line
+	owner string       // the claim's token, which fences the write
+	ids   []uuid.UUID  // the rows the sink acknowledged
+	tids  []pgtype.TID // where the claim left them, or nil (sentTIDs)
+	res   BatchResult  // the batch so far, for its log line
 	ph    phases
 	// topics counts the batch's rows by topic, for the Observer; nil
 	// without one.
@@ -96,7 +98,7 @@ func (q *sentBatching) flush(ctx context.Context) {
 	for _, sb := range q.take() {
 		ctx, cancel := context.WithTimeout(ctx, r.cfg.Lease)
 		start := time.Now()
-		fenced, err := r.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sb.owner, sb.ids) })
+		fenced, err := r.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sb.owner, sb.ids, sb.tids) })
 		cancel()
 		if err != nil {
 			r.log.Error("recording sent rows failed; they are published again after their lease", "rows", len(sb.ids), "error", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // store is what the relay's loops need from the database that holds the
@@ -38,8 +39,10 @@ type store interface {
 	lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error)
 
 	// The write-backs: each touches only the rows owner still holds and
-	// returns how many of the others it was given (fenced).
-	markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error)
+	// returns how many of the others it was given (fenced). markSent's
+	// tids, where not nil, are where the claim left the rows (sentTIDs),
+	// which a store may use to find them instead of their ids.
+	markSent(ctx context.Context, owner string, ids []uuid.UUID, tids []pgtype.TID) (fenced int, err error)
 	markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error)
 	markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error)
 	release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error)

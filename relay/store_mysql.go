@@ -353,7 +353,8 @@ func execFenced(ctx context.Context, e execer, what, q string, n int, args ...an
 // The write-backs return how many of the rows were fenced out: no longer
 // held by the claim owner, so left untouched.
 
-func (s *mysqlStore) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+// markSent marks the rows sent by id; tuple ids are PostgreSQL's.
+func (s *mysqlStore) markSent(ctx context.Context, owner string, ids []uuid.UUID, _ []pgtype.TID) (fenced int, err error) {
 	return execFenced(ctx, s.db, "mark sent", expand(s.q.markSent, len(ids)), len(ids), append(idArgs(ids), owner)...)
 }
 

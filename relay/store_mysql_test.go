@@ -184,7 +184,7 @@ func TestMySQLClaimSkipsLockedRows(t *testing.T) {
 	if fenced, err := b.s.markRetry(cctx, "relay-a#1", []retry{{id: ids[1], delay: time.Hour, error: "e"}}); err != nil || fenced != 0 {
 		t.Fatalf("mark retry beside a locked row: %d, %v", fenced, err)
 	}
-	if fenced, err := b.s.markSent(cctx, "relay-a#1", ids[3:]); err != nil || fenced != 0 {
+	if fenced, err := b.s.markSent(cctx, "relay-a#1", ids[3:], nil); err != nil || fenced != 0 {
 		t.Fatalf("mark sent beside a locked row: %d, %v", fenced, err)
 	}
 	if n, err := b.s.countDue(cctx, 10); err != nil || n != 2 {
@@ -275,7 +275,7 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 		what string
 		do   func() (int, error)
 	}{
-		{"mark sent", func() (int, error) { return b.s.markSent(ctx, stale, ids[:1]) }},
+		{"mark sent", func() (int, error) { return b.s.markSent(ctx, stale, ids[:1], nil) }},
 		{"mark retry", func() (int, error) {
 			return b.s.markRetry(ctx, stale, []retry{{id: ids[0], delay: time.Hour, error: "x", refund: true}})
 		}},
@@ -296,7 +296,7 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 	}
 	// The holder's own write-back goes through; a mark-sent batched into a
 	// claim is fenced the same way.
-	if fenced, err := b.s.markSent(ctx, "relay-b#3", ids[:1]); err != nil || fenced != 0 {
+	if fenced, err := b.s.markSent(ctx, "relay-b#3", ids[:1], nil); err != nil || fenced != 0 {
 		t.Fatalf("holder's mark sent: fenced %d, %v", fenced, err)
 	}
 	_, fenced, err := b.s.claim(ctx, "relay-c#1", 10, everything, []sentBatch{{owner: "relay-a#1", ids: ids[1:]}, {owner: "relay-b#2", ids: ids[1:]}})
@@ -364,7 +364,7 @@ func TestMySQLRetryFailReleaseExtend(t *testing.T) {
 	if got := rowIDs(b.claim("relay-a#2", 10, everything)); !slices.Equal(sortedIDs(got), sortedIDs([]uuid.UUID{ids[1], ids[3]})) {
 		t.Fatalf("claim after write-backs took %v", got)
 	}
-	if n, err := b.s.markSent(ctx, owner, nil); err != nil || n != 0 {
+	if n, err := b.s.markSent(ctx, owner, nil, nil); err != nil || n != 0 {
 		t.Fatalf("an empty write-back: %d, %v", n, err)
 	}
 }

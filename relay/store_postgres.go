@@ -38,6 +38,9 @@ type statements struct {
 	// for a partitioned table (pgStore.claimStatement).
 	claim, claimPartitioned                                    string
 	markSent, markRetry, markFailed, release, extend, countDue string
+	// markSentByTID is markSent by the tuple ids a claim returned
+	// (pgStore.markSent).
+	markSentByTID                                              string
 	claimLocked, lockedSent, lockedRetry, lockedFailed         string
 	shardCount, shardCreate, leaseShard, handBack, extendShard string
 	// claimOrderedHead is claim_ordered.sql without its bucket passes
@@ -68,7 +71,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 	claimOrdered := raw("claim_ordered")
 	return statements{
 		claim: claim, claimPartitioned: byPrimaryKey(claim),
-		markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
+		markSent: file("mark_sent"), markSentByTID: file("mark_sent_by_tid"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
 		release: file("release"), extend: file("extend"), countDue: file("count_due"),
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
 		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
@@ -83,16 +86,18 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 
 // byPrimaryKey turns claim.sql, which updates the rows it picked by tuple
 // id, into the claim for a partitioned table, which joins them by primary
-// key: a tuple id names a row in each partition.
+// key and returns no tuple ids: a tuple id names a row in each partition.
 func byPrimaryKey(claim string) string {
 	const (
-		update = "UPDATE ONLY "
-		byTID  = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
+		update    = "UPDATE ONLY "
+		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
+		returnTID = "o.next_retry_at, o.ctid"
 	)
-	if strings.Count(claim, update) != 1 || strings.Count(claim, byTID) != 1 {
+	if strings.Count(claim, update) != 1 || strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
 		panic("relay: claim.sql lost its update by tuple id") // embedded: a build mistake
 	}
-	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id").Replace(claim)
+	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id",
+		returnTID, "o.next_retry_at, NULL::tid").Replace(claim)
 }
 
 // headOnly turns claim_ordered.sql into its first pass alone: the
@@ -225,6 +230,10 @@ type row struct {
 	createdAt pgtype.Timestamptz
 	tx        int64              // writing transaction; ordered claims only
 	due       pgtype.Timestamptz // next_retry_at; lease claims only
+	// tid is where the lease claim left the row (its tuple id), for
+	// mark_sent_by_tid.sql; not Valid on a partitioned table and for
+	// other claims.
+	tid pgtype.TID
 }
 
 // retry and failure are write-back requests. A refunded retry gives the
@@ -268,8 +277,8 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
 	for _, sb := range sent {
-		lo, hi := idRange(sb.ids)
-		b.Queue(s.q.markSent, pgIDs(sb.ids), sb.owner, lo, hi)
+		q, args := s.markSentArgs(sb.owner, sb.ids, sb.tids)
+		b.Queue(q, args...)
 	}
 	var lapsedWithin *int64 // every lapsed lease
 	if rg.lapsedWithin > 0 {
@@ -336,7 +345,7 @@ func (s *pgStore) lookBelow(ctx context.Context, from floor, limit int) (ids [][
 const (
 	noExtra = iota // lock claims
 	withTx         // ordered claims: the writing transaction
-	withDue        // lease claims: next_retry_at, for the floor
+	withDue        // lease claims: next_retry_at, for the floor, and the tuple id
 )
 
 // collectRows reads claimed rows and the extra column (withTx, withDue)
@@ -351,7 +360,7 @@ func collectRows(rows pgx.Rows, extra int) ([]row, error) {
 		case withTx:
 			dest = append(dest, &x.tx)
 		case withDue:
-			dest = append(dest, &x.due)
+			dest = append(dest, &x.due, &x.tid)
 		}
 		err := r.Scan(dest...)
 		return x, err
@@ -396,9 +405,20 @@ func idRange[ID ~[16]byte](ids []ID) (lo, hi [16]byte) {
 // The write-backs of lease claims return how many of the rows were fenced
 // out: no longer held by the claim owner, so left untouched.
 
-func (s *pgStore) markSent(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+// markSent marks the rows sent: by their tuple ids when the claim's rows
+// were all acknowledged (tids, see sentTIDs), by primary key otherwise.
+func (s *pgStore) markSent(ctx context.Context, owner string, ids []uuid.UUID, tids []pgtype.TID) (fenced int, err error) {
+	q, args := s.markSentArgs(owner, ids, tids)
+	return s.exec(ctx, "mark sent", q, len(ids), args...)
+}
+
+// markSentArgs returns the mark-sent statement for ids and its arguments.
+func (s *pgStore) markSentArgs(owner string, ids []uuid.UUID, tids []pgtype.TID) (string, []any) {
+	if len(tids) > 0 && len(tids) == len(ids) {
+		return s.q.markSentByTID, []any{tids, owner}
+	}
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "mark sent", s.q.markSent, len(ids), pgIDs(ids), owner, lo, hi)
+	return s.q.markSent, []any{pgIDs(ids), owner, lo, hi}
 }
 
 func (s *pgStore) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {

@@ -10,7 +10,8 @@
 -- attempt saturates at the integer limit, so that a row whose attempt was
 -- set there by hand fails (attempt beyond MaxAttempts) instead of
 -- breaking every claim with "integer out of range". It returns
--- next_retry_at for the next floor.
+-- next_retry_at for the next floor, and each row's tuple id for
+-- mark_sent_by_tid.sql (NULL on a partitioned table, see below).
 --
 -- The lapsed branch reads processing_idx from the lease end $9 ms before
 -- now() ($9 NULL: from its oldest entry), and the due branch pending_idx
@@ -34,6 +35,7 @@
 -- On a partitioned table a tuple id names a row in each partition, so
 -- there loadStatements makes its first and last lines
 --   UPDATE {{table}} AS o ... FROM picked WHERE o.id = picked.id
+--   RETURNING ..., NULL::tid
 -- (claimPartitioned). ONLY keeps the first from ever updating a partitioned
 -- table: there it updates nothing, where without ONLY it would update the
 -- rows at those tuple ids in every partition.
@@ -81,4 +83,4 @@ SET status = 'processing',
     locked_until = now() + $3 * interval '1 millisecond',
     attempt = least(o.attempt, 2147483646) + 1
 WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at
+RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at, o.ctid

@@ -1,0 +1,134 @@
+package relay
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+)
+
+// claimAll claims every row of r's table, n of them, for owner.
+func claimAll(t *testing.T, r *Relay, owner string, n int) ([]row, []uuid.UUID) {
+	t.Helper()
+	rows, _, err := r.store.claim(context.Background(), owner, n, claimRange{from: bottom}, nil)
+	if err != nil || len(rows) != n {
+		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, n)
+	}
+	ids := make([]uuid.UUID, n)
+	for i := range rows {
+		ids[i] = rows[i].id
+	}
+	return rows, ids
+}
+
+// A batch the sink took whole is marked sent by the tuple ids its claim
+// returned. The token fences that write as it fences the one by id: a row
+// another claim took over stays as that claim left it.
+func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.New(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
+	insertRows(t, pool, table, 6)
+	rows, ids := claimAll(t, r, "tid#1", 6)
+	b := r.leases.leased(rows, "tid#1")
+	tids := b.sentTIDs(&outcome{sent: ids})
+	if len(tids) != len(rows) {
+		t.Fatalf("sentTIDs of a batch sent whole = %d tuple ids; want %d", len(tids), len(rows))
+	}
+	// Another claim took one row over (its lease ran out, say).
+	stolen := ids[2].String()
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET locked_by = 'other#1' WHERE id = $1", stolen); err != nil {
+		t.Fatal(err)
+	}
+	fenced, err := r.store.markSent(ctx, "tid#1", ids, tids)
+	if err != nil || fenced != 1 {
+		t.Fatalf("markSent by tuple id = %d fenced, %v; want 1", fenced, err)
+	}
+	for id, v := range statusOf(t, pool, table) {
+		switch {
+		case id == stolen && (v[0] != "processing" || v[1] != "other#1"):
+			t.Errorf("the row another claim holds is %s by %q; want processing by other#1", v[0], v[1])
+		case id != stolen && v[0] != "sent":
+			t.Errorf("row %s is %s; want sent", id, v[0])
+		}
+	}
+}
+
+// A renewal writes new versions of the rows, so the claim's tuple ids no
+// longer find them: a renewed batch, and one the sink did not take whole,
+// is marked by id.
+func TestRenewedOrPartlySentBatchesAreMarkedByID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.New(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
+	insertRows(t, pool, table, 3)
+	rows, ids := claimAll(t, r, "tid#1", 3)
+	b := r.leases.leased(rows, "tid#1")
+	if tids := b.sentTIDs(&outcome{sent: ids[:2]}); tids != nil {
+		t.Errorf("sentTIDs of a batch sent in part = %v; want nil", tids)
+	}
+	stale := b.sentTIDs(&outcome{sent: ids})
+	if lost, err := b.renew(ctx); err != nil || lost != 0 {
+		t.Fatalf("renew = %d lost, %v", lost, err)
+	}
+	if tids := b.sentTIDs(&outcome{sent: ids}); tids != nil {
+		t.Errorf("sentTIDs after a renewal = %v; want nil", tids)
+	}
+	// Why: the tuple ids from before the renewal name no live row.
+	if fenced, err := r.store.markSent(ctx, "tid#1", ids, stale); err != nil || fenced != len(ids) {
+		t.Fatalf("markSent by the tuple ids from before the renewal = %d fenced, %v; want all %d (the test no longer shows why renewed batches go by id)", fenced, err, len(ids))
+	}
+	if fenced, err := r.store.markSent(ctx, "tid#1", ids, b.sentTIDs(&outcome{sent: ids})); err != nil || fenced != 0 {
+		t.Fatalf("markSent of the renewed batch = %d fenced, %v; want 0", fenced, err)
+	}
+	for id, v := range statusOf(t, pool, table) {
+		if v[0] != "sent" {
+			t.Errorf("row %s is %s; want sent", id, v[0])
+		}
+	}
+}
+
+// On a partitioned table a tuple id names a row in each partition: the
+// claim returns none, and its rows are marked sent by id.
+func TestPartitionedClaimsReturnNoTupleIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table, _ := partitionedWithPending(t, 4)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
+	rows, ids := claimAll(t, r, "tid#1", 4)
+	for _, x := range rows {
+		if x.tid.Valid {
+			t.Fatalf("row %s came with tuple id %v from a partitioned table; want none", x.id, x.tid)
+		}
+	}
+	if tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{sent: ids}); tids != nil {
+		t.Fatalf("sentTIDs on a partitioned table = %v; want nil", tids)
+	}
+	if fenced, err := r.store.markSent(ctx, "tid#1", ids, nil); err != nil || fenced != 0 {
+		t.Fatalf("markSent = %d fenced, %v; want 0", fenced, err)
+	}
+}
+
+// The claim of a plain table returns a tuple id for each row, and the one
+// of the row's current version.
+func TestPlainClaimsReturnTheRowsTupleIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.New(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
+	insertRows(t, pool, table, 3)
+	rows, _ := claimAll(t, r, "tid#1", 3)
+	for _, x := range rows {
+		var now pgtype.TID
+		if err := pool.QueryRow(ctx, "SELECT ctid FROM "+table.Ident()+" WHERE id = $1", x.id.String()).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		if !x.tid.Valid || x.tid != now {
+			t.Errorf("row %s came with tuple id %v; its version is at %v", x.id, x.tid, now)
+		}
+	}
+}
