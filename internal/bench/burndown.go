@@ -16,8 +16,11 @@ const (
 	// prewriteBatch is the events of one WriteBatch (one COPY) when
 	// burn-down fills the table.
 	prewriteBatch = 1000
-	// drainPoll is how often burn-down asks whether rows are left.
+	// drainPoll is how often burn-down looks at what the relays report
+	// sent, and drainAsk how often it asks the database whether rows are
+	// left before they report them all (drainedEnough).
 	drainPoll = 50 * time.Millisecond
+	drainAsk  = time.Second
 )
 
 // burnDown pre-writes the events, starts the relays and times them from
@@ -68,14 +71,24 @@ func (r *runner) burnDown(ctx context.Context) error {
 	return r.recordAfter(ctx)
 }
 
-// awaitDrained polls until no row is pending or processing.
+// awaitDrained polls until no row is pending or processing. It asks the
+// database when the relays have reported every event sent, and otherwise
+// once every drainAsk (rows retried or failed, or relays that report
+// nothing): the question reads the table's indexes, through the dead
+// entries the drain leaves, and asked every drainPoll it cost the
+// database 3% of the time the relays' own statements took in a 100,000-event
+// run. The run's end is the last sent_at, whenever the question comes.
 func (r *runner) awaitDrained(ctx context.Context) error {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
+	var asked time.Time
 	for {
-		left, err := r.unfinished(ctx)
-		if err != nil || !left {
-			return err
+		if r.drainedEnough() || time.Since(asked) >= drainAsk {
+			asked = time.Now()
+			left, err := r.unfinished(ctx)
+			if err != nil || !left {
+				return err
+			}
 		}
 		if err := r.procs.exited(); err != nil {
 			return err
@@ -86,6 +99,16 @@ func (r *runner) awaitDrained(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// drainedEnough reports whether the relays have reported as many rows
+// sent as the run wrote.
+func (r *runner) drainedEnough() bool {
+	sent := 0
+	for _, ev := range r.procs.events() {
+		sent += ev.sentCount()
+	}
+	return sent >= r.cfg.Events
 }
 
 // unfinished reports whether any row is still pending or processing.

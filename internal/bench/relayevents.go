@@ -22,6 +22,7 @@ type observeLine struct {
 	DurationMS *float64  `json:"duration_ms"`
 	Result     *struct {
 		Claimed int `json:"claimed"`
+		Sent    int `json:"sent"`
 	} `json:"result"`
 	Events int64 `json:"events"` // of a "dropped" line
 }
@@ -44,9 +45,9 @@ type claimEvent struct {
 
 // recordEvent is a batch whose outcome was recorded.
 type recordEvent struct {
-	at      time.Time
-	claimed int
-	ms      float64
+	at            time.Time
+	claimed, sent int
+	ms            float64
 }
 
 // janitorEvent is a retention run: a run of the janitor that held the job.
@@ -100,12 +101,22 @@ func (ev *relayEvents) add(raw []byte) {
 	case l.Kind == kindPublished && l.DurationMS != nil:
 		ev.publishMS = append(ev.publishMS, *l.DurationMS)
 	case l.Kind == kindRecorded && l.Result != nil && l.DurationMS != nil:
-		ev.records = append(ev.records, recordEvent{at: l.Time, claimed: l.Result.Claimed, ms: *l.DurationMS})
+		ev.records = append(ev.records, recordEvent{at: l.Time, claimed: l.Result.Claimed, sent: l.Result.Sent, ms: *l.DurationMS})
 	case l.Kind == kindJanitorRan && l.Rows != nil:
 		ev.janitor = append(ev.janitor, janitorEvent{at: l.Time, deleted: int64(*l.Rows)})
 	case l.Kind == kindDropped:
 		ev.dropped += int(l.Events)
 	}
+}
+
+// sentCount returns the rows the relay reported sent.
+func (ev *relayEvents) sentCount() (sent int) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, b := range ev.records {
+		sent += b.sent
+	}
+	return sent
 }
 
 // batchCount returns the batches recorded and the rows they claimed.

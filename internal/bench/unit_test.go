@@ -67,7 +67,7 @@ func TestRelayEvents(t *testing.T) {
 		`{"time":"2026-01-01T00:00:00.012Z","kind":"claimed","claim":"lease","rows":10,"duration_ms":1.5}`,
 		`{"time":"2026-01-01T00:00:00.020Z","kind":"published","claim":"lease","rows":10,"duration_ms":9}`,
 		`{"time":"2026-01-01T00:00:00.030Z","kind":"recorded","claim":"lease","duration_ms":1,"result":{"claimed":10,"sent":10}}`,
-		`{"time":"2026-01-01T00:00:00.035Z","kind":"recorded","claim":"lease","duration_ms":1,"result":{"claimed":3,"sent":3}}`,
+		`{"time":"2026-01-01T00:00:00.035Z","kind":"recorded","claim":"lease","duration_ms":1,"result":{"claimed":3,"sent":2}}`,
 		`{"time":"2026-01-01T00:00:00.036Z","kind":"dropped","events":7}`,
 		`{"time":"2026-01-01T00:00:01.000Z","kind":"recorded","claim":"lease","duration_ms":1,"result":{"claimed":1,"sent":1}}`,
 		`{"time":"2026-01-01T00:00:01.100Z","kind":"outage_started","rows":3,"err":"down"}`,
@@ -96,6 +96,9 @@ func TestRelayEvents(t *testing.T) {
 	}
 	if batches, claimed := ev.batchCount(); batches != 4 || claimed != 24 {
 		t.Errorf("batch count %d claiming %d, want 4 claiming 24", batches, claimed)
+	}
+	if sent := ev.sentCount(); sent != 23 {
+		t.Errorf("sent count %d, want 23", sent)
 	}
 	w := ev.addWarnings(map[string]int{"database error; retrying": 1})
 	if len(w) != 3 || w[msgEventsDropped] != 7 || w[msgEventsUnreadable] != 1 {
