@@ -29,7 +29,7 @@ func claimAll(t *testing.T, r *Relay, owner string, n int) ([]row, []uuid.UUID) 
 func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.New(t)
+	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
 	insertRows(t, pool, table, 6)
 	rows, ids := claimAll(t, r, "tid#1", 6)
@@ -63,7 +63,7 @@ func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
 func TestRenewedOrPartlySentBatchesAreMarkedByID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.New(t)
+	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
 	insertRows(t, pool, table, 3)
 	rows, ids := claimAll(t, r, "tid#1", 3)
@@ -118,7 +118,7 @@ func TestPartitionedClaimsReturnNoTupleIDs(t *testing.T) {
 func TestPlainClaimsReturnTheRowsTupleIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.New(t)
+	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
 	insertRows(t, pool, table, 3)
 	rows, _ := claimAll(t, r, "tid#1", 3)
