@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -96,7 +97,7 @@ func byPrimaryKey(claim string) string {
 	if strings.Count(claim, update) != 1 || strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
 		panic("relay: claim.sql lost its update by tuple id") // embedded: a build mistake
 	}
-	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id",
+	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id\n  AND ($11::uuid IS NULL OR o.id >= $11)",
 		returnTID, "o.next_retry_at, NULL::tid").Replace(claim)
 }
 
@@ -162,6 +163,13 @@ func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
 	}
 	s.claimQ.Store(&q)
 	return q, nil
+}
+
+// isPartitioned reports whether the table is partitioned, as
+// claimStatement looked it up.
+func (s *pgStore) isPartitioned(ctx context.Context) (bool, error) {
+	q, err := s.claimStatement(ctx)
+	return err == nil && q == s.q.claimPartitioned, err
 }
 
 func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *pgStore {
@@ -285,7 +293,19 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 		ms := rg.lapsedWithin.Milliseconds()
 		lapsedWithin = &ms
 	}
-	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept)
+	bound, err := s.claimBound(ctx, rg.from)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim: %w", err)
+	}
+	if bound != nil && len(rg.swept) > 0 {
+		// The rows a look found may lie below it: the update must reach
+		// their partitions.
+		lo, _ := idRange(rg.swept)
+		if bytes.Compare(lo[:], bound[:]) < 0 {
+			bound = &lo
+		}
+	}
+	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept, bound)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
@@ -314,31 +334,59 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 }
 
 // lookBelow returns what a sweep would take, without locking anything:
-// up to limit lapsed leases, oldest first, and up to limit due pending
-// rows below from, lowest first (look_below.sql). full reports whether
-// either branch found limit rows: more may wait behind them.
+// up to limit lapsed leases, oldest first, up to limit due pending rows
+// below from, lowest first, and on a partitioned table up to limit due
+// pending rows below the claims' id bound (look_below.sql, claimBound).
+// full reports whether any branch found limit rows: more may wait behind
+// them.
 func (s *pgStore) lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error) {
 	all, topics := s.orderedTopics()
-	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, from.due, from.id, all, topics)
+	bound, err := s.claimBound(ctx, from)
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
-	var lapsed, below int
+	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, from.due, from.id, all, topics, bound)
+	if err != nil {
+		return nil, false, fmt.Errorf("look below the floor: %w", err)
+	}
+	var found [3]int
 	var id [16]byte
-	var isLapsed bool
-	_, err = pgx.ForEachRow(rows, []any{&id, &isLapsed}, func() error {
-		ids = append(ids, id)
-		if isLapsed {
-			lapsed++
-		} else {
-			below++
+	var branch int32
+	_, err = pgx.ForEachRow(rows, []any{&id, &branch}, func() error {
+		if branch < 0 || int(branch) >= len(found) {
+			return fmt.Errorf("branch %d of look_below.sql", branch)
 		}
+		ids = append(ids, id)
+		found[branch]++
 		return nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
-	return ids, lapsed >= limit || below >= limit, nil
+	return ids, slices.Max(found[:]) >= limit, nil
+}
+
+// claimBoundMargin is how far before the floor's time the claims' id
+// bound lies: an id is made by the writer's clock, a row's next_retry_at
+// by the database's, and a row written by a clock up to this far behind
+// is still read by the claims, not left to the looks.
+const claimBoundMargin = time.Minute
+
+// claimBound returns the least id the claims from floor read on a
+// partitioned table (claim.sql's $11), so that their plans leave out the
+// older partitions: the first id made claimBoundMargin before the floor's
+// time. It returns nil (no bound) on an unpartitioned table and for a
+// floor at the bottom. The rows below it are the looks' (look_below.sql);
+// a claim that takes some lowers its bound to them.
+func (s *pgStore) claimBound(ctx context.Context, from floor) (*[16]byte, error) {
+	if from.due.InfinityModifier != pgtype.Finite || !from.due.Valid {
+		return nil, nil
+	}
+	if partitioned, err := s.isPartitioned(ctx); err != nil || !partitioned {
+		return nil, err
+	}
+	id := [16]byte(migrations.BoundID(from.due.Time.Add(-claimBoundMargin)))
+	return &id, nil
 }
 
 // What a claim returns after the columns every claim does.

@@ -97,7 +97,7 @@ FROM generate_series(1, 20000) AS i`)
 	q := newPGStore(pool, table, 30*time.Second, Ordering{}).q.claim
 	explain := func(all bool, topics []string, lapsed bool) string {
 		t.Helper()
-		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.due, bottom.id, all, topics, lapsed, nil, nil)
+		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.due, bottom.id, all, topics, lapsed, nil, nil, nil)
 	}
 	if testing.Verbose() {
 		t.Logf("every topic ordered, no lapsed look-up:\n%s", explain(true, []string{}, false))

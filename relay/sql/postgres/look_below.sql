@@ -1,8 +1,12 @@
 -- look_below: what a sweep would take, read without locking or writing
 -- anything (claim_floor.go): up to $1 rows whose lease ran out, oldest
--- first, and up to $1 due pending rows below the floor ($2, $3), lowest
--- first. Rows of ordered topics ($4, $5) are left out as in claim.sql.
--- The second column says which branch found the row.
+-- first, up to $1 due pending rows below the floor ($2, $3), lowest
+-- first, and, on a partitioned table, up to $1 due pending rows below the
+-- claims' id bound $6 (claim.sql's $11; NULL on an unpartitioned table
+-- folds the branch away), which the claims do not read: on the partitions
+-- older than the bound, which hold few pending rows, if any. Rows of
+-- ordered topics ($4, $5) are left out as in claim.sql.
+-- The second column says which branch found the row (0, 1, 2).
 --
 -- Both branches read their index from its lowest entry, past every dead
 -- entry VACUUM has not removed: under a transaction held open anywhere in
@@ -10,7 +14,7 @@
 -- began. That is why no claim runs this: a relay's looks run on their own,
 -- beside its claims, and a claim takes the rows a look found by id, from
 -- the primary key (claim.sql, $10).
-SELECT id, true FROM (
+SELECT id, 0 FROM (
     SELECT id
     FROM {{table}}
     WHERE status = 'processing'
@@ -20,7 +24,7 @@ SELECT id, true FROM (
     LIMIT $1
 ) AS lapsed
 UNION ALL
-SELECT id, false FROM (
+SELECT id, 1 FROM (
     SELECT id
     FROM {{table}}
     WHERE status = 'pending'
@@ -30,3 +34,15 @@ SELECT id, false FROM (
     ORDER BY next_retry_at, id
     LIMIT $1
 ) AS below
+UNION ALL
+SELECT id, 2 FROM (
+    SELECT id
+    FROM {{table}}
+    WHERE $6::uuid IS NOT NULL
+      AND id < $6
+      AND status = 'pending'
+      AND next_retry_at <= now()
+      AND NOT (bucket IS NOT NULL AND ($4::bool OR topic = ANY($5::text[])))
+    ORDER BY next_retry_at, id
+    LIMIT $1
+) AS older
