@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -273,5 +274,37 @@ func await(t *testing.T, timeout time.Duration, cond func() bool) {
 			t.Fatalf("condition not met within %v", timeout)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The commands that run relays collect garbage at defaultGOGC, unless
+// GOGC is set; the others keep Go's setting.
+func TestTuneGC(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	env := func(gogc string) func(string) string {
+		return func(k string) string {
+			if k == "GOGC" {
+				return gogc
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		cmd, gogc string
+		want      int
+	}{
+		{"run", "", defaultGOGC},
+		{"demo", "", defaultGOGC},
+		{"run", "50", 100},
+		{"run", "off", 100},
+		{"status", "", 100},
+		{"bench", "", 100},
+	} {
+		debug.SetGCPercent(100)
+		tuneGC(tc.cmd, env(tc.gogc))
+		if got := debug.SetGCPercent(100); got != tc.want {
+			t.Errorf("relay %s with GOGC=%q: GC percent %d, want %d", tc.cmd, tc.gogc, got, tc.want)
+		}
 	}
 }
