@@ -19,7 +19,8 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		"--tables serves several outbox tables from one process, each with its own claim loops.\n\n"+
 		"Tracing is off unless the standard OpenTelemetry variables ask for it: OTEL_EXPORTER_OTLP_ENDPOINT\n"+
 		"or OTEL_TRACES_EXPORTER=otlp (OTLP over HTTP), with OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the\n"+
-		"others of docs/operations.md.", stdout, getenv)
+		"others of docs/operations.md.\n\n"+
+		"The garbage collector runs at GOGC=400 unless the environment sets GOGC (docs/operations.md).", stdout, getenv)
 	var o runOptions
 	o.register(f)
 	var tf tablesFlag
