@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -130,5 +131,40 @@ func TestPlainClaimsReturnTheRowsTupleIDs(t *testing.T) {
 		if !x.tid.Valid || x.tid != now {
 			t.Errorf("row %s came with tuple id %v; its version is at %v", x.id, x.tid, now)
 		}
+	}
+}
+
+// The mark-sent by tuple id is a TID scan however many rows it marks and
+// however small the table: given the array's length, the planner would
+// read a small table whole instead.
+func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewUnpartitioned(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
+	const n = 1000 // a full batch, on a table of 1,000 rows: a few dozen pages
+	insertRows(t, pool, table, n)
+	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := claimAll(t, r, "tid#1", n)
+	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{sent: make([]uuid.UUID, n)})
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	plan := explainPlan(t, conn, r.pg.q.markSentByTID, tids, "tid#1")
+	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("mark-sent of %d tuple ids on a table of %d rows:\n%s\nwant a Tid Scan", n, n, plan)
+	}
+	// The array as such: the planner reads the table whole (if it no
+	// longer does, the sub-select is no longer needed).
+	bare := strings.Replace(r.pg.q.markSentByTID, "ANY (ARRAY(SELECT unnest($1::tid[])))", "ANY ($1::tid[])", 1)
+	if bare == r.pg.q.markSentByTID {
+		t.Fatal("mark_sent_by_tid.sql no longer passes its tuple ids through a sub-select")
+	}
+	if p := explainPlan(t, conn, bare, tids, "tid#1"); !strings.Contains(p, "Seq Scan") {
+		t.Errorf("with the bare array the planner chose:\n%s\nthe test no longer tells the two apart", p)
 	}
 }

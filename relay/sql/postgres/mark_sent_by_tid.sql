@@ -11,12 +11,17 @@
 -- the claim's token in processing, is one of the claim's rows, all of
 -- which were acknowledged. A tuple id that no longer names such a row (another
 -- claim took it after its lease ran out) matches nothing: fenced.
+-- The tuple ids are passed through a sub-select, as the claim passes
+-- its own: given the array itself, the planner counts its elements and,
+-- on a table of fewer pages than four times their number, reads the
+-- whole table instead (a sequential scan of 800 pages for 1,000 tuple
+-- ids took 8.4-10 ms against 5.7-6.3 ms; TestMarkSentByTupleIDIsATIDScan).
 -- The status test is wrapped like mark_sent's (see there).
 UPDATE ONLY {{table}}
 SET status = 'sent',
     sent_at = now(),
     locked_until = NULL,
     last_error = NULL
-WHERE ctid = ANY ($1::tid[])
+WHERE ctid = ANY (ARRAY(SELECT unnest($1::tid[])))
   AND locked_by = $2
   AND (status = 'processing') IS TRUE
