@@ -140,36 +140,37 @@ type pgStore struct {
 	q        statements
 	// lockSettings opens a lock claim's transaction (store_lock.go).
 	lockSettings string
-	// claimQ is q.claim or q.claimPartitioned, once claimStatement has
-	// looked the table up.
-	claimQ atomic.Pointer[string]
+	// shape caches whether the table is partitioned (isPartitioned).
+	shape atomic.Pointer[bool]
+}
+
+// isPartitioned reports whether the table is partitioned. It looks the
+// table up once: a table is created partitioned or not and stays so.
+func (s *pgStore) isPartitioned(ctx context.Context) (bool, error) {
+	if p := s.shape.Load(); p != nil {
+		return *p, nil
+	}
+	partitioned, err := migrations.IsPartitioned(ctx, s.pool, s.table)
+	if err != nil {
+		return false, err
+	}
+	s.shape.Store(&partitioned)
+	return partitioned, nil
 }
 
 // claimStatement returns the lease claim for the table: q.claim, which
 // updates the rows it picked by tuple id, on a plain table, and
-// q.claimPartitioned on a partitioned one (claim.sql). It looks the table
-// up once: a table is created partitioned or not and stays so.
+// q.claimPartitioned on a partitioned one (claim.sql).
 func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
-	if q := s.claimQ.Load(); q != nil {
-		return *q, nil
-	}
-	partitioned, err := migrations.IsPartitioned(ctx, s.pool, s.table)
-	if err != nil {
+	partitioned, err := s.isPartitioned(ctx)
+	switch {
+	case err != nil:
 		return "", err
+	case partitioned:
+		return s.q.claimPartitioned, nil
+	default:
+		return s.q.claim, nil
 	}
-	q := s.q.claim
-	if partitioned {
-		q = s.q.claimPartitioned
-	}
-	s.claimQ.Store(&q)
-	return q, nil
-}
-
-// isPartitioned reports whether the table is partitioned, as
-// claimStatement looked it up.
-func (s *pgStore) isPartitioned(ctx context.Context) (bool, error) {
-	q, err := s.claimStatement(ctx)
-	return err == nil && q == s.q.claimPartitioned, err
 }
 
 func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *pgStore {
