@@ -7,8 +7,21 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
+
+// claimedPlain returns a relay on a new unpartitioned table of n pending
+// rows, which it has claimed for "tid#1", and the claimed rows and ids.
+func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []row, []uuid.UUID) {
+	t.Helper()
+	pool, table := testdb.NewUnpartitioned(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
+	insertRows(t, pool, table, n)
+	rows, ids := claimAll(t, r, "tid#1", n)
+	return pool, table, r, rows, ids
+}
 
 // claimAll claims every row of r's table, n of them, for owner.
 func claimAll(t *testing.T, r *Relay, owner string, n int) ([]row, []uuid.UUID) {
@@ -30,10 +43,7 @@ func claimAll(t *testing.T, r *Relay, owner string, n int) ([]row, []uuid.UUID) 
 func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
-	insertRows(t, pool, table, 6)
-	rows, ids := claimAll(t, r, "tid#1", 6)
+	pool, table, r, rows, ids := claimedPlain(t, 6)
 	b := r.leases.leased(rows, "tid#1")
 	tids := b.sentTIDs(&outcome{sent: ids})
 	if len(tids) != len(rows) {
@@ -64,10 +74,7 @@ func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
 func TestRenewedOrPartlySentBatchesAreMarkedByID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
-	insertRows(t, pool, table, 3)
-	rows, ids := claimAll(t, r, "tid#1", 3)
+	pool, table, r, rows, ids := claimedPlain(t, 3)
 	b := r.leases.leased(rows, "tid#1")
 	if tids := b.sentTIDs(&outcome{sent: ids[:2]}); tids != nil {
 		t.Errorf("sentTIDs of a batch sent in part = %v; want nil", tids)
@@ -119,10 +126,7 @@ func TestPartitionedClaimsReturnNoTupleIDs(t *testing.T) {
 func TestPlainClaimsReturnTheRowsTupleIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
-	insertRows(t, pool, table, 3)
-	rows, _ := claimAll(t, r, "tid#1", 3)
+	pool, table, _, rows, _ := claimedPlain(t, 3)
 	for _, x := range rows {
 		var now pgtype.TID
 		if err := pool.QueryRow(ctx, "SELECT ctid FROM "+table.Ident()+" WHERE id = $1", x.id.String()).Scan(&now); err != nil {
@@ -140,21 +144,13 @@ func TestPlainClaimsReturnTheRowsTupleIDs(t *testing.T) {
 func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
 	const n = 1000 // a full batch, on a table of 1,000 rows: a few dozen pages
-	insertRows(t, pool, table, n)
+	pool, table, r, rows, ids := claimedPlain(t, n)
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	rows, _ := claimAll(t, r, "tid#1", n)
-	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{sent: make([]uuid.UUID, n)})
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	plan := explainPlan(t, conn, r.pg.q.markSentByTID, tids, "tid#1")
+	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{sent: ids})
+	plan := explainPlan(t, pool, r.pg.q.markSentByTID, tids, "tid#1")
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("mark-sent of %d tuple ids on a table of %d rows:\n%s\nwant a Tid Scan", n, n, plan)
 	}
@@ -164,7 +160,7 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 	if bare == r.pg.q.markSentByTID {
 		t.Fatal("mark_sent_by_tid.sql no longer passes its tuple ids through a sub-select")
 	}
-	if p := explainPlan(t, conn, bare, tids, "tid#1"); !strings.Contains(p, "Seq Scan") {
+	if p := explainPlan(t, pool, bare, tids, "tid#1"); !strings.Contains(p, "Seq Scan") {
 		t.Errorf("with the bare array the planner chose:\n%s\nthe test no longer tells the two apart", p)
 	}
 }

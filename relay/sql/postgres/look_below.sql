@@ -8,7 +8,7 @@
 -- ordered topics ($4, $5) are left out as in claim.sql.
 -- The second column says which branch found the row (0, 1, 2).
 --
--- Both branches read their index from its lowest entry, past every dead
+-- Each branch reads its index from its lowest entry, past every dead
 -- entry VACUUM has not removed: under a transaction held open anywhere in
 -- the database, the dead entries of every row claimed and sent since it
 -- began. That is why no claim runs this: a relay's looks run on their own,
