@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // runOrdered is ordered loop number loop (Run starts Workers of them): it
@@ -162,10 +163,11 @@ func (c shardClaims) record(hard context.Context, owner string, rows []row, out 
 	if res.Abandoned > 0 {
 		unknown = withoutOutcome(rows, out)
 	}
+	tids := sentTIDsOf(rows, out.sent)
 	var got recorded
 	_, err := r.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
-		got, err = r.pg.recordOrdered(ctx, c.shard, c.lessee, owner, out, unknown)
+		got, err = r.pg.recordOrdered(ctx, c.shard, c.lessee, owner, out, tids, unknown)
 		return 0, err
 	})
 	if err != nil {
@@ -175,6 +177,24 @@ func (c shardClaims) record(hard context.Context, owner string, rows []row, out 
 	res.Released = len(out.released)
 	res.Fenced = len(out.sent) + len(out.retries) + len(out.failures) - got.sent - got.retried - got.failed
 	return nil
+}
+
+// sentTIDsOf returns the tuple ids of the rows sent, where the claim read
+// them; a row without one (not Valid) is marked by id.
+func sentTIDsOf(rows []row, sent []uuid.UUID) []pgtype.TID {
+	at := make(map[uuid.UUID]pgtype.TID, len(rows))
+	for _, x := range rows {
+		if x.tid.Valid {
+			at[x.id] = x.tid
+		}
+	}
+	tids := make([]pgtype.TID, 0, len(sent))
+	for _, id := range sent {
+		if tid, ok := at[id]; ok {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
 }
 
 // withoutOutcome returns the ids of rows that out gives no outcome.

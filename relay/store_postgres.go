@@ -240,8 +240,9 @@ type row struct {
 	tx        int64              // writing transaction; ordered claims only
 	due       pgtype.Timestamptz // next_retry_at; lease claims only
 	// tid is where the lease claim left the row (its tuple id), for
-	// mark_sent_by_tid.sql; not Valid on a partitioned table and for
-	// other claims.
+	// mark_sent_by_tid.sql, or where the ordered claim read it, for
+	// record_ordered.sql; not Valid for lock claims, nor for lease claims
+	// of a partitioned table.
 	tid pgtype.TID
 }
 
@@ -393,7 +394,7 @@ func (s *pgStore) claimBound(ctx context.Context, from floor) (*[16]byte, error)
 // What a claim returns after the columns every claim does.
 const (
 	noExtra = iota // lock claims
-	withTx         // ordered claims: the writing transaction
+	withTx         // ordered claims: the writing transaction and the tuple id
 	withDue        // lease claims: next_retry_at, for the floor, and the tuple id
 )
 
@@ -407,7 +408,7 @@ func collectRows(rows pgx.Rows, extra int) ([]row, error) {
 		dest := []any{(*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt}
 		switch extra {
 		case withTx:
-			dest = append(dest, &x.tx)
+			dest = append(dest, &x.tx, &x.tid)
 		case withDue:
 			dest = append(dest, &x.due, &x.tid)
 		}

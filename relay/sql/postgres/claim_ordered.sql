@@ -19,7 +19,9 @@
 --   - it takes the $1 oldest claimable rows, by (tx, id);
 --   - the attempt returned saturates at the integer limit, as in claim.sql;
 --     the write-back stores it (record_ordered.sql).
--- It returns the writing transaction, by which the relay orders the rows.
+-- It returns the writing transaction, by which the relay orders the rows,
+-- and the tuple id where it read each row, by which record_ordered.sql
+-- finds the sent ones.
 --
 -- What it reads is bounded, not the shard's whole backlog. The first rows
 -- of the shard in (tx, id) order hold every earlier pending row of each
@@ -377,7 +379,7 @@ revived AS (
       AND o.status = 'processing'
 )
 SELECT o.id, o.topic, o.key, o.payload, o.headers,
-       least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint
+       least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint, o.ctid
 FROM {{table}} AS o
 WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
   AND o.status IN ('pending', 'processing')

@@ -7,8 +7,10 @@
 -- mark_sent.sql). $13 are the claimed rows whose publish has no outcome
 -- (abandoned): they stay noted in the shard row, so that the next lease of
 -- the shard counts their attempt (lease_shard.sql); the others are
--- cleared from it. Rows released untouched are not passed: the claim left
--- them pending, as they stay. It returns how many rows it wrote of each.
+-- cleared from it. $14 are the tuple ids where the claim read sent rows
+-- (empty on a partitioned table). Rows released untouched are not passed:
+-- the claim left them pending, as they stay. It returns how many rows it
+-- wrote of each.
 --
 -- It is fenced by the shard lease, not by the rows: it writes nothing once
 -- another replica holds the shard, which claims the rows again (their
@@ -17,13 +19,28 @@
 -- test is written as in mark_sent.sql, for the same reason: pending_idx
 -- is no way to find a few rows by id.
 --
--- Sent rows, nearly all of them, are found by "id = ANY" alone, as in
--- mark_sent.sql: primary-key look-ups. Joined to their unnested ids the
--- planner chose, on a table of 1,000,000 rows, a nested loop that
--- compared every id with every row (57 ms for 500 rows), and on a table
--- of 200,000 a merge with every row between the least and greatest id.
--- Retried and failed rows, a few per batch, keep the join: their values
--- differ by row.
+-- Sent rows, nearly all of them, are found by their tuple ids, a TID scan
+-- with no primary-key look-up per row (as mark_sent_by_tid.sql; the ids
+-- go through a sub-select so that the planner does not count them and
+-- read a small table whole). The claim wrote nothing to them, so a sent
+-- row is normally where the claim read it; the id test keeps a tuple id
+-- from naming another row (one written where a row was after a table
+-- rewrite). A sent row found elsewhere (the claim revived it from a
+-- claim before migration 009, which gives it a new version, or something
+-- updated it since) is marked in the same statement by primary key: all
+-- the sent rows are marked or none, so a key's earlier event never stays
+-- pending behind a later one marked sent. The second update reads only
+-- the ids the first missed, an empty list nearly always, and never a row
+-- the first updated. On a partitioned table $14 is empty (a tuple id names
+-- a row in each partition; ONLY keeps the first update off every
+-- partition) and every sent row goes by primary key.
+--
+-- By primary key, the ids are found by "id = ANY" alone, as in
+-- mark_sent.sql. Joined to their unnested ids the planner chose, on a
+-- table of 1,000,000 rows, a nested loop that compared every id with
+-- every row (57 ms for 500 rows), and on a table of 200,000 a merge with
+-- every row between the least and greatest id. Retried and failed rows,
+-- a few per batch, keep the join: their values differ by row.
 WITH lease AS (
     UPDATE {{shards}}
     SET claimed = nullif($13::uuid[], '{}')
@@ -31,7 +48,21 @@ WITH lease AS (
       AND locked_by = $2
     RETURNING shard
 ),
-sent AS (
+sent_here AS (
+    UPDATE ONLY {{table}} AS o
+    SET status = 'sent',
+        sent_at = now(),
+        attempt = least(o.attempt, 2147483646) + 1,
+        last_error = NULL,
+        locked_by = $3,
+        locked_until = NULL
+    WHERE o.ctid = ANY (ARRAY(SELECT unnest($14::tid[])))
+      AND (o.id = ANY ($4::uuid[])) IS TRUE
+      AND (o.status = 'pending') IS TRUE
+      AND EXISTS (SELECT 1 FROM lease)
+    RETURNING o.id
+),
+sent_moved AS (
     UPDATE {{table}} AS o
     SET status = 'sent',
         sent_at = now(),
@@ -39,7 +70,7 @@ sent AS (
         last_error = NULL,
         locked_by = $3,
         locked_until = NULL
-    WHERE o.id = ANY ($4::uuid[])
+    WHERE o.id = ANY (ARRAY(SELECT unnest($4::uuid[]) EXCEPT SELECT id FROM sent_here))
       AND o.id BETWEEN $11 AND $12
       AND (o.status = 'pending') IS TRUE
       AND EXISTS (SELECT 1 FROM lease)
@@ -74,6 +105,6 @@ failed AS (
       AND EXISTS (SELECT 1 FROM lease)
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM sent),
+SELECT (SELECT count(*) FROM sent_here) + (SELECT count(*) FROM sent_moved),
        (SELECT count(*) FROM retried),
        (SELECT count(*) FROM failed)
