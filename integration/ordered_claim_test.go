@@ -97,7 +97,7 @@ func (b *bundle) headClaimSQL() string {
 	if i < 0 || j < i {
 		b.t.Fatal("claim_ordered.sql has no bucket passes' marks")
 	}
-	return q[:i] + "bucket_runs AS (SELECT NULL::uuid AS id, NULL::xid8 AS tx WHERE false),\n" + q[j+len("-- {{end of bucket passes}}"):]
+	return q[:i] + "bucket_runs AS (SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx WHERE false),\n" + q[j+len("-- {{end of bucket passes}}"):]
 }
 
 // leaseShardZero creates the shard rows, with shard 0 leased to

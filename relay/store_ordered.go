@@ -71,16 +71,23 @@ func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) (hel
 // claimOrdered claims up to limit rows of shard for owner, in write order
 // per key; lessee is the token of the shard lease.
 func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) ([]row, error) {
+	head, whole := s.q.claimOrderedHead, s.q.claimOrdered
+	switch partitioned, err := s.isPartitioned(ctx); {
+	case err != nil:
+		return nil, fmt.Errorf("claim ordered: %w", err)
+	case partitioned:
+		head, whole = s.q.claimOrderedHeadPartitioned, s.q.claimOrderedPartitioned
+	}
 	all, topics := s.orderedTopics()
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	args := []any{limit, owner, s.lease.Milliseconds(), shard, lessee, buckets, all, topics, headWindow(limit)}
-	got, err := s.claimOrderedWith(ctx, s.q.claimOrderedHead, args...)
+	got, err := s.claimOrderedWith(ctx, head, args...)
 	if err != nil || len(got) > 0 {
 		return got, err
 	}
 	// The shard's oldest rows did not decide the claim, or it found nothing
 	// to take: the whole claim reads on, bucket by bucket.
-	return s.claimOrderedWith(ctx, s.q.claimOrdered, append(args, firstWindow(limit, len(buckets)))...)
+	return s.claimOrderedWith(ctx, whole, append(args, firstWindow(limit, len(buckets)))...)
 }
 
 // claimOrderedWith runs one of the ordered claim's statements.

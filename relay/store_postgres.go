@@ -45,8 +45,10 @@ type statements struct {
 	claimLocked, lockedSent, lockedRetry, lockedFailed         string
 	shardCount, shardCreate, leaseShard, handBack, extendShard string
 	// claimOrderedHead is claim_ordered.sql without its bucket passes
-	// (headOnly).
+	// (headOnly); the Partitioned forms fetch the rows by primary key
+	// (orderedByPrimaryKey).
 	claimOrdered, claimOrderedHead, recordOrdered                   string
+	claimOrderedPartitioned, claimOrderedHeadPartitioned            string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
 	backlog, backlogEstimate                                        string
 	lookBelow                                                       string
@@ -77,8 +79,11 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
 		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
 		handBack: file("hand_back"), extendShard: file("extend_shard"),
-		claimOrdered: text(claimOrdered), claimOrderedHead: text(headOnly(claimOrdered)), recordOrdered: file("record_ordered"),
-		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
+		claimOrdered: text(claimOrdered), claimOrderedHead: text(headOnly(claimOrdered)),
+		claimOrderedPartitioned:     text(orderedByPrimaryKey(claimOrdered)),
+		claimOrderedHeadPartitioned: text(orderedByPrimaryKey(headOnly(claimOrdered))),
+		recordOrdered:               file("record_ordered"),
+		claimJob:                    file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
 		lookBelow: file("look_below"),
@@ -101,6 +106,18 @@ func byPrimaryKey(claim string) string {
 		returnTID, "o.next_retry_at, NULL::tid").Replace(claim)
 }
 
+// orderedByPrimaryKey turns claim_ordered.sql, which fetches the rows it
+// picked by the tuple ids it read them at, into the claim for a
+// partitioned table, which fetches them by primary key: a tuple id names
+// a row in each partition.
+func orderedByPrimaryKey(claim string) string {
+	const byTID = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
+	if strings.Count(claim, byTID) != 1 {
+		panic("relay: claim_ordered.sql lost its fetch by tuple id") // embedded: a build mistake
+	}
+	return strings.Replace(claim, byTID, "WHERE o.id = ANY (ARRAY(SELECT id FROM picked))", 1)
+}
+
 // headOnly turns claim_ordered.sql into its first pass alone: the
 // statement that decides a claim from the shard's oldest rows and takes
 // nothing when it cannot. It drops the bucket passes, which are only run
@@ -110,7 +127,7 @@ func headOnly(claim string) string {
 	const (
 		from = "-- {{bucket passes}}"
 		to   = "-- {{end of bucket passes}}\n"
-		none = "bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::xid8 AS tx\n    WHERE false\n),\n"
+		none = "bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx\n    WHERE false\n),\n"
 	)
 	i, j := strings.Index(claim, from), strings.Index(claim, to)
 	if strings.Count(claim, from) != 1 || strings.Count(claim, to) != 1 || j < i {

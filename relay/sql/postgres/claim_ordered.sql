@@ -79,7 +79,7 @@ WITH lease AS (
 -- The rows in flight of every topic, for the floor; of the ordered ones,
 -- for the claim.
 processing AS (
-    SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+    SELECT o.bucket, o.id, o.ctid, o.topic, o.key, o.tx,
            o.locked_until < now()
            AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
            $7::bool OR o.topic = ANY($8::text[]) AS ordered
@@ -89,7 +89,7 @@ processing AS (
       AND EXISTS (SELECT 1 FROM lease)
 ),
 inflight AS (
-    SELECT bucket, id, topic, key, tx, ready
+    SELECT bucket, id, ctid, topic, key, tx, ready
     FROM processing
     WHERE ordered
 ),
@@ -117,10 +117,10 @@ head_floor AS (
 -- holds 0.5% of the rows. With either, on a partitioned table, it sorted
 -- every row of the shard instead of merging the partitions' indexes.
 head_rows AS (
-    SELECT h.bucket, h.id, h.topic, h.key, h.tx, h.ready,
+    SELECT h.bucket, h.id, h.ctid, h.topic, h.key, h.tx, h.ready,
            row_number() OVER (ORDER BY h.tx, h.id) AS n
     FROM (
-        SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+        SELECT o.bucket, o.id, o.ctid, o.topic, o.key, o.tx,
                o.next_retry_at <= now() AS ready
         FROM {{table}} AS o
         WHERE (o.tx, o.id) >= (SELECT tx, id FROM head_floor)
@@ -139,17 +139,17 @@ head_cut AS (
     WHERE n = $9
 ),
 head_runs AS (
-    SELECT k.id, k.tx,
+    SELECT k.id, k.ctid, k.tx,
            bool_and(k.ready) OVER (
                PARTITION BY k.topic, k.key
                ORDER BY k.tx, k.id
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
            ) AS claimable
     FROM (
-        SELECT id, topic, key, tx, ready
+        SELECT id, ctid, topic, key, tx, ready
         FROM head_rows
         UNION ALL
-        SELECT i.id, i.topic, i.key, i.tx, i.ready
+        SELECT i.id, i.ctid, i.topic, i.key, i.tx, i.ready
         FROM inflight AS i
         WHERE NOT EXISTS (
             SELECT 1
@@ -168,10 +168,10 @@ head_decided AS (
 -- half as much, and runs it whole only when that takes nothing.
 -- Pass 1.
 first_rows AS (
-    SELECT b.bucket, p.id, p.topic, p.key, p.tx, p.ready, p.n
+    SELECT b.bucket, p.id, p.ctid, p.topic, p.key, p.tx, p.ready, p.n
     FROM unnest($6::smallint[]) AS b (bucket)
     CROSS JOIN LATERAL (
-        SELECT o.id, o.topic, o.key, o.tx,
+        SELECT o.id, o.ctid, o.topic, o.key, o.tx,
                o.next_retry_at <= now()
                AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
                row_number() OVER (ORDER BY o.tx, o.id) AS n
@@ -193,17 +193,17 @@ first_cut AS (
     WHERE n = $10
 ),
 first_runs AS (
-    SELECT k.bucket, k.id, k.tx,
+    SELECT k.bucket, k.id, k.ctid, k.tx,
            bool_and(k.ready) OVER (
                PARTITION BY k.topic, k.key
                ORDER BY k.tx, k.id
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
            ) AS claimable
     FROM (
-        SELECT bucket, id, topic, key, tx, ready
+        SELECT bucket, id, ctid, topic, key, tx, ready
         FROM first_rows
         UNION ALL
-        SELECT i.bucket, i.id, i.topic, i.key, i.tx, i.ready
+        SELECT i.bucket, i.id, i.ctid, i.topic, i.key, i.tx, i.ready
         FROM inflight AS i
         WHERE NOT EXISTS (
             SELECT 1
@@ -232,10 +232,10 @@ second_buckets AS (
     )
 ),
 second_rows AS (
-    SELECT b.bucket, p.id, p.topic, p.key, p.tx, p.ready, p.n
+    SELECT b.bucket, p.id, p.ctid, p.topic, p.key, p.tx, p.ready, p.n
     FROM second_buckets AS b
     CROSS JOIN LATERAL (
-        SELECT o.id, o.topic, o.key, o.tx,
+        SELECT o.id, o.ctid, o.topic, o.key, o.tx,
                o.next_retry_at <= now()
                AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
                row_number() OVER (ORDER BY o.tx, o.id) AS n
@@ -255,17 +255,17 @@ second_cut AS (
     WHERE n = $1
 ),
 second_runs AS (
-    SELECT k.bucket, k.id, k.tx,
+    SELECT k.bucket, k.id, k.ctid, k.tx,
            bool_and(k.ready) OVER (
                PARTITION BY k.topic, k.key
                ORDER BY k.tx, k.id
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
            ) AS claimable
     FROM (
-        SELECT bucket, id, topic, key, tx, ready
+        SELECT bucket, id, ctid, topic, key, tx, ready
         FROM second_rows
         UNION ALL
-        SELECT i.bucket, i.id, i.topic, i.key, i.tx, i.ready
+        SELECT i.bucket, i.id, i.ctid, i.topic, i.key, i.tx, i.ready
         FROM inflight AS i
         WHERE i.bucket IN (SELECT bucket FROM second_buckets)
           AND NOT EXISTS (
@@ -277,12 +277,12 @@ second_runs AS (
     ) AS k
 ),
 second_claimable AS (
-    SELECT bucket, id, tx
+    SELECT bucket, id, ctid, tx
     FROM first_runs
     WHERE claimable
       AND bucket NOT IN (SELECT bucket FROM second_buckets)
     UNION ALL
-    SELECT bucket, id, tx
+    SELECT bucket, id, ctid, tx
     FROM second_runs
     WHERE claimable
 ),
@@ -304,14 +304,14 @@ third_buckets AS (
     )
 ),
 third_runs AS (
-    SELECT k.bucket, k.id, k.tx,
+    SELECT k.bucket, k.id, k.ctid, k.tx,
            bool_and(k.ready) OVER (
                PARTITION BY k.topic, k.key
                ORDER BY k.tx, k.id
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
            ) AS claimable
     FROM (
-        SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+        SELECT o.bucket, o.id, o.ctid, o.topic, o.key, o.tx,
                o.next_retry_at <= now()
                AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
         FROM {{table}} AS o
@@ -322,31 +322,31 @@ third_runs AS (
           AND ($7::bool OR o.topic = ANY($8::text[]))
           AND EXISTS (SELECT 1 FROM third_buckets)
         UNION ALL
-        SELECT i.bucket, i.id, i.topic, i.key, i.tx, i.ready
+        SELECT i.bucket, i.id, i.ctid, i.topic, i.key, i.tx, i.ready
         FROM inflight AS i
         WHERE i.bucket IN (SELECT bucket FROM third_buckets)
     ) AS k
 ),
 bucket_runs AS (
-    SELECT id, tx
+    SELECT id, ctid, tx
     FROM second_claimable
     WHERE bucket NOT IN (SELECT bucket FROM third_buckets)
       AND NOT (SELECT decided FROM head_decided)
     UNION ALL
-    SELECT id, tx
+    SELECT id, ctid, tx
     FROM third_runs
     WHERE claimable
 ),
 -- {{end of bucket passes}}
 picked AS (
-    SELECT id
+    SELECT id, ctid
     FROM (
-        SELECT id, tx
+        SELECT id, ctid, tx
         FROM head_runs
         WHERE claimable
           AND (SELECT decided FROM head_decided)
         UNION ALL
-        SELECT id, tx
+        SELECT id, ctid, tx
         FROM bucket_runs
     ) AS c
     ORDER BY tx, id
@@ -381,5 +381,5 @@ revived AS (
 SELECT o.id, o.topic, o.key, o.payload, o.headers,
        least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint, o.ctid
 FROM {{table}} AS o
-WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
+WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
   AND o.status IN ('pending', 'processing')
