@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// runOrdered is ordered loop number loop (Run starts Workers of them): it
+// runOrdered is ordered loop number loop (Run starts Ordering.Loops of them): it
 // serves the ordered topics until ctx ends: it leases the least recently
 // served shard that has work, publishes that shard's rows in order until
 // it is drained or ShardBudget rows were claimed, hands the shard back and

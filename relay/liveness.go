@@ -20,9 +20,10 @@ var ErrStopped = errors.New("relay: Run has returned")
 // deadlock, or a call that ignores its deadline. Progress costs an atomic
 // store per step of a batch.
 type liveness struct {
-	state atomic.Int32 // livenessNew, livenessRunning, livenessStopped
-	loops []atomic.Int64
-	stall time.Duration
+	state   atomic.Int32   // livenessNew, livenessRunning, livenessStopped
+	loops   []atomic.Int64 // the workers', then the ordered loops'
+	workers int
+	stall   time.Duration
 }
 
 const (
@@ -37,8 +38,9 @@ const stallSlack = time.Minute
 
 func newLiveness(cfg Config) *liveness {
 	return &liveness{
-		loops: make([]atomic.Int64, 2*cfg.Workers), // the workers, then the ordered loops
-		stall: 2*cfg.Lease + cfg.PublishTimeout + cfg.ShutdownTimeout + abandonAfter + stallSlack,
+		loops:   make([]atomic.Int64, cfg.Workers+cfg.Ordering.Loops),
+		workers: cfg.Workers,
+		stall:   2*cfg.Lease + cfg.PublishTimeout + cfg.ShutdownTimeout + abandonAfter + stallSlack,
 	}
 }
 
@@ -46,7 +48,7 @@ func newLiveness(cfg Config) *liveness {
 func (l *liveness) slot(i int) *atomic.Int64 { return &l.loops[i] }
 
 // orderedSlot returns the progress slot of ordered loop i.
-func (l *liveness) orderedSlot(i int) *atomic.Int64 { return &l.loops[len(l.loops)/2+i] }
+func (l *liveness) orderedSlot(i int) *atomic.Int64 { return &l.loops[l.workers+i] }
 
 // beat records progress in slot; a nil slot (ProcessBatch) records nothing.
 func beat(slot *atomic.Int64) {
@@ -89,8 +91,8 @@ func (r *Relay) Liveness() error {
 		}
 		if idle := now.Sub(time.Unix(0, since)); idle > l.stall {
 			loop := fmt.Sprintf("worker %d", i)
-			if workers := len(l.loops) / 2; i >= workers {
-				loop = fmt.Sprintf("ordered loop %d", i-workers)
+			if i >= l.workers {
+				loop = fmt.Sprintf("ordered loop %d", i-l.workers)
 			}
 			return fmt.Errorf("relay: %s has made no progress on its batch for %v (more than %v)", loop, idle.Round(time.Second), l.stall)
 		}

@@ -86,11 +86,11 @@ func TestLiveness(t *testing.T) {
 // there names it.
 func TestLivenessNamesAnOrderedLoop(t *testing.T) {
 	t.Parallel()
-	l := newLiveness(Config{Workers: 3, Lease: time.Second, PublishTimeout: time.Second})
-	if len(l.loops) != 6 {
-		t.Fatalf("%d slots for 3 workers, want 6: the workers and as many ordered loops", len(l.loops))
+	l := newLiveness(Config{Workers: 3, Ordering: Ordering{Loops: 4}, Lease: time.Second, PublishTimeout: time.Second})
+	if len(l.loops) != 7 {
+		t.Fatalf("%d slots for 3 workers and 4 ordered loops, want 7", len(l.loops))
 	}
-	if l.orderedSlot(0) == l.slot(2) || l.orderedSlot(2) != &l.loops[5] {
+	if l.orderedSlot(0) != &l.loops[3] || l.orderedSlot(3) != &l.loops[6] {
 		t.Fatal("ordered loop slots overlap the workers' or run past the end")
 	}
 	r := &Relay{live: l}

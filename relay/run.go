@@ -42,8 +42,8 @@ import (
 // With lease claims Run also looks for rows below its claim floor and
 // lapsed leases beside the claims, on a pool connection of its own
 // (docs/architecture.md#claiming): a pool of Workers + 4 connections or
-// more (2 x Workers + 4 with ordered topics, for as many ordered loops)
-// lets every part run at once, as relay run sizes it.
+// more (plus Ordering.Loops with ordered topics) lets every part run at
+// once, as relay run sizes it.
 func (r *Relay) Run(ctx context.Context) error {
 	r.live.state.Store(livenessRunning)
 	defer r.live.state.Store(livenessStopped)
@@ -88,7 +88,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}()
 	}
 	if r.cfg.Ordering.enabled() {
-		for loop := range r.cfg.Workers {
+		for loop := range r.cfg.Ordering.Loops {
 			spawn(func(ctx context.Context) { r.runOrdered(ctx, loop) })
 		}
 	}

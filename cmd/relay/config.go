@@ -105,21 +105,21 @@ func (o *runOptions) config() (runConfig, error) {
 
 // relayFlags hold the relay.Config knobs.
 type relayFlags struct {
-	id                              string
-	batchSize, batchMin, batchBytes int
-	maxAttempts, workers            int
-	lease, pollInterval, pollMin    time.Duration
-	backoffMin, backoffMax          time.Duration
-	publishTimeout, shutdownTimeout time.Duration
-	outageMin, outageMax            time.Duration
-	probeInterval                   time.Duration
-	orderedTopics, headOfLine       string
-	claimMode                       string
-	shards, shardBudget             int
-	listen                          bool
-	retention, janitorInterval      time.Duration
-	janitorBatch                    int
-	keepSent, janitorVacuum         bool
+	id                                string
+	batchSize, batchMin, batchBytes   int
+	maxAttempts, workers              int
+	lease, pollInterval, pollMin      time.Duration
+	backoffMin, backoffMax            time.Duration
+	publishTimeout, shutdownTimeout   time.Duration
+	outageMin, outageMax              time.Duration
+	probeInterval                     time.Duration
+	orderedTopics, headOfLine         string
+	claimMode                         string
+	shards, orderedLoops, shardBudget int
+	listen                            bool
+	retention, janitorInterval        time.Duration
+	janitorBatch                      int
+	keepSent, janitorVacuum           bool
 }
 
 // register adds the flags; their defaults are relay.DefaultConfig's (those
@@ -130,7 +130,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Int(&r.batchSize, "batch-size", d.BatchSize, "most rows one claim takes: claims start at --batch-min, double while they come back full and halve when they come back less than a quarter full")
 	f.Int(&r.batchMin, "batch-min", 0, fmt.Sprintf("smallest claim of the adaptive batch size; equal to --batch-size fixes the size (default %d, or --batch-size when smaller)", relay.DefaultBatchMin))
 	f.Int(&r.batchBytes, "batch-bytes", d.BatchBytes, "a batch grows no further once its rows' payloads, keys and headers reach this many bytes")
-	f.Int(&r.workers, "workers", d.Workers, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published; with --ordered-topics also the ordered loops, each serving a shard of its own")
+	f.Int(&r.workers, "workers", d.Workers, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published (ordered topics: --ordered-loops)")
 	f.Duration(&r.lease, "lease", d.Lease, "how long a claim is valid without renewal")
 	f.String(&r.claimMode, "claim-mode", string(d.Claim), "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
 	f.Duration(&r.pollInterval, "poll-interval", d.PollInterval, "wait after a batch that was not full (a full batch re-polls at once); with --listen, the fallback for delayed events and retries")
@@ -146,6 +146,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Duration(&r.probeInterval, "probe-interval", d.ProbeInterval, "while the sink is down, the wait between probes that publish nothing (Kafka: an ApiVersions request); the relay resumes within about this long of the sink's return")
 	f.String(&r.orderedTopics, "ordered-topics", strings.Join(d.Ordering.Topics, ","), "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
 	f.Int(&r.shards, "shards", d.Ordering.Shards, "ordered delivery: shards keys are spread over; every replica must use the same value")
+	f.Int(&r.orderedLoops, "ordered-loops", d.Ordering.Loops, "ordered delivery: shards one replica serves at once, each by a loop that claims, publishes and records one batch at a time")
 	f.Int(&r.shardBudget, "shard-budget", 0, fmt.Sprintf("ordered delivery: rows claimed from one shard before handing it back (default %d x --batch-min)", relay.DefaultShardBudgetBatches))
 	f.String(&r.headOfLine, "head-of-line", string(d.Ordering.HeadOfLine), "ordered delivery: when a key's earliest event keeps failing, wait (hold the key) or park (fail it, go on)")
 	f.Duration(&r.retention, "retention", d.Retention, "how long sent rows are kept before the janitor deletes them; failed rows are always kept")
@@ -166,7 +167,7 @@ var configFlag = map[string]string{
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout",
 	"Table": "table", "Table.Schema": "schema", "Table.Name": "table",
 	"OutageBackoffMin": "outage-backoff-min", "OutageBackoffMax": "outage-backoff-max", "ProbeInterval": "probe-interval",
-	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.ShardBudget": "shard-budget",
+	"Ordering.Topics": "ordered-topics", "Ordering.Shards": "shards", "Ordering.Loops": "ordered-loops", "Ordering.ShardBudget": "shard-budget",
 	"Ordering.HeadOfLine": "head-of-line", "Retention": "retention", "KeepSent": "keep-sent",
 	"JanitorInterval": "janitor-interval", "JanitorBatch": "janitor-batch", "NoVacuum": "janitor-vacuum",
 }
@@ -184,7 +185,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		Retention: r.retention, KeepSent: r.keepSent, JanitorInterval: r.janitorInterval, JanitorBatch: r.janitorBatch,
 		NoVacuum: !r.janitorVacuum,
 		Ordering: relay.Ordering{
-			Topics: splitList(r.orderedTopics), Shards: r.shards, ShardBudget: r.shardBudget,
+			Topics: splitList(r.orderedTopics), Shards: r.shards, Loops: r.orderedLoops, ShardBudget: r.shardBudget,
 			HeadOfLine: relay.HeadOfLine(r.headOfLine),
 		},
 	}
@@ -201,7 +202,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		{"publish-timeout", int64(r.publishTimeout), &cfg.PublishTimeout}, {"shutdown-timeout", int64(r.shutdownTimeout), &cfg.ShutdownTimeout},
 		{"outage-backoff-min", int64(r.outageMin), &cfg.OutageBackoffMin}, {"outage-backoff-max", int64(r.outageMax), &cfg.OutageBackoffMax},
 		{"probe-interval", int64(r.probeInterval), &cfg.ProbeInterval},
-		{"shards", int64(r.shards), &cfg.Ordering.Shards}, {"retention", int64(r.retention), &cfg.Retention},
+		{"shards", int64(r.shards), &cfg.Ordering.Shards}, {"ordered-loops", int64(r.orderedLoops), &cfg.Ordering.Loops}, {"retention", int64(r.retention), &cfg.Retention},
 		{"janitor-interval", int64(r.janitorInterval), &cfg.JanitorInterval}, {"janitor-batch", int64(r.janitorBatch), &cfg.JanitorBatch},
 	}
 	var errs problems

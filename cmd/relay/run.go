@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -81,12 +82,12 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	// Each worker's batch, each ordered loop's (as many as workers, with
-	// ordered topics), the listener, the janitor and the look below the
-	// claim floor of each table may each hold a connection at once.
+	// Each worker's batch, each ordered loop's (with ordered topics), the
+	// listener, the janitor and the look below the claim floor of each
+	// table may each hold a connection at once.
 	perTable := cfg.relay.Workers + 4
 	if len(cfg.relay.Ordering.Topics) > 0 {
-		perTable += cfg.relay.Workers
+		perTable += cmp.Or(cfg.relay.Ordering.Loops, relay.DefaultOrderedLoops)
 	}
 	o.db.minConns = len(tables) * perTable
 	// The sessions are named after the replica, so that relay status lists
