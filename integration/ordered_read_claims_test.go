@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/admin"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -56,11 +57,18 @@ func (b *bundle) noted() []uuid.UUID {
 // unknown left without an outcome. It returns how many rows it wrote.
 func (b *bundle) recordSent(lessee string, ids, unknown []uuid.UUID) int {
 	b.t.Helper()
+	return b.recordSentAt(lessee, ids, nil, unknown)
+}
+
+// recordSentAt is recordSent with the tuple ids where the claim read the
+// sent rows (nil: by primary key alone).
+func (b *bundle) recordSentAt(lessee string, ids []uuid.UUID, tids []pgtype.TID, unknown []uuid.UUID) int {
+	b.t.Helper()
 	sorted := slices.SortedFunc(slices.Values(ids), compareUUID)
 	var sent, retried, failed int
 	err := b.pool.QueryRow(b.ctx, b.relaySQL("record_ordered"), 0, lessee, "claim#1", ids,
 		[]uuid.UUID{}, []int64{}, []string{}, []int32{}, []uuid.UUID{}, []string{},
-		sorted[0], sorted[len(sorted)-1], unknown, nil).Scan(&sent, &retried, &failed)
+		sorted[0], sorted[len(sorted)-1], unknown, tids).Scan(&sent, &retried, &failed)
 	if err != nil {
 		b.t.Fatalf("record: %v", err)
 	}
