@@ -164,3 +164,31 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 		t.Errorf("with the bare array the planner chose:\n%s\nthe test no longer tells the two apart", p)
 	}
 }
+
+// The ordered claim fetches the rows it picked by tuple id, and its
+// write-back finds the sent rows by theirs: TID scans, not a read of the
+// table, even on a table of a few dozen pages.
+func TestOrderedStatementsGoByTupleID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 1000
+	pool, table, r, rows, ids := claimedPlain(t, n)
+	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
+		t.Fatal(err)
+	}
+	tids := sentTIDsOf(rows, ids)
+	lo, hi := idRange(pgIDs(ids))
+	none := [][16]byte{}
+	plan := explainPlan(t, pool, r.pg.q.recordOrdered, 0, "lessee", "owner", pgIDs(ids),
+		none, []int64{}, []string{}, []int32{}, none, []string{}, lo, hi, none, tids)
+	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("ordered write-back of %d sent rows by tuple id:\n%s\nwant a Tid Scan", n, plan)
+	}
+	plan = explainPlan(t, pool, r.pg.q.claimOrderedHead, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500))
+	if !strings.Contains(plan, "Tid Scan") {
+		t.Errorf("ordered claim:\n%s\nwant its rows fetched by a Tid Scan", plan)
+	}
+	if plan := explainPlan(t, pool, r.pg.q.claimOrderedHeadPartitioned, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500)); strings.Contains(plan, "Tid Scan") {
+		t.Errorf("ordered claim for a partitioned table:\n%s\nwant its rows fetched by primary key", plan)
+	}
+}

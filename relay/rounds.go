@@ -82,6 +82,9 @@ func (q *rounds) rest(t *topicTally) []uuid.UUID {
 // waited for their own round. A permanent failure stops nothing: its
 // event fails, and the key goes on.
 func heads(msgs []outbox.Message, results []error) (keep []outbox.Message, keepResults []error, behind []outbox.Message) {
+	if !slices.ContainsFunc(results, func(err error) bool { return err != nil }) {
+		return msgs, results, nil // every message acknowledged: nothing to split
+	}
 	stopped := make(map[string]bool)
 	for i, m := range msgs {
 		k := roundKey(m)
