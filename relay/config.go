@@ -196,7 +196,7 @@ type Ordering struct {
 	// Loops is how many shards a replica serves at once: its ordered
 	// loops, each of which leases a shard of its own and claims,
 	// publishes and records one batch of it at a time. Between 1 and 64.
-	// Defaults to 4 (DefaultOrderedLoops).
+	// Defaults to 2 (DefaultOrderedLoops).
 	Loops int
 	// ShardBudget is how many rows a replica claims from a shard before it
 	// hands the shard back, so that no shard starves. Defaults to 10 times
@@ -257,11 +257,12 @@ const (
 	DefaultBatchMin = 100
 	// DefaultOrderedLoops is Ordering.Loops' default. An ordered loop
 	// waits for each batch's write-back before it claims the next (the
-	// next claim must see the outcome), so a replica keeps several shards
-	// in flight to keep the database and the sink busy: with one replica
-	// on 2 cores, 4 loops drained a backlog about 15% faster than 2
-	// (docs/benchmarks.md#ordered-delivery).
-	DefaultOrderedLoops = 4
+	// next claim must see the outcome), so more loops drain a backlog
+	// faster on one replica (4 drained about 15% faster than 2 on 2
+	// cores); but under a steady load each loop leases, claims and hands
+	// back shards for a few events at a time, and 4 loops cost the
+	// database 75% more than 2 (docs/ordering.md#serving-a-shard).
+	DefaultOrderedLoops = 2
 	// DefaultShardBudgetBatches is Ordering.ShardBudget's default in
 	// batches: ShardBudget defaults to this times BatchMin.
 	DefaultShardBudgetBatches = 10
