@@ -163,7 +163,7 @@ func (c shardClaims) record(hard context.Context, owner string, rows []row, out 
 	if res.Abandoned > 0 {
 		unknown = withoutOutcome(rows, out)
 	}
-	tids := sentTIDsOf(rows, out.sent)
+	tids := claimedTIDs(rows)
 	var got recorded
 	_, err := r.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
@@ -179,19 +179,14 @@ func (c shardClaims) record(hard context.Context, owner string, rows []row, out 
 	return nil
 }
 
-// sentTIDsOf returns the tuple ids of the rows sent, where the claim read
-// them; a row without one (not Valid) is marked by id.
-func sentTIDsOf(rows []row, sent []uuid.UUID) []pgtype.TID {
-	at := make(map[uuid.UUID]pgtype.TID, len(rows))
+// claimedTIDs returns the tuple ids where the claim read rows, for the
+// write-back, which picks the sent rows among them by id; a claim of a
+// partitioned table returns none.
+func claimedTIDs(rows []row) []pgtype.TID {
+	tids := make([]pgtype.TID, 0, len(rows))
 	for _, x := range rows {
 		if x.tid.Valid {
-			at[x.id] = x.tid
-		}
-	}
-	tids := make([]pgtype.TID, 0, len(sent))
-	for _, id := range sent {
-		if tid, ok := at[id]; ok {
-			tids = append(tids, tid)
+			tids = append(tids, x.tid)
 		}
 	}
 	return tids

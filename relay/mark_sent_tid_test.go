@@ -176,7 +176,7 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	tids := sentTIDsOf(rows, ids)
+	tids := claimedTIDs(rows)
 	lo, hi := idRange(pgIDs(ids))
 	none := [][16]byte{}
 	plan := explainPlan(t, pool, r.pg.q.recordOrdered, 0, "lessee", "owner", pgIDs(ids),
@@ -187,6 +187,9 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	plan = explainPlan(t, pool, r.pg.q.claimOrderedHead, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500))
 	if !strings.Contains(plan, "Tid Scan") {
 		t.Errorf("ordered claim:\n%s\nwant its rows fetched by a Tid Scan", plan)
+	}
+	if !strings.Contains(r.pg.q.claimOrderedHeadPartitioned, "NULL::tid") {
+		t.Error("the ordered claim for a partitioned table returns tuple ids, which name a row in each partition")
 	}
 	if plan := explainPlan(t, pool, r.pg.q.claimOrderedHeadPartitioned, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500)); strings.Contains(plan, "Tid Scan") {
 		t.Errorf("ordered claim for a partitioned table:\n%s\nwant its rows fetched by primary key", plan)

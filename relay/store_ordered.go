@@ -105,23 +105,17 @@ type recorded struct{ sent, retried, failed int }
 // recordOrdered writes the outcome out of the ordered claim owner of
 // shard, leased by lessee (record_ordered.sql): its sent, retried and
 // failed rows; unknown are the claimed rows whose publish has no outcome.
-// tids are the sent rows' tuple ids, where the claim read them: it finds
-// them by those on a plain table, by primary key on a partitioned one. It
-// writes nothing once lessee no longer holds the shard.
+// tids are where the claim read its rows (none on a partitioned table):
+// the statement finds the sent rows among them by id, and by primary key
+// those it does not find there. It writes nothing once lessee no longer
+// holds the shard.
 func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner string, out *outcome, tids []pgtype.TID, unknown []uuid.UUID) (recorded, error) {
-	partitioned, err := s.isPartitioned(ctx)
-	if err != nil {
-		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
-	}
-	if partitioned {
-		tids = nil
-	}
 	retried, delays, errs, refunds := retryColumns(out.retries)
 	failed, failErrs := failureColumns(out.failures)
 	sent := pgIDs(out.sent)
 	lo, hi := idRange(slices.Concat(sent, retried, failed))
 	var got recorded
-	err = s.pool.QueryRow(ctx, s.q.recordOrdered, shard, lessee, owner, sent,
+	err := s.pool.QueryRow(ctx, s.q.recordOrdered, shard, lessee, owner, sent,
 		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(unknown), tids).Scan(&got.sent, &got.retried, &got.failed)
 	if err != nil {
 		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)

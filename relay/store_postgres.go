@@ -108,14 +108,18 @@ func byPrimaryKey(claim string) string {
 
 // orderedByPrimaryKey turns claim_ordered.sql, which fetches the rows it
 // picked by the tuple ids it read them at, into the claim for a
-// partitioned table, which fetches them by primary key: a tuple id names
-// a row in each partition.
+// partitioned table, which fetches them by primary key and returns no
+// tuple ids: a tuple id names a row in each partition.
 func orderedByPrimaryKey(claim string) string {
-	const byTID = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
-	if strings.Count(claim, byTID) != 1 {
+	const (
+		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
+		returnTID = "(o.tx::text)::bigint, o.ctid"
+	)
+	if strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
 		panic("relay: claim_ordered.sql lost its fetch by tuple id") // embedded: a build mistake
 	}
-	return strings.Replace(claim, byTID, "WHERE o.id = ANY (ARRAY(SELECT id FROM picked))", 1)
+	return strings.NewReplacer(byTID, "WHERE o.id = ANY (ARRAY(SELECT id FROM picked))",
+		returnTID, "(o.tx::text)::bigint, NULL::tid").Replace(claim)
 }
 
 // headOnly turns claim_ordered.sql into its first pass alone: the
@@ -258,8 +262,8 @@ type row struct {
 	due       pgtype.Timestamptz // next_retry_at; lease claims only
 	// tid is where the lease claim left the row (its tuple id), for
 	// mark_sent_by_tid.sql, or where the ordered claim read it, for
-	// record_ordered.sql; not Valid for lock claims, nor for lease claims
-	// of a partitioned table.
+	// record_ordered.sql; not Valid for lock claims, nor for claims of a
+	// partitioned table.
 	tid pgtype.TID
 }
 

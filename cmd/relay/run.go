@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -87,7 +86,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 	// table may each hold a connection at once.
 	perTable := cfg.relay.Workers + 4
 	if len(cfg.relay.Ordering.Topics) > 0 {
-		perTable += cmp.Or(cfg.relay.Ordering.Loops, relay.DefaultOrderedLoops)
+		perTable += cfg.relay.Ordering.Loops
 	}
 	o.db.minConns = len(tables) * perTable
 	// The sessions are named after the replica, so that relay status lists

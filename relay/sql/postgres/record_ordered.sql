@@ -7,8 +7,9 @@
 -- mark_sent.sql). $13 are the claimed rows whose publish has no outcome
 -- (abandoned): they stay noted in the shard row, so that the next lease of
 -- the shard counts their attempt (lease_shard.sql); the others are
--- cleared from it. $14 are the tuple ids where the claim read sent rows
--- (empty on a partitioned table). Rows released untouched are not passed:
+-- cleared from it. $14 are the tuple ids where the claim read its rows
+-- (none on a partitioned table); the sent rows are those of them whose id
+-- is in $4. Rows released untouched are not passed:
 -- the claim left them pending, as they stay. It returns how many rows it
 -- wrote of each.
 --
@@ -23,9 +24,9 @@
 -- with no primary-key look-up per row (as mark_sent_by_tid.sql; the ids
 -- go through a sub-select so that the planner does not count them and
 -- read a small table whole). The claim wrote nothing to them, so a sent
--- row is normally where the claim read it; the id test keeps a tuple id
--- from naming another row (one written where a row was after a table
--- rewrite). A sent row found elsewhere (the claim revived it from a
+-- row is normally where the claim read it. The id test picks the sent
+-- rows among those the claim read, and keeps a tuple id from naming
+-- another row (one written where a row was after a table rewrite). A sent row found elsewhere (the claim revived it from a
 -- claim before migration 009, which gives it a new version, or something
 -- updated it since) is marked in the same statement by primary key: all
 -- the sent rows are marked or none, so a key's earlier event never stays
