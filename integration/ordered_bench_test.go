@@ -3,8 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,6 +189,7 @@ func benchBurnDown(b *testing.B, mode string, relays, keys int) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	cpu0, self0 := hostBusy(), selfCPU()
 	for _, r := range rs {
 		done := make(chan error, 1)
 		dones = append(dones, done)
@@ -210,6 +215,15 @@ func benchBurnDown(b *testing.B, mode string, relays, keys int) {
 		}
 	}
 	b.StopTimer()
+	// CPU per event, of the whole machine (the database, the relays and
+	// the broker, which share its two cores) and of this process (the
+	// relays and the broker): a drain that saturates the machine runs at
+	// the inverse of the first.
+	cpu1, self1 := hostBusy(), selfCPU()
+	if cpu0 > 0 && cpu1 > cpu0 {
+		b.ReportMetric(float64(cpu1-cpu0)*1e4/float64(n), "host-us/event")
+	}
+	b.ReportMetric(float64(self1-self0)/1e3/float64(n), "self-us/event")
 	// The database's clock, from the relays' start to the last row sent.
 	var elapsed time.Duration
 	if err := pool.QueryRow(ctx, "SELECT max(sent_at) - $1::timestamptz FROM "+table.Ident(), started).Scan(&elapsed); err != nil {
@@ -251,4 +265,32 @@ func benchStatuses(b *testing.B, pool *pgxpool.Pool, table outbox.Table) map[str
 		b.Errorf("count statuses: %v", err)
 	}
 	return m
+}
+
+// hostBusy returns the machine's busy CPU time in clock ticks (1/100 s)
+// from /proc/stat, or 0 where there is none.
+func hostBusy() int64 {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	var busy int64
+	for i, v := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		x, _ := strconv.ParseInt(v, 10, 64)
+		busy += x
+	}
+	return busy
+}
+
+// selfCPU returns the CPU time this process has used, in nanoseconds.
+func selfCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -1,9 +1,15 @@
 package relay
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // The rows an ordered write-back keeps noted as claimed are those the
@@ -28,5 +34,79 @@ func TestWithoutOutcomeListsTheRowsNoOutcomeNames(t *testing.T) {
 	out.sent = append([]uuid.UUID{ids[0]}, ids[4:]...)
 	if got := withoutOutcome(rows, out); len(got) != 0 {
 		t.Errorf("withoutOutcome of a batch with every outcome = %v, want none", got)
+	}
+}
+
+// When every row the first pass reads is ready, the claim takes the
+// oldest of them without computing the keys' runs (head_fast in
+// claim_ordered.sql); when a key's head waits for its retry, it computes
+// them and leaves that key's rows behind.
+func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewUnpartitioned(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "fast", Ordering: Ordering{Topics: []string{"*"}, Shards: 1}})
+	if err := r.pg.ensureShards(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, 40)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%4), Payload: []byte("x")}
+	}
+	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
+		t.Fatal(err)
+	}
+	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	if err != nil || !ok {
+		t.Fatalf("leaseShard = %v, %v", ok, err)
+	}
+	// claim runs the first pass under EXPLAIN ANALYZE in a transaction
+	// rolled back, and returns how many rows it claimed and whether it
+	// sorted the rows by key for their runs.
+	claim := func() (claimed int, runs bool) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+r.pg.q.claimOrderedHead,
+			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The top node fetches the rows claimed.
+		if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "rows=")+len("rows="):], "%d", &claimed); err != nil {
+			t.Fatalf("claimed rows in %q: %v", lines[0], err)
+		}
+		sorted := -1
+		for i, l := range lines {
+			if strings.Contains(l, "Sort Key: head_rows.topic, head_rows.key") {
+				sorted = i
+			}
+		}
+		if sorted < 1 {
+			t.Fatalf("no sort by key in the claim's plan:\n%s", strings.Join(lines, "\n"))
+		}
+		return claimed, !strings.Contains(lines[sorted-1], "never executed")
+	}
+	if n, runs := claim(); n != 20 || runs {
+		t.Errorf("every row ready: claimed %d rows, runs computed %v; want 20, false", n, runs)
+	}
+	// Key k0's head waits for its retry: its 10 rows stay, the others'
+	// 30 are claimable.
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() + interval '1 hour' WHERE id = (SELECT id FROM "+table.Ident()+" WHERE key = 'k0' ORDER BY tx, id LIMIT 1)"); err != nil {
+		t.Fatal(err)
+	}
+	if n, runs := claim(); n != 20 || !runs {
+		t.Errorf("a head waiting: claimed %d rows, runs computed %v; want 20, true", n, runs)
 	}
 }

@@ -47,7 +47,7 @@ func statusOf(t *testing.T, pool *pgxpool.Pool, table outbox.Table) map[string][
 }
 
 // quietRelay returns a relay of cfg that publishes to pub and logs nothing.
-func quietRelay(t *testing.T, pool *pgxpool.Pool, pub Publisher, cfg Config) *Relay {
+func quietRelay(t testing.TB, pool *pgxpool.Pool, pub Publisher, cfg Config) *Relay {
 	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r, err := New(pool, pub, cfg)

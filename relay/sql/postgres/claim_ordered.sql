@@ -158,8 +158,19 @@ head_runs AS (
         )
     ) AS k
 ),
+-- When every row read is ready and no row is in flight, every row read is
+-- claimable, and the read decides the claim if it holds $1 rows or ended
+-- before $9: the claim takes the first $1 of them, and the runs above are
+-- never computed (the common case in a backlog).
+head_fast AS (
+    SELECT coalesce(bool_and(ready), true)
+           AND NOT EXISTS (SELECT 1 FROM inflight)
+           AND (count(*) < $9 OR count(*) >= $1) AS fast
+    FROM head_rows
+),
 head_decided AS (
-    SELECT (SELECT count(*) FROM head_rows) < $9
+    SELECT (SELECT fast FROM head_fast)
+           OR (SELECT count(*) FROM head_rows) < $9
            OR (SELECT count(*) FROM head_runs WHERE claimable) >= $1 AS decided
 ),
 -- {{bucket passes}}: passes 1 to 3, which read bucket by bucket when pass
@@ -342,9 +353,15 @@ picked AS (
     SELECT id, ctid
     FROM (
         SELECT id, ctid, tx
+        FROM head_rows
+        WHERE n <= $1
+          AND (SELECT fast FROM head_fast)
+        UNION ALL
+        SELECT id, ctid, tx
         FROM head_runs
         WHERE claimable
           AND (SELECT decided FROM head_decided)
+          AND NOT (SELECT fast FROM head_fast)
         UNION ALL
         SELECT id, ctid, tx
         FROM bucket_runs

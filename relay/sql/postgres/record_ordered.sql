@@ -30,9 +30,9 @@
 -- claim before migration 009, which gives it a new version, or something
 -- updated it since) is marked in the same statement by primary key: all
 -- the sent rows are marked or none, so a key's earlier event never stays
--- pending behind a later one marked sent. The second update reads only
--- the ids the first missed, an empty list nearly always, and never a row
--- the first updated. On a partitioned table $14 is empty (a tuple id names
+-- pending behind a later one marked sent. The second update runs only
+-- when the first marked fewer rows than $4 holds (nearly never), reads
+-- only the ids the first missed, and never a row the first updated. On a partitioned table $14 is empty (a tuple id names
 -- a row in each partition; ONLY keeps the first update off every
 -- partition) and every sent row goes by primary key.
 --
@@ -71,7 +71,8 @@ sent_moved AS (
         last_error = NULL,
         locked_by = $3,
         locked_until = NULL
-    WHERE o.id = ANY (ARRAY(SELECT unnest($4::uuid[]) EXCEPT SELECT id FROM sent_here))
+    WHERE (SELECT count(*) FROM sent_here) < cardinality($4::uuid[])
+      AND o.id = ANY (ARRAY(SELECT unnest($4::uuid[]) EXCEPT SELECT id FROM sent_here))
       AND o.id BETWEEN $11 AND $12
       AND (o.status = 'pending') IS TRUE
       AND EXISTS (SELECT 1 FROM lease)

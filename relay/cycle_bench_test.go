@@ -1,0 +1,156 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// BenchmarkOrderedCycle measures what the database spends per event on
+// the statements of one claim-and-write-back cycle, without a sink and
+// on one connection, so that nothing else competes for the CPU: an
+// unordered cycle is a lease claim of 500 rows and its mark-sent; an
+// ordered one is a shard lease, claims of 500 rows until the shard's
+// budget of 1,000 (each written back as sent) and the hand-back. The
+// table holds 100,000 events of 1,000 keys and is written again when it
+// runs dry (not timed). Compare us/event of the two modes within one run
+// (docs/benchmarks.md#ordered-delivery).
+func BenchmarkOrderedCycle(b *testing.B) {
+	for _, mode := range []string{"unordered", "ordered"} {
+		b.Run("mode="+mode, func(b *testing.B) {
+			benchCycle(b, mode == "ordered")
+		})
+	}
+}
+
+func benchCycle(b *testing.B, ordered bool) {
+	const (
+		batch  = 500
+		budget = 2 * batch
+		events = 100000
+		keys   = 1000
+	)
+	ctx := context.Background()
+	_, table := testdb.New(b)
+	// A pool configured as relay run configures its own.
+	pcfg, err := pgxpool.ParseConfig(testdb.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ConfigurePool(pcfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	cfg := Config{Table: table, ID: "cycle"}
+	if ordered {
+		cfg.Ordering = Ordering{Topics: []string{"*"}, Shards: 16}
+	}
+	r := quietRelay(b, pool, nopPublisher{}, cfg)
+	if ordered {
+		if err := r.pg.ensureShards(ctx, cfg.Ordering.Shards); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill := func() {
+		b.StopTimer()
+		defer b.StartTimer()
+		for done := 0; done < events; done += 1000 {
+			msgs := make([]outbox.Message, 1000)
+			for i := range msgs {
+				msgs[i] = outbox.Message{Topic: "bench", Key: fmt.Appendf(nil, "key-%d", (done+i)%keys), Payload: make([]byte, 100)}
+			}
+			if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+table.Ident()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill()
+	sent := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var n int
+		if ordered {
+			n = orderedCycle(b, r, batch, budget)
+		} else {
+			n = unorderedCycle(b, r, batch)
+		}
+		if n == 0 {
+			fill()
+			i--
+		}
+		sent += n
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(max(sent, 1)), "us/event")
+}
+
+// unorderedCycle claims up to batch rows and marks them sent.
+func unorderedCycle(b *testing.B, r *Relay, batch int) int {
+	ctx := context.Background()
+	rows, _, err := r.store.claim(ctx, "cycle#1", batch, claimRange{from: bottom}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(rows) == 0 {
+		return 0
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].id
+	}
+	if _, err := r.store.markSent(ctx, "cycle#1", ids, claimedTIDs(rows)); err != nil {
+		b.Fatal(err)
+	}
+	return len(rows)
+}
+
+// orderedCycle leases a shard, claims batches of it until budget rows or
+// a short batch, records each sent and hands the shard back.
+func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
+	ctx := context.Background()
+	shard, ok, err := r.pg.leaseShard(ctx, "cycle-lease")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !ok {
+		return 0
+	}
+	n := 0
+	for n < budget {
+		rows, err := r.pg.claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease")
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := &outcome{}
+		for _, x := range rows {
+			out.sent = append(out.sent, x.id)
+		}
+		if len(rows) > 0 {
+			got, err := r.pg.recordOrdered(ctx, shard, "cycle-lease", "cycle#1", out, claimedTIDs(rows), nil)
+			if err != nil || got.sent != len(rows) {
+				b.Fatalf("record = %d sent, %v; want %d", got.sent, err, len(rows))
+			}
+		}
+		n += len(rows)
+		if len(rows) < batch {
+			break
+		}
+	}
+	if err := r.pg.handBack(ctx, shard, "cycle-lease"); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
