@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,85 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	}
 	if n, runs := claim(); n != 20 || !runs {
 		t.Errorf("a head waiting: claimed %d rows, runs computed %v; want 20, true", n, runs)
+	}
+}
+
+// A lease takes the shard of a lapsed holder first, then the least
+// recently served, skipping shards without work; it looks for work in
+// that order and stops at the first shard that has some
+// (lease_shard.sql).
+func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewUnpartitioned(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "lease", Ordering: Ordering{Topics: []string{"*"}, Shards: 4}})
+	if err := r.pg.ensureShards(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, 200)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i), Payload: []byte("x")}
+	}
+	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shards := table.Related("shard_ranges")
+	// Shard 2's holder died; 0 was served last, 1 first, 3 in between.
+	exec("UPDATE " + shards + " SET locked_by = 'dead', locked_until = now() - interval '5 seconds' WHERE shard = 2")
+	exec("UPDATE " + shards + " SET locked_until = now() - interval '1 second' WHERE shard = 0")
+	exec("UPDATE " + shards + " SET locked_until = now() - interval '3 seconds' WHERE shard = 1")
+	exec("UPDATE " + shards + " SET locked_until = now() - interval '2 seconds' WHERE shard = 3")
+
+	// Every shard has work: the lease looks at one shard only.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, topics := r.pg.orderedTopics()
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+r.pg.q.leaseShard, 60000, "probe", 4, all, topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	_ = tx.Rollback(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The look for a shard's pending rows (the first EXISTS) runs once.
+	looked := -1
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "SubPlan 1" && i+1 < len(lines) {
+			_, _ = fmt.Sscanf(lines[i+1][strings.LastIndex(lines[i+1], "loops=")+len("loops="):], "%d", &looked)
+		}
+	}
+	if looked != 1 {
+		t.Errorf("lease with work in every shard looked at %d shards:\n%s\nwant 1", looked, strings.Join(lines, "\n"))
+	}
+
+	// Shard 1 has no work.
+	exec("DELETE FROM " + table.Ident() + " WHERE bucket * 4 / 1024 = 1")
+	var got []int
+	for i := range 4 {
+		shard, ok, err := r.pg.leaseShard(ctx, fmt.Sprintf("owner-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, shard)
+	}
+	if want := []int{2, 3, 0}; !slices.Equal(got, want) {
+		t.Errorf("leases took shards %v, want %v", got, want)
 	}
 }

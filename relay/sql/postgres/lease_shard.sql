@@ -12,6 +12,17 @@
 -- statistics made due rows look common. Lapsed claims are found through
 -- processing_idx.
 --
+-- The free shards are put in that order first (c, kept apart by OFFSET 0
+-- so that the looks are not pushed below the sort), and the looks run
+-- shard by shard in it, stopping at the first shard with work: in a
+-- backlog, one shard's look, where looking at every free shard before
+-- sorting them cost 0.48 ms a lease against 0.17
+-- (BenchmarkOrderedCycle). Only the shard taken is locked, by the
+-- LATERAL sub-select, after its look: a shard locked by another lease
+-- under way is passed over (SKIP LOCKED) for the next one with work, and
+-- a lease that finds no work locks nothing, so an idle relay writes
+-- nothing. The order is the nested loop's, which reads c in its order.
+--
 -- The rows still noted as claimed in the shard row (claim_ordered.sql)
 -- were claimed by a holder that wrote no outcome for them: it died,
 -- abandoned their publish, or could not write. Their attempt is counted
@@ -19,10 +30,22 @@
 -- so that a row whose publish kills every relay that tries it still
 -- reaches MaxAttempts and fails instead of blocking its key for ever.
 WITH taken AS (
-    SELECT c.shard, c.claimed
-    FROM {{shards}} AS c
-    WHERE c.locked_until < now()
-      AND (EXISTS (
+    SELECT s.shard, s.claimed
+    FROM (
+        SELECT shard, floor_tx
+        FROM {{shards}}
+        WHERE locked_until < now()
+        ORDER BY locked_by IS NULL, locked_until, shard
+        OFFSET 0
+    ) AS c
+    CROSS JOIN LATERAL (
+        SELECT x.shard, x.claimed
+        FROM {{shards}} AS x
+        WHERE x.shard = c.shard
+          AND x.locked_until < now()
+        FOR UPDATE SKIP LOCKED
+    ) AS s
+    WHERE (EXISTS (
               SELECT 1
               -- the shard's range, as relay.bucketsOf gives it
               FROM generate_series((c.shard * 1024 + $3 - 1) / $3,
@@ -50,9 +73,7 @@ WITH taken AS (
                 AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
                 AND ($4::bool OR o.topic = ANY($5::text[]))
           ))
-    ORDER BY c.locked_by IS NULL, c.locked_until, c.shard
     LIMIT 1
-    FOR UPDATE OF c SKIP LOCKED
 ),
 counted AS (
     UPDATE {{table}} AS o
