@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -45,22 +45,7 @@ func TestWithoutOutcomeListsTheRowsNoOutcomeNames(t *testing.T) {
 func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "fast", Ordering: Ordering{Topics: []string{"*"}, Shards: 1}})
-	if err := r.pg.ensureShards(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := make([]outbox.Message, 40)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%4), Payload: []byte("x")}
-	}
-	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
-		t.Fatal(err)
-	}
+	pool, table, r := orderedRelay(t, 1, 40, 4)
 	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
@@ -70,20 +55,8 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	// sorted the rows by key for their runs.
 	claim := func() (claimed int, runs bool) {
 		t.Helper()
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+r.pg.q.claimOrderedHead,
+		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedHead,
 			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The top node fetches the rows claimed.
 		if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "rows=")+len("rows="):], "%d", &claimed); err != nil {
 			t.Fatalf("claimed rows in %q: %v", lines[0], err)
@@ -119,22 +92,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "lease", Ordering: Ordering{Topics: []string{"*"}, Shards: 4}})
-	if err := r.pg.ensureShards(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := make([]outbox.Message, 200)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i), Payload: []byte("x")}
-	}
-	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
-		t.Fatal(err)
-	}
+	pool, table, r := orderedRelay(t, 4, 200, 200)
 	exec := func(q string) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, q); err != nil {
@@ -149,20 +107,8 @@ func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 	exec("UPDATE " + shards + " SET locked_until = now() - interval '2 seconds' WHERE shard = 3")
 
 	// Every shard has work: the lease looks at one shard only.
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	all, topics := r.pg.orderedTopics()
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+r.pg.q.leaseShard, 60000, "probe", 4, all, topics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	_ = tx.Rollback(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := explainAnalyzed(t, pool, r.pg.q.leaseShard, 60000, "probe", 4, all, topics)
 	// The look for a shard's pending rows (the first EXISTS) runs once.
 	looked := -1
 	for i, l := range lines {
@@ -190,4 +136,29 @@ func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 	if want := []int{2, 3, 0}; !slices.Equal(got, want) {
 		t.Errorf("leases took shards %v, want %v", got, want)
 	}
+}
+
+// orderedRelay returns a relay with every topic ordered over shards, on a
+// new plain table holding n events of topic orders over keys keys, written
+// in one transaction.
+func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Table, *Relay) {
+	t.Helper()
+	ctx := context.Background()
+	pool, table := testdb.NewUnpartitioned(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ordered", Ordering: Ordering{Topics: []string{"*"}, Shards: shards}})
+	if err := r.pg.ensureShards(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%keys), Payload: []byte("x")}
+	}
+	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
+		t.Fatal(err)
+	}
+	return pool, table, r
 }

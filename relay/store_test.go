@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -131,4 +132,26 @@ func explainPlan(t *testing.T, db interface {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// explainAnalyzed runs q under EXPLAIN ANALYZE (no costs or timings) in a
+// transaction it rolls back, so that what q writes is undone, and returns
+// the plan's lines.
+func explainAnalyzed(t *testing.T, pool *pgxpool.Pool, q string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }
