@@ -114,8 +114,12 @@ func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner st
 	failed, failErrs := failureColumns(out.failures)
 	sent := pgIDs(out.sent)
 	lo, hi := idRange(slices.Concat(sent, retried, failed))
+	record := s.q.recordOrdered
+	if len(retried) == 0 && len(failed) == 0 {
+		record = s.q.recordOrderedSent
+	}
 	var got recorded
-	err := s.pool.QueryRow(ctx, s.q.recordOrdered, shard, lessee, owner, sent,
+	err := s.pool.QueryRow(ctx, record, shard, lessee, owner, sent,
 		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(unknown), tids).Scan(&got.sent, &got.retried, &got.failed)
 	if err != nil {
 		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)

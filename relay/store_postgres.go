@@ -47,7 +47,10 @@ type statements struct {
 	// claimOrderedHead is claim_ordered.sql without its bucket passes
 	// (headOnly); the Partitioned forms fetch the rows by primary key
 	// (orderedByPrimaryKey).
-	claimOrdered, claimOrderedHead, recordOrdered                   string
+	claimOrdered, claimOrderedHead, recordOrdered string
+	// recordOrderedSent is record_ordered.sql for an outcome of sent rows
+	// alone (sentOnly).
+	recordOrderedSent                                               string
 	claimOrderedPartitioned, claimOrderedHeadPartitioned            string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
 	backlog, backlogEstimate                                        string
@@ -71,7 +74,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 	text := func(q string) string { return names.Replace(stripComments(q)) }
 	file := func(name string) string { return text(raw(name)) }
 	claim := file("claim")
-	claimOrdered := raw("claim_ordered")
+	claimOrdered, recordOrdered := raw("claim_ordered"), raw("record_ordered")
 	return statements{
 		claim: claim, claimPartitioned: byPrimaryKey(claim),
 		markSent: file("mark_sent"), markSentByTID: file("mark_sent_by_tid"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
@@ -82,7 +85,8 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		claimOrdered: text(claimOrdered), claimOrderedHead: text(headOnly(claimOrdered)),
 		claimOrderedPartitioned:     text(orderedByPrimaryKey(claimOrdered)),
 		claimOrderedHeadPartitioned: text(orderedByPrimaryKey(headOnly(claimOrdered))),
-		recordOrdered:               file("record_ordered"),
+		recordOrdered:               text(recordOrdered),
+		recordOrderedSent:           text(sentOnly(recordOrdered)),
 		claimJob:                    file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
@@ -138,6 +142,24 @@ func headOnly(claim string) string {
 		panic("relay: claim_ordered.sql lost its bucket passes' marks") // embedded: a build mistake
 	}
 	return claim[:i] + none + claim[j+len(to):]
+}
+
+// sentOnly turns record_ordered.sql into the write-back of an outcome
+// that has no retried and no failed rows: it drops their updates, whose
+// planning costs about as much as the rest of the statement, and keeps
+// their parameters typed so that the statement takes the same arguments.
+func sentOnly(record string) string {
+	const (
+		from = "-- {{retried and failed}}"
+		to   = "-- {{end of retried and failed}}\n"
+		none = "retried AS (\n    SELECT 1\n    WHERE $5::uuid[] IS NULL AND $6::bigint[] IS NULL AND $7::text[] IS NULL AND $8::int[] IS NULL\n      AND false\n),\n" +
+			"failed AS (\n    SELECT 1\n    WHERE $9::uuid[] IS NULL AND $10::text[] IS NULL\n      AND false\n)\n"
+	)
+	i, j := strings.Index(record, from), strings.Index(record, to)
+	if strings.Count(record, from) != 1 || strings.Count(record, to) != 1 || j < i {
+		panic("relay: record_ordered.sql lost its retried and failed rows' marks") // embedded: a build mistake
+	}
+	return record[:i] + none + record[j+len(to):]
 }
 
 // stripComments drops the lines that are only a comment: the files'

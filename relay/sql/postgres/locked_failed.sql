@@ -1,4 +1,5 @@
 -- locked_failed: mark_failed.sql for a lock claim (see locked_sent.sql).
+-- The ids are named by "= ANY" besides the join, as in mark_failed.sql.
 UPDATE {{table}} AS o
 SET status = 'failed',
     attempt = least(o.attempt, 2147483646) + 1,
@@ -8,3 +9,4 @@ SET status = 'failed',
     locked_until = NULL
 FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
 WHERE o.id = r.id
+  AND o.id = ANY ($1::uuid[])

@@ -1,4 +1,5 @@
 -- locked_retry: mark_retry.sql for a lock claim (see locked_sent.sql).
+-- The ids are named by "= ANY" besides the join, as in mark_retry.sql.
 UPDATE {{table}} AS o
 SET status = 'pending',
     next_retry_at = now() + r.delay_ms * interval '1 millisecond',
@@ -8,3 +9,4 @@ SET status = 'pending',
     locked_until = NULL
 FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
 WHERE o.id = r.id
+  AND o.id = ANY ($1::uuid[])

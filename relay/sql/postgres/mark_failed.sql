@@ -10,6 +10,11 @@
 -- relay passes along): on a partitioned table that range lets PostgreSQL
 -- leave out, when the statement starts, every partition that cannot hold
 -- them, where "= ANY" alone would look each id up in every partition.
+-- The ids are named by "= ANY" besides the join to their values: with
+-- the join alone and statistics that count few processing rows (the
+-- usual count when ANALYZE runs), the planner estimated the rows at one
+-- and read the whole table, comparing each row with every id
+-- (TestRetryWriteBacksLookUpRowsByID).
 UPDATE {{table}} AS o
 SET status = 'failed',
     failed_at = now(),
@@ -17,6 +22,7 @@ SET status = 'failed',
     locked_until = NULL
 FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
 WHERE o.id = r.id
+  AND o.id = ANY ($1::uuid[])
   AND o.id BETWEEN $4 AND $5
   AND o.locked_by = $3
   AND (o.status = 'processing') IS TRUE

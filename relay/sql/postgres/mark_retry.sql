@@ -11,6 +11,11 @@
 -- relay passes along): on a partitioned table that range lets PostgreSQL
 -- leave out, when the statement starts, every partition that cannot hold
 -- them, where "= ANY" alone would look each id up in every partition.
+-- The ids are named by "= ANY" besides the join to their values: with
+-- the join alone and statistics that count few processing rows (the
+-- usual count when ANALYZE runs), the planner estimated the rows at one
+-- and read the whole table, comparing each row with every id
+-- (TestRetryWriteBacksLookUpRowsByID).
 UPDATE {{table}} AS o
 SET status = 'pending',
     next_retry_at = now() + r.delay_ms * interval '1 millisecond',
@@ -19,6 +24,7 @@ SET status = 'pending',
     locked_until = NULL
 FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
 WHERE o.id = r.id
+  AND o.id = ANY ($1::uuid[])
   AND o.id BETWEEN $6 AND $7
   AND o.locked_by = $5
   AND (o.status = 'processing') IS TRUE
