@@ -160,7 +160,7 @@ func (b *bundle) claimedIDs(tx pgx.Tx, rows pgx.Rows) []uuid.UUID {
 	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
 		var id uuid.UUID
 		var skip any
-		err := r.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip)
+		err := r.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip)
 		return id, err
 	})
 	if err != nil {

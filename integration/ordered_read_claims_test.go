@@ -68,7 +68,7 @@ func (b *bundle) recordSentAt(lessee string, ids []uuid.UUID, tids []pgtype.TID,
 	var sent, retried, failed int
 	err := b.pool.QueryRow(b.ctx, b.relaySQL("record_ordered"), 0, lessee, "claim#1", ids,
 		[]uuid.UUID{}, []int64{}, []string{}, []int32{}, []uuid.UUID{}, []string{},
-		sorted[0], sorted[len(sorted)-1], unknown, tids).Scan(&sent, &retried, &failed)
+		sorted[0], sorted[len(sorted)-1], unknown, tids, nil).Scan(&sent, &retried, &failed)
 	if err != nil {
 		b.t.Fatalf("record: %v", err)
 	}
@@ -111,7 +111,7 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 		var id uuid.UUID
 		var attempt int
 		var skip any
-		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &attempt, &skip, &skip, &skip); err != nil {
+		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &attempt, &skip, &skip, &skip, &skip); err != nil {
 			b.fatalIn(tx, "claim: %v", err)
 		}
 		claimed, attempts = append(claimed, id), append(attempts, attempt)

@@ -46,7 +46,7 @@ func TestOrderedWriteBackMarksMovedRowsByID(t *testing.T) {
 		var id uuid.UUID
 		var tid pgtype.TID
 		var skip any
-		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &tid); err != nil {
+		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &tid, &skip); err != nil {
 			t.Fatalf("claim: %v", err)
 		}
 		sent, tids = append(sent, id), append(tids, tid)

@@ -127,10 +127,11 @@ func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (
 	r := c.r
 	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
-	rows, err := r.pg.claimOrdered(cctx, owner, limit, c.shard, c.lessee)
+	claimed, err := r.pg.claimOrdered(cctx, owner, limit, c.shard, c.lessee)
 	if err != nil {
 		return nil, err
 	}
+	rows := claimed.rows
 	return &batch{
 		mode:    ClaimOrdered,
 		rows:    rows,
@@ -145,7 +146,7 @@ func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (
 			return len(rows), nil
 		},
 		record: func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-			return false, c.record(hard, owner, rows, out, res)
+			return false, c.record(hard, owner, claimed, out, res)
 		},
 	}, nil
 }
@@ -154,9 +155,11 @@ func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (
 // one statement fenced by the shard's lease (record_ordered.sql), and
 // counts it in res. Released rows need no write: the claim left them
 // pending. Rows with no outcome (abandoned) stay noted in the shard row,
-// so that whoever leases the shard next counts their attempt.
-func (c shardClaims) record(hard context.Context, owner string, rows []row, out *outcome, res *BatchResult) error {
-	r := c.r
+// so that whoever leases the shard next counts their attempt. A claim of
+// the shard's oldest rows, all sent, raises the shard's floor past them
+// (orderedClaim.raise).
+func (c shardClaims) record(hard context.Context, owner string, claimed orderedClaim, out *outcome, res *BatchResult) error {
+	r, rows := c.r, claimed.rows
 	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	var unknown []uuid.UUID
@@ -167,7 +170,7 @@ func (c shardClaims) record(hard context.Context, owner string, rows []row, out 
 	var got recorded
 	_, err := r.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
-		got, err = r.pg.recordOrdered(ctx, c.shard, c.lessee, owner, out, tids, unknown)
+		got, err = r.pg.recordOrdered(ctx, c.shard, c.lessee, owner, out, tids, unknown, claimed.raise(out))
 		return 0, err
 	})
 	if err != nil {

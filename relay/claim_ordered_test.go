@@ -113,7 +113,8 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	if err != nil || !ok || shard != 0 {
 		t.Fatalf("leaseShard = %d, %v, %v; want shard 0", shard, ok, err)
 	}
-	rows, err := r.pg.claimOrdered(ctx, "owner", 500, shard, "lessee")
+	claimed, err := r.pg.claimOrdered(ctx, "owner", 500, shard, "lessee")
+	rows := claimed.rows
 	if err != nil || len(rows) < 100 {
 		t.Fatalf("claimOrdered = %d rows, %v; want the shard's few hundred", len(rows), err)
 	}
@@ -138,7 +139,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 		failed, failErrs := failureColumns(out.failures)
 		lo, hi := idRange(slices.Concat(pgIDs(out.sent), retried, failed))
 		return explainAnalyzed(t, pool, q, shard, "lessee", "owner", pgIDs(out.sent),
-			retried, delays, errs, refunds, failed, failErrs, lo, hi, [][16]byte{}, claimedTIDs(rows))
+			retried, delays, errs, refunds, failed, failErrs, lo, hi, [][16]byte{}, claimedTIDs(rows), nil)
 	}
 	// read returns the most rows one scan of the table read, and whether
 	// one read it whole.
@@ -175,6 +176,129 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	lines := explain(r.pg.q.recordOrderedSent, &outcome{sent: sent})
 	if n := strings.Count(strings.Join(lines, "\n"), "Update on"); n != 3 {
 		t.Errorf("the write-back of sent rows alone updates %d times:\n%s\nwant 3 (shard row, sent rows by tuple id, moved rows)", n, strings.Join(lines, "\n"))
+	}
+}
+
+// The write-back of a claim of the shard's oldest rows, every one sent,
+// raises the shard's floor to the last row's transaction, and the next
+// claim still takes the rest of that transaction's rows. A claim with a
+// row retried, a claim that left a waiting key's rows behind, a claim
+// with some topics unordered, and a floor cleared since the claim (relay
+// replay) leave the floor as it was.
+func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table, r := orderedRelay(t, 1, 10, 4) // transaction 1: 10 rows
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int) {
+		t.Helper()
+		msgs := make([]outbox.Message, n)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%4), Payload: []byte("x")}
+		}
+		if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(10) // transaction 2
+	write(10) // transaction 3
+	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	if err != nil || !ok {
+		t.Fatalf("leaseShard = %v, %v", ok, err)
+	}
+	floor := func() *int64 {
+		t.Helper()
+		var f *int64
+		if err := pool.QueryRow(ctx, "SELECT floor_tx::text::bigint FROM "+table.Related("shard_ranges")+" WHERE shard = $1", shard).Scan(&f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	claim := func(r *Relay, limit int) orderedClaim {
+		t.Helper()
+		c, err := r.pg.claimOrdered(ctx, "owner", limit, shard, "lessee")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	record := func(c orderedClaim, out *outcome) {
+		t.Helper()
+		got, err := r.pg.recordOrdered(ctx, shard, "lessee", "owner", out, claimedTIDs(c.rows), nil, c.raise(out))
+		if err != nil || got.sent != len(out.sent) || got.retried != len(out.retries) {
+			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.sent), len(out.retries))
+		}
+	}
+	allSent := func(c orderedClaim) *outcome {
+		out := &outcome{}
+		for _, x := range c.rows {
+			out.sent = append(out.sent, x.id)
+		}
+		return out
+	}
+
+	// The 10 rows of transaction 1 and 5 of transaction 2, all sent.
+	c := claim(r, 15)
+	if len(c.rows) != 15 || !c.prefix {
+		t.Fatalf("first claim: %d rows, prefix %v; want 15, true", len(c.rows), c.prefix)
+	}
+	tx2 := c.rows[14].tx
+	record(c, allSent(c))
+	if f := floor(); f == nil || *f != tx2 {
+		t.Fatalf("floor after the first claim's rows were sent = %v, want transaction 2 (%d)", f, tx2)
+	}
+
+	// The other 5 of transaction 2 and the 10 of transaction 3: the floor
+	// at transaction 2 hides none of them. The last one is retried.
+	c = claim(r, 15)
+	if len(c.rows) != 15 || c.rows[0].tx != tx2 || !c.prefix {
+		t.Fatalf("second claim: %d rows from transaction %d, prefix %v; want 15 from %d, true", len(c.rows), c.rows[0].tx, c.prefix, tx2)
+	}
+	last := c.rows[14]
+	out := allSent(c)
+	out.sent = out.sent[:14]
+	out.retries = []retry{{id: last.id, error: "later"}}
+	record(c, out)
+	if f := floor(); f == nil || *f > last.tx || *f != tx2 {
+		t.Fatalf("floor after a claim with a row retried = %v, want it left at transaction 2 (%d), below the retried row's %d", f, tx2, last.tx)
+	}
+
+	// The retried row alone, claimed again; relay replay clears the floor
+	// before the write-back.
+	c = claim(r, 15)
+	if len(c.rows) != 1 || c.rows[0].id != last.id || !c.prefix {
+		t.Fatalf("third claim: %d rows, prefix %v; want the retried row, true", len(c.rows), c.prefix)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET floor_tx = NULL"); err != nil {
+		t.Fatal(err)
+	}
+	record(c, allSent(c))
+	if f := floor(); f != nil {
+		t.Fatalf("floor cleared before the write-back = %d after it, want it left cleared", *f)
+	}
+
+	// A key whose head waits for its retry: the claim leaves its rows
+	// behind and is no prefix.
+	write(8)
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() + interval '1 hour' WHERE id = (SELECT id FROM "+table.Ident()+" WHERE status = 'pending' AND key = 'k0' ORDER BY tx, id LIMIT 1)"); err != nil {
+		t.Fatal(err)
+	}
+	if c = claim(r, 15); len(c.rows) != 6 || c.prefix {
+		t.Fatalf("claim past a waiting key: %d rows, prefix %v; want 6, false", len(c.rows), c.prefix)
+	}
+	if raise := c.raise(allSent(c)); raise != nil {
+		t.Fatalf("raise of a claim past a waiting key = %d, want none", *raise)
+	}
+	// Some topics unordered: rows of others may lie among the claim's.
+	byTopic := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "topics", Ordering: Ordering{Topics: []string{"orders"}, Shards: 1}})
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() WHERE status = 'pending'"); err != nil {
+		t.Fatal(err)
+	}
+	if c = claim(byTopic, 15); len(c.rows) != 8 || c.prefix {
+		t.Fatalf("claim of ordered topics: %d rows, prefix %v; want 8, false", len(c.rows), c.prefix)
 	}
 }
 

@@ -130,16 +130,17 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 	}
 	n := 0
 	for n < budget {
-		rows, err := r.pg.claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease")
+		claimed, err := r.pg.claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease")
 		if err != nil {
 			b.Fatal(err)
 		}
+		rows := claimed.rows
 		out := &outcome{}
 		for _, x := range rows {
 			out.sent = append(out.sent, x.id)
 		}
 		if len(rows) > 0 {
-			got, err := r.pg.recordOrdered(ctx, shard, "cycle-lease", "cycle#1", out, claimedTIDs(rows), nil)
+			got, err := r.pg.recordOrdered(ctx, shard, "cycle-lease", "cycle#1", out, claimedTIDs(rows), nil, claimed.raise(out))
 			if err != nil || got.sent != len(rows) {
 				b.Fatalf("record = %d sent, %v; want %d", got.sent, err, len(rows))
 			}

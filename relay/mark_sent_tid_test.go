@@ -180,7 +180,7 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	lo, hi := idRange(pgIDs(ids))
 	none := [][16]byte{}
 	plan := explainPlan(t, pool, r.pg.q.recordOrdered, 0, "lessee", "owner", pgIDs(ids),
-		none, []int64{}, []string{}, []int32{}, none, []string{}, lo, hi, none, tids)
+		none, []int64{}, []string{}, []int32{}, none, []string{}, lo, hi, none, tids, nil)
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("ordered write-back of %d sent rows by tuple id:\n%s\nwant a Tid Scan", n, plan)
 	}

@@ -47,7 +47,7 @@ func (s *pgStore) claimLocked(ctx context.Context, limit int) (*lockedRows, erro
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
-		return collectRows(q, noExtra)
+		return collectRows(q, nil)
 	}()
 	l := &lockedRows{s: s, conn: conn, rows: rows}
 	if err != nil {

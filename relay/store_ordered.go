@@ -68,13 +68,38 @@ func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) (hel
 	return tag.RowsAffected() > 0, nil
 }
 
+// orderedClaim is what an ordered claim took.
+type orderedClaim struct {
+	rows []row
+	// prefix reports that rows are the shard's oldest pending rows, in
+	// write order, with every topic ordered (head_fast in
+	// claim_ordered.sql): once they are all sent, none of the shard's
+	// rows below the last one's transaction is pending (raise).
+	prefix bool
+}
+
+// raise returns the transaction the write-back of c may raise its shard's
+// floor to when its outcome is out: the last row's, when c took the
+// shard's oldest rows and every one of them was sent; nil otherwise, so
+// that the floor stays below a row retried, released or without outcome.
+func (c orderedClaim) raise(out *outcome) *int64 {
+	if !c.prefix || len(c.rows) == 0 || len(out.sent) != len(c.rows) {
+		return nil
+	}
+	top := c.rows[0].tx
+	for _, x := range c.rows {
+		top = max(top, x.tx)
+	}
+	return &top
+}
+
 // claimOrdered claims up to limit rows of shard for owner, in write order
 // per key; lessee is the token of the shard lease.
-func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) ([]row, error) {
+func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) (orderedClaim, error) {
 	head, whole := s.q.claimOrderedHead, s.q.claimOrdered
 	switch partitioned, err := s.isPartitioned(ctx); {
 	case err != nil:
-		return nil, fmt.Errorf("claim ordered: %w", err)
+		return orderedClaim{}, fmt.Errorf("claim ordered: %w", err)
 	case partitioned:
 		head, whole = s.q.claimOrderedHeadPartitioned, s.q.claimOrderedPartitioned
 	}
@@ -82,7 +107,7 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	args := []any{limit, owner, s.lease.Milliseconds(), shard, lessee, buckets, all, topics, headWindow(limit)}
 	got, err := s.claimOrderedWith(ctx, head, args...)
-	if err != nil || len(got) > 0 {
+	if err != nil || len(got.rows) > 0 {
 		return got, err
 	}
 	// The shard's oldest rows did not decide the claim, or it found nothing
@@ -91,12 +116,14 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 }
 
 // claimOrderedWith runs one of the ordered claim's statements.
-func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...any) ([]row, error) {
+func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...any) (orderedClaim, error) {
 	rows, err := s.pool.Query(ctx, claim, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim ordered: %w", err)
+		return orderedClaim{}, fmt.Errorf("claim ordered: %w", err)
 	}
-	return collectRows(rows, withTx)
+	var c orderedClaim
+	c.rows, err = collectRows(rows, func(x *row) []any { return []any{&x.tx, &x.tid, &c.prefix} })
+	return c, err
 }
 
 // recorded counts the rows an ordered write-back wrote, by outcome.
@@ -107,9 +134,10 @@ type recorded struct{ sent, retried, failed int }
 // failed rows; unknown are the claimed rows whose publish has no outcome.
 // tids are where the claim read its rows (none on a partitioned table):
 // the statement finds the sent rows among them by id, and by primary key
-// those it does not find there. It writes nothing once lessee no longer
-// holds the shard.
-func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner string, out *outcome, tids []pgtype.TID, unknown []uuid.UUID) (recorded, error) {
+// those it does not find there. raise, when not nil, is the transaction
+// the shard's floor rises to (orderedClaim.raise). It writes nothing once
+// lessee no longer holds the shard.
+func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner string, out *outcome, tids []pgtype.TID, unknown []uuid.UUID, raise *int64) (recorded, error) {
 	retried, delays, errs, refunds := retryColumns(out.retries)
 	failed, failErrs := failureColumns(out.failures)
 	sent := pgIDs(out.sent)
@@ -120,7 +148,7 @@ func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner st
 	}
 	var got recorded
 	err := s.pool.QueryRow(ctx, record, shard, lessee, owner, sent,
-		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(unknown), tids).Scan(&got.sent, &got.retried, &got.failed)
+		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(unknown), tids, raise).Scan(&got.sent, &got.retried, &got.failed)
 	if err != nil {
 		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
 	}

@@ -434,26 +434,20 @@ func (s *pgStore) claimBound(ctx context.Context, from floor) (*[16]byte, error)
 	return &id, nil
 }
 
-// What a claim returns after the columns every claim does.
-const (
-	noExtra = iota // lock claims
-	withTx         // ordered claims: the writing transaction and the tuple id
-	withDue        // lease claims: next_retry_at, for the floor, and the tuple id
-)
+// withDue reads what a lease claim returns after the columns every claim
+// does: next_retry_at, for the floor, and the tuple id.
+func withDue(x *row) []any { return []any{&x.due, &x.tid} }
 
-// collectRows reads claimed rows and the extra column (withTx, withDue)
-// the claim returns.
-func collectRows(rows pgx.Rows, extra int) ([]row, error) {
+// collectRows reads claimed rows; extra, when not nil, names where the
+// columns the claim returns after those every claim does go.
+func collectRows(rows pgx.Rows, extra func(x *row) []any) ([]row, error) {
 	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
 		// The id as [16]byte: pgx decodes that from binary, whereas
 		// uuid.UUID, a sql.Scanner, would go through text.
 		dest := []any{(*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt}
-		switch extra {
-		case withTx:
-			dest = append(dest, &x.tx, &x.tid)
-		case withDue:
-			dest = append(dest, &x.due, &x.tid)
+		if extra != nil {
+			dest = append(dest, extra(&x)...)
 		}
 		err := r.Scan(dest...)
 		return x, err

@@ -20,8 +20,10 @@
 --   - the attempt returned saturates at the integer limit, as in claim.sql;
 --     the write-back stores it (record_ordered.sql).
 -- It returns the writing transaction, by which the relay orders the rows,
--- and the tuple id where it read each row, by which record_ordered.sql
--- finds the sent ones.
+-- the tuple id where it read each row, by which record_ordered.sql finds
+-- the sent ones, and whether the rows are the shard's oldest pending ones
+-- (head_fast, with every topic ordered: $7): once they are all sent, the
+-- write-back raises the floor to the last one's transaction.
 --
 -- What it reads is bounded, not the shard's whole backlog. The first rows
 -- of the shard in (tx, id) order hold every earlier pending row of each
@@ -396,7 +398,8 @@ revived AS (
       AND o.status = 'processing'
 )
 SELECT o.id, o.topic, o.key, o.payload, o.headers,
-       least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint, o.ctid
+       least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint, o.ctid,
+       $7::bool AND (SELECT fast FROM head_fast)
 FROM {{table}} AS o
 WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
   AND o.status IN ('pending', 'processing')

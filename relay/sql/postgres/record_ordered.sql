@@ -13,6 +13,15 @@
 -- the claim left them pending, as they stay. It returns how many rows it
 -- wrote of each.
 --
+-- $15, when not NULL, is the transaction of the last of the claim's rows,
+-- which were the shard's oldest pending rows of every topic (the claim
+-- said so) and were all sent: none of the shard's rows below it is pending
+-- any more, and the floor (claim_ordered.sql) rises to it, so that the
+-- next claim's and lease's probes start past the rows just sent instead of
+-- walking their index entries. A floor that is NULL stays NULL: relay
+-- failed retry or relay replay cleared it since the claim, having made
+-- rows pending below it.
+--
 -- It is fenced by the shard lease, not by the rows: it writes nothing once
 -- another replica holds the shard, which claims the rows again (their
 -- attempt counted by its lease). While it runs it holds the shard row's
@@ -50,7 +59,12 @@
 -- (TestOrderedWriteBackLooksUpRetriedRowsByID).
 WITH lease AS (
     UPDATE {{shards}}
-    SET claimed = nullif($13::uuid[], '{}')
+    SET claimed = nullif($13::uuid[], '{}'),
+        floor_tx = CASE
+            WHEN floor_tx IS NOT NULL AND $15::bigint IS NOT NULL
+            THEN greatest(floor_tx, ($15::bigint)::text::xid8)
+            ELSE floor_tx
+        END
     WHERE shard = $1
       AND locked_by = $2
     RETURNING shard
