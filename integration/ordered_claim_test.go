@@ -567,8 +567,9 @@ func (b *bundle) explain(q string, args ...any) readCost {
 }
 
 // A claim of 500 rows from a shard with a backlog of 50,000 events over
-// four keys reads about 700 rows (the shard's 641 oldest, and the first
-// of every bucket), where a read of the whole backlog reads all 50,000;
+// four keys reads about 500 rows (the shard's 500 oldest, every one
+// ready, and at most the first of every bucket), where a read of the
+// whole backlog reads all 50,000;
 // when that first read is too short to decide (here: a window of one
 // row), the passes bucket by bucket read about 2,000 (500 of each key's
 // bucket, and the first of every bucket). Doubling the backlog changes

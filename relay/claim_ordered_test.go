@@ -64,7 +64,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 		}
 		sorted := -1
 		for i, l := range lines {
-			if strings.Contains(l, "Sort Key: head_rows.topic, head_rows.key") {
+			if strings.Contains(l, "Sort Key: head_all.topic, head_all.key") {
 				sorted = i
 			}
 		}

@@ -2,7 +2,8 @@
 -- write order, from the runs of ready rows at the head of each key in the
 -- buckets $6 (a range, in order) of shard $4, leased by $5; $7/$8 are the
 -- ordered topics; $9 is how many of the shard's oldest pending rows it
--- reads first, $10 (at most $1) how many of each bucket's it reads next.
+-- reads first (the first $1 of them before the others), $10 (at most
+-- $1) how many of each bucket's it reads next.
 --
 --   - lease re-checks the shard lease and locks the shard row; noted
 --     extends the lease in the same statement. While the lock is held
@@ -37,15 +38,16 @@
 -- ready, nor is anything after them of their key. The claim reads in up
 -- to four passes, each only for what the one before could not decide:
 --
---   0. the shard's $9 oldest pending rows, in one range scan of
+--   0. the shard's $9 oldest pending rows, in range scans of
 --      ordered_head_idx from the shard's floor (the oldest of its
 --      buckets' first rows, of any topic: one probe of
 --      ordered_pending_idx per bucket, from the shard row's floor_tx,
---      which the last claim set and below which no row is pending), the
---      bucket range checked in the index. It decides
---      the claim when it finds $1 claimable rows no later than its cut,
---      or reaches the end of the shard; otherwise the passes below run,
---      bucket by bucket (an empty bucket costs one index probe):
+--      below which no row is pending), the bucket range checked in the
+--      index: the first $1, and the others only when the first are not
+--      all claimable (head_fast). It decides the claim when it finds $1
+--      claimable rows no later than its cut, or reaches the end of the
+--      shard; otherwise the passes below run, bucket by bucket (an empty
+--      bucket costs one index probe):
 --
 --   1. the first $10 pending rows of every bucket (a few more than a
 --      bucket's share of $1);
@@ -113,11 +115,12 @@ head_floor AS (
     ORDER BY f.tx, f.id
     LIMIT 1
 ),
--- The rows are numbered outside the LIMIT, so that the planner plans the
--- read for $9 rows; and the floor is a row comparison, not tx >= floor,
--- which the planner would pair with tx < horizon into a range it guesses
--- holds 0.5% of the rows. With either, on a partitioned table, it sorted
--- every row of the shard instead of merging the partitions' indexes.
+-- The first $1 of them ($9 if fewer). The rows are numbered outside the
+-- LIMIT, so that the planner plans the read for that many rows; and the floor is a row
+-- comparison, not tx >= floor, which the planner would pair with tx <
+-- horizon into a range it guesses holds 0.5% of the rows. With either, on
+-- a partitioned table, it sorted every row of the shard instead of
+-- merging the partitions' indexes.
 head_rows AS (
     SELECT h.bucket, h.id, h.ctid, h.topic, h.key, h.tx, h.ready,
            row_number() OVER (ORDER BY h.tx, h.id) AS n
@@ -132,12 +135,49 @@ head_rows AS (
           AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
           AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
-        LIMIT $9
+        LIMIT least($1::bigint, $9::bigint)
     ) AS h
+),
+-- When every one of them is ready and no row is in flight, every one is
+-- claimable, and if they are $1 rows, or the read ended before $9, the
+-- claim takes them all and reads nothing more (the common case in a
+-- backlog).
+head_fast AS (
+    SELECT coalesce(bool_and(ready), true)
+           AND NOT EXISTS (SELECT 1 FROM inflight)
+           AND (count(*) >= $1 OR count(*) < $9) AS fast
+    FROM head_rows
+),
+-- Otherwise it reads on, up to $9 rows in all, and computes the runs of
+-- each key over them.
+head_more AS (
+    SELECT h.bucket, h.id, h.ctid, h.topic, h.key, h.tx, h.ready,
+           $1 + row_number() OVER (ORDER BY h.tx, h.id) AS n
+    FROM (
+        SELECT o.bucket, o.id, o.ctid, o.topic, o.key, o.tx,
+               o.next_retry_at <= now() AS ready
+        FROM {{table}} AS o
+        WHERE (o.tx, o.id) > (SELECT tx, id FROM head_rows WHERE n = $1)
+          AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+          AND o.status = 'pending'
+          AND o.key IS NOT NULL
+          AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
+          AND ($7::bool OR o.topic = ANY($8::text[]))
+          AND NOT (SELECT fast FROM head_fast)
+        ORDER BY o.tx, o.id
+        LIMIT greatest($9 - $1, 0)
+    ) AS h
+),
+head_all AS (
+    SELECT bucket, id, ctid, topic, key, tx, ready, n
+    FROM head_rows
+    UNION ALL
+    SELECT bucket, id, ctid, topic, key, tx, ready, n
+    FROM head_more
 ),
 head_cut AS (
     SELECT tx, id
-    FROM head_rows
+    FROM head_all
     WHERE n = $9
 ),
 head_runs AS (
@@ -149,7 +189,7 @@ head_runs AS (
            ) AS claimable
     FROM (
         SELECT id, ctid, topic, key, tx, ready
-        FROM head_rows
+        FROM head_all
         UNION ALL
         SELECT i.id, i.ctid, i.topic, i.key, i.tx, i.ready
         FROM inflight AS i
@@ -160,19 +200,9 @@ head_runs AS (
         )
     ) AS k
 ),
--- When every row read is ready and no row is in flight, every row read is
--- claimable, and the read decides the claim if it holds $1 rows or ended
--- before $9: the claim takes the first $1 of them, and the runs above are
--- never computed (the common case in a backlog).
-head_fast AS (
-    SELECT coalesce(bool_and(ready), true)
-           AND NOT EXISTS (SELECT 1 FROM inflight)
-           AND (count(*) < $9 OR count(*) >= $1) AS fast
-    FROM head_rows
-),
 head_decided AS (
     SELECT (SELECT fast FROM head_fast)
-           OR (SELECT count(*) FROM head_rows) < $9
+           OR (SELECT count(*) FROM head_all) < $9
            OR (SELECT count(*) FROM head_runs WHERE claimable) >= $1 AS decided
 ),
 -- {{bucket passes}}: passes 1 to 3, which read bucket by bucket when pass
@@ -356,8 +386,7 @@ picked AS (
     FROM (
         SELECT id, ctid, tx
         FROM head_rows
-        WHERE n <= $1
-          AND (SELECT fast FROM head_fast)
+        WHERE (SELECT fast FROM head_fast)
         UNION ALL
         SELECT id, ctid, tx
         FROM head_runs
