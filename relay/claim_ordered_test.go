@@ -42,7 +42,9 @@ func TestWithoutOutcomeListsTheRowsNoOutcomeNames(t *testing.T) {
 // When every row the first pass reads is ready, the claim takes the
 // oldest of them without computing the keys' runs (head_fast in
 // claim_ordered.sql); when a key's head waits for its retry, it computes
-// them and leaves that key's rows behind.
+// them and leaves that key's rows behind. The statement without the runs
+// (fastOnly) takes the same rows in the first case and nothing in the
+// second.
 func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -73,8 +75,25 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 		}
 		return claimed, !strings.Contains(lines[sorted-1], "never executed")
 	}
+	// fast returns how many rows the statement without the runs claims.
+	fast := func() int {
+		t.Helper()
+		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedFast,
+			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20))
+		var claimed int
+		if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "rows=")+len("rows="):], "%d", &claimed); err != nil {
+			t.Fatalf("claimed rows in %q: %v", lines[0], err)
+		}
+		if strings.Contains(strings.Join(lines, "\n"), "head_all") {
+			t.Fatalf("the statement without the runs reads on:\n%s", strings.Join(lines, "\n"))
+		}
+		return claimed
+	}
 	if n, runs := claim(); n != 20 || runs {
 		t.Errorf("every row ready: claimed %d rows, runs computed %v; want 20, false", n, runs)
+	}
+	if n := fast(); n != 20 {
+		t.Errorf("every row ready: the statement without the runs claimed %d rows, want 20", n)
 	}
 	// Key k0's head waits for its retry: its 10 rows stay, the others'
 	// 30 are claimable.
@@ -83,6 +102,9 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	}
 	if n, runs := claim(); n != 20 || !runs {
 		t.Errorf("a head waiting: claimed %d rows, runs computed %v; want 20, true", n, runs)
+	}
+	if n := fast(); n != 0 {
+		t.Errorf("a head waiting: the statement without the runs claimed %d rows, want none", n)
 	}
 }
 

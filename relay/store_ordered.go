@@ -96,22 +96,26 @@ func (c orderedClaim) raise(out *outcome) *int64 {
 // claimOrdered claims up to limit rows of shard for owner, in write order
 // per key; lessee is the token of the shard lease.
 func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) (orderedClaim, error) {
-	head, whole := s.q.claimOrderedHead, s.q.claimOrdered
+	fast, head, whole := s.q.claimOrderedFast, s.q.claimOrderedHead, s.q.claimOrdered
 	switch partitioned, err := s.isPartitioned(ctx); {
 	case err != nil:
 		return orderedClaim{}, fmt.Errorf("claim ordered: %w", err)
 	case partitioned:
-		head, whole = s.q.claimOrderedHeadPartitioned, s.q.claimOrderedPartitioned
+		fast, head, whole = s.q.claimOrderedFastPartitioned, s.q.claimOrderedHeadPartitioned, s.q.claimOrderedPartitioned
 	}
 	all, topics := s.orderedTopics()
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	args := []any{limit, owner, s.lease.Milliseconds(), shard, lessee, buckets, all, topics, headWindow(limit)}
-	got, err := s.claimOrderedWith(ctx, head, args...)
+	// Each statement reads on where the one before took nothing: the
+	// shard's oldest rows were not all claimable, or the read of its
+	// oldest rows did not decide the claim, or there was nothing to take.
+	got, err := s.claimOrderedWith(ctx, fast, args...)
 	if err != nil || len(got.rows) > 0 {
 		return got, err
 	}
-	// The shard's oldest rows did not decide the claim, or it found nothing
-	// to take: the whole claim reads on, bucket by bucket.
+	if got, err = s.claimOrderedWith(ctx, head, args...); err != nil || len(got.rows) > 0 {
+		return got, err
+	}
 	return s.claimOrderedWith(ctx, whole, append(args, firstWindow(limit, len(buckets)))...)
 }
 

@@ -45,13 +45,15 @@ type statements struct {
 	claimLocked, lockedSent, lockedRetry, lockedFailed         string
 	shardCount, shardCreate, leaseShard, handBack, extendShard string
 	// claimOrderedHead is claim_ordered.sql without its bucket passes
-	// (headOnly); the Partitioned forms fetch the rows by primary key
-	// (orderedByPrimaryKey).
-	claimOrdered, claimOrderedHead, recordOrdered string
+	// (headOnly), claimOrderedFast without the runs of its first pass
+	// either (fastOnly); the Partitioned forms fetch the rows by primary
+	// key (orderedByPrimaryKey).
+	claimOrdered, claimOrderedHead, claimOrderedFast, recordOrdered string
 	// recordOrderedSent is record_ordered.sql for an outcome of sent rows
 	// alone (sentOnly).
 	recordOrderedSent                                               string
 	claimOrderedPartitioned, claimOrderedHeadPartitioned            string
+	claimOrderedFastPartitioned                                     string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
 	backlog, backlogEstimate                                        string
 	lookBelow                                                       string
@@ -85,6 +87,8 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		claimOrdered: text(claimOrdered), claimOrderedHead: text(headOnly(claimOrdered)),
 		claimOrderedPartitioned:     text(orderedByPrimaryKey(claimOrdered)),
 		claimOrderedHeadPartitioned: text(orderedByPrimaryKey(headOnly(claimOrdered))),
+		claimOrderedFast:            text(fastOnly(claimOrdered)),
+		claimOrderedFastPartitioned: text(orderedByPrimaryKey(fastOnly(claimOrdered))),
 		recordOrdered:               text(recordOrdered),
 		recordOrderedSent:           text(sentOnly(recordOrdered)),
 		claimJob:                    file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
@@ -132,16 +136,18 @@ func orderedByPrimaryKey(claim string) string {
 // when needed (pgStore.claimOrdered), and whose planning would double the
 // statement's.
 func headOnly(claim string) string {
-	const (
-		from = "-- {{bucket passes}}"
-		to   = "-- {{end of bucket passes}}\n"
-		none = "bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx\n    WHERE false\n),\n"
-	)
-	i, j := strings.Index(claim, from), strings.Index(claim, to)
-	if strings.Count(claim, from) != 1 || strings.Count(claim, to) != 1 || j < i {
-		panic("relay: claim_ordered.sql lost its bucket passes' marks") // embedded: a build mistake
-	}
-	return claim[:i] + none + claim[j+len(to):]
+	return cut(claim, "claim_ordered.sql", "bucket passes",
+		"bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx\n    WHERE false\n),\n")
+}
+
+// fastOnly turns claim_ordered.sql into the start of its first pass: the
+// statement that takes the shard's oldest rows when they are all
+// claimable (head_fast) and nothing otherwise. It drops the runs over a
+// longer read as well as the bucket passes (headOnly); in a backlog it is
+// the only statement a claim runs, and plans in about two thirds of the
+// time of the first pass.
+func fastOnly(claim string) string {
+	return cut(cut(headOnly(claim), "claim_ordered.sql", "runs", ""), "claim_ordered.sql", "runs branch", "")
 }
 
 // sentOnly turns record_ordered.sql into the write-back of an outcome
@@ -149,17 +155,20 @@ func headOnly(claim string) string {
 // planning costs about as much as the rest of the statement, and keeps
 // their parameters typed so that the statement takes the same arguments.
 func sentOnly(record string) string {
-	const (
-		from = "-- {{retried and failed}}"
-		to   = "-- {{end of retried and failed}}\n"
-		none = "retried AS (\n    SELECT 1\n    WHERE $5::uuid[] IS NULL AND $6::bigint[] IS NULL AND $7::text[] IS NULL AND $8::int[] IS NULL\n      AND false\n),\n" +
-			"failed AS (\n    SELECT 1\n    WHERE $9::uuid[] IS NULL AND $10::text[] IS NULL\n      AND false\n)\n"
-	)
-	i, j := strings.Index(record, from), strings.Index(record, to)
-	if strings.Count(record, from) != 1 || strings.Count(record, to) != 1 || j < i {
-		panic("relay: record_ordered.sql lost its retried and failed rows' marks") // embedded: a build mistake
+	return cut(record, "record_ordered.sql", "retried and failed",
+		"retried AS (\n    SELECT 1\n    WHERE $5::uuid[] IS NULL AND $6::bigint[] IS NULL AND $7::text[] IS NULL AND $8::int[] IS NULL\n      AND false\n),\n"+
+			"failed AS (\n    SELECT 1\n    WHERE $9::uuid[] IS NULL AND $10::text[] IS NULL\n      AND false\n)\n")
+}
+
+// cut replaces the part of the statement file that lies between the mark
+// lines "-- {{part}}" and "-- {{end of part}}", both included, with with.
+func cut(text, file, part, with string) string {
+	from, to := "-- {{"+part+"}}", "-- {{end of "+part+"}}\n"
+	i, j := strings.Index(text, from), strings.Index(text, to)
+	if strings.Count(text, from) != 1 || strings.Count(text, to) != 1 || j < i {
+		panic("relay: " + file + " lost its marks of " + part) // embedded: a build mistake
 	}
-	return record[:i] + none + record[j+len(to):]
+	return text[:i] + with + text[j+len(to):]
 }
 
 // stripComments drops the lines that are only a comment: the files'

@@ -148,6 +148,10 @@ head_fast AS (
            AND (count(*) >= $1 OR count(*) < $9) AS fast
     FROM head_rows
 ),
+-- {{runs}}: the relay first runs this statement without the rest of the
+-- first pass, up to its end mark (fastOnly in store_postgres.go): in a
+-- backlog the first $1 rows decide the claim, and planning what follows
+-- costs about a third of the statement's first pass.
 -- Otherwise it reads on, up to $9 rows in all, and computes the runs of
 -- each key over them.
 head_more AS (
@@ -205,6 +209,7 @@ head_decided AS (
            OR (SELECT count(*) FROM head_all) < $9
            OR (SELECT count(*) FROM head_runs WHERE claimable) >= $1 AS decided
 ),
+-- {{end of runs}}
 -- {{bucket passes}}: passes 1 to 3, which read bucket by bucket when pass
 -- 0 did not decide the claim. The relay first runs this statement without
 -- them (see headOnly in store_postgres.go), whose planning costs about
@@ -387,12 +392,14 @@ picked AS (
         SELECT id, ctid, tx
         FROM head_rows
         WHERE (SELECT fast FROM head_fast)
+-- {{runs branch}}
         UNION ALL
         SELECT id, ctid, tx
         FROM head_runs
         WHERE claimable
           AND (SELECT decided FROM head_decided)
           AND NOT (SELECT fast FROM head_fast)
+-- {{end of runs branch}}
         UNION ALL
         SELECT id, ctid, tx
         FROM bucket_runs
