@@ -100,6 +100,13 @@ type streamClaims struct {
 	lapsedAt  time.Time
 	coveredAt time.Time
 	found     [][16]byte
+	// idle: the last claim took nothing. When every topic is ordered, the
+	// next one first asks whether it may find anything (dueKeyless), which
+	// plans in a fraction of the claim's time.
+	idle bool
+	// dueKeyless is that question: pgStore.dueKeyless when every topic is
+	// ordered, nil otherwise.
+	dueKeyless func(ctx context.Context) (bool, error)
 	// claimed gets a token after every claim, for the looks (sweep.go).
 	claimed chan struct{}
 	// lookBelow is the look's statement: store.lookBelow, or a test's
@@ -178,12 +185,22 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 		return nil, nil
 	}
 	sent := c.sent.take()
+	if c.idle && c.dueKeyless != nil && len(sent) == 0 && len(c.found) == 0 {
+		// Nothing but keyless rows and lapsed leases to claim, and none
+		// found last time: look before claiming.
+		due, err := c.dueKeyless(cctx)
+		if err == nil && !due {
+			c.lease.mu.Unlock()
+			return nil, nil
+		}
+	}
 	start := time.Now()
 	rg := c.next(start, limit)
 	rows, fenced, err := r.store.claim(cctx, owner, limit, rg, sent)
 	took := time.Since(start)
 	if err == nil {
 		c.moved(rg, rows, limit, start)
+		c.idle = len(rows) == 0
 	} else {
 		c.found = append(rg.swept, c.found...) // for the next claim
 	}

@@ -139,6 +139,9 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 	}
 	r.leases = &leaseClaims{r: r}
 	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
+	if pg != nil && cfg.Ordering.allTopics() {
+		r.stream.dueKeyless = pg.dueKeyless
+	}
 	r.locks = lockClaims{r}
 	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)

@@ -56,6 +56,7 @@ type statements struct {
 	claimOrderedFastPartitioned                                     string
 	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
 	backlog, backlogEstimate                                        string
+	dueKeyless                                                      string
 	lookBelow                                                       string
 }
 
@@ -93,7 +94,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		recordOrderedSent:           text(sentOnly(recordOrdered)),
 		claimJob:                    file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
-		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
+		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"), dueKeyless: file("due_keyless"),
 		lookBelow: file("look_below"),
 	}
 }
@@ -322,6 +323,17 @@ func (s *pgStore) orderedTopics() (all bool, topics []string) {
 		}
 	}
 	return s.ordering.allTopics(), topics
+}
+
+// dueKeyless reports whether a keyless row is due or a lease has lapsed:
+// when every topic is ordered, whether the unordered claim may find a row
+// (due_keyless.sql).
+func (s *pgStore) dueKeyless(ctx context.Context) (bool, error) {
+	var due bool
+	if err := s.pool.QueryRow(ctx, s.q.dueKeyless).Scan(&due); err != nil {
+		return false, fmt.Errorf("look for due keyless rows: %w", err)
+	}
+	return due, nil
 }
 
 // claim takes up to limit unordered rows and leases them to owner: the
