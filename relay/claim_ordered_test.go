@@ -61,9 +61,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedHead,
 			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20))
 		// The top node fetches the rows claimed.
-		if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "rows=")+len("rows="):], "%d", &claimed); err != nil {
-			t.Fatalf("claimed rows in %q: %v", lines[0], err)
-		}
+		claimed = planCount(t, lines[0], "rows=")
 		sorted := -1
 		for i, l := range lines {
 			if strings.Contains(l, "Sort Key: head_all.topic, head_all.key") {
@@ -80,10 +78,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 		t.Helper()
 		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedFast,
 			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20))
-		var claimed int
-		if _, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "rows=")+len("rows="):], "%d", &claimed); err != nil {
-			t.Fatalf("claimed rows in %q: %v", lines[0], err)
-		}
+		claimed := planCount(t, lines[0], "rows=")
 		if strings.Contains(strings.Join(lines, "\n"), "head_all") {
 			t.Fatalf("the statement without the runs reads on:\n%s", strings.Join(lines, "\n"))
 		}
@@ -171,11 +166,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 			case strings.Contains(l, "Seq Scan on outbox "):
 				whole = true
 			case strings.Contains(l, "Scan using outbox_") && !strings.Contains(l, "never executed"):
-				var n int
-				if _, err := fmt.Sscanf(l[strings.Index(l, "rows=")+len("rows="):], "%d", &n); err != nil {
-					t.Fatalf("rows in %q: %v", l, err)
-				}
-				most = max(most, n)
+				most = max(most, planCount(t, l, "rows="))
 			}
 		}
 		return most, whole
@@ -352,7 +343,7 @@ func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 	looked := -1
 	for i, l := range lines {
 		if strings.TrimSpace(l) == "SubPlan 1" && i+1 < len(lines) {
-			_, _ = fmt.Sscanf(lines[i+1][strings.LastIndex(lines[i+1], "loops=")+len("loops="):], "%d", &looked)
+			looked = planCount(t, lines[i+1], "loops=")
 		}
 	}
 	if looked != 1 {
@@ -400,4 +391,16 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 		t.Fatal(err)
 	}
 	return pool, table, r
+}
+
+// planCount reads the number after the last "name" (rows=, loops=) in a
+// line of EXPLAIN ANALYZE.
+func planCount(t *testing.T, line, name string) int {
+	t.Helper()
+	i := strings.LastIndex(line, name)
+	var n int
+	if _, err := fmt.Sscanf(line[i+len(name):], "%d", &n); i < 0 || err != nil {
+		t.Fatalf("no %s in %q: %v", name, line, err)
+	}
+	return n
 }

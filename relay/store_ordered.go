@@ -126,7 +126,7 @@ func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...an
 		return orderedClaim{}, fmt.Errorf("claim ordered: %w", err)
 	}
 	var c orderedClaim
-	c.rows, err = collectRows(rows, func(x *row) []any { return []any{&x.tx, &x.tid, &c.prefix} })
+	c.rows, err = collectRows(rows, func(x *row, dest []any) []any { return append(dest, &x.tx, &x.tid, &c.prefix) })
 	return c, err
 }
 

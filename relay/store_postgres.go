@@ -455,20 +455,21 @@ func (s *pgStore) claimBound(ctx context.Context, from floor) (*[16]byte, error)
 	return &id, nil
 }
 
-// withDue reads what a lease claim returns after the columns every claim
-// does: next_retry_at, for the floor, and the tuple id.
-func withDue(x *row) []any { return []any{&x.due, &x.tid} }
+// withDue appends to dest where what a lease claim returns after the
+// columns every claim does goes: next_retry_at, for the floor, and the
+// tuple id.
+func withDue(x *row, dest []any) []any { return append(dest, &x.due, &x.tid) }
 
-// collectRows reads claimed rows; extra, when not nil, names where the
-// columns the claim returns after those every claim does go.
-func collectRows(rows pgx.Rows, extra func(x *row) []any) ([]row, error) {
+// collectRows reads claimed rows; extra, when not nil, appends to dest
+// where the columns the claim returns after those every claim does go.
+func collectRows(rows pgx.Rows, extra func(x *row, dest []any) []any) ([]row, error) {
 	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
 		// The id as [16]byte: pgx decodes that from binary, whereas
 		// uuid.UUID, a sql.Scanner, would go through text.
-		dest := []any{(*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt}
+		dest := append(make([]any, 0, 10), (*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt)
 		if extra != nil {
-			dest = append(dest, extra(&x)...)
+			dest = extra(&x, dest)
 		}
 		err := r.Scan(dest...)
 		return x, err
