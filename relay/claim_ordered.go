@@ -60,17 +60,14 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 		}
 		dbDown.Reset()
 		r.observe(Event{Kind: EventShardLeased, Shard: shard})
-		claimed, wait, abandoned := r.serveShard(ctx, shard, lessee, slot)
+		c := &shardClaims{r: r, shard: shard, lessee: lessee}
+		claimed, wait, abandoned := c.serve(ctx, slot)
 		if abandoned {
 			// A publish may still be on its way: no other replica may
 			// publish the shard's keys before the lease ends.
 			r.log.Warn("publish abandoned; the shard returns when its lease ends", "shard", shard)
-		} else {
-			hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-			if err := r.pg.handBack(hctx, shard, lessee); err != nil {
-				r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
-			}
-			cancel()
+		} else if err := c.handBack(hard); err != nil {
+			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
 		}
 		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
 		// The loop no longer serves the shard, handed back or not.
@@ -84,20 +81,23 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 	}
 }
 
-// serveShard claims and publishes batches of shard until it has no ready
+// serve claims and publishes batches of the shard until it has no ready
 // rows, ShardBudget rows were claimed, or something asks for a pause; wait
 // is how long to pause before leasing again. abandoned reports a publish
 // abandoned without an outcome: the shard must not be handed back.
-func (r *Relay) serveShard(ctx context.Context, shard int, lessee string, slot *atomic.Int64) (claimed int, wait time.Duration, abandoned bool) {
+// Otherwise the last batch's write-back may still wait (c.waiting): the
+// hand-back writes it.
+func (c *shardClaims) serve(ctx context.Context, slot *atomic.Int64) (claimed int, wait time.Duration, abandoned bool) {
+	r := c.r
 	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
 		limit := r.orderedSizes.next()
-		res, err := r.processIn(ctx, shardClaims{r, shard, lessee}, limit, r.orderedSizes, nil, slot)
+		res, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, slot)
 		claimed += res.Claimed
 		switch {
 		case res.Abandoned > 0:
 			return claimed, 0, true
 		case err != nil:
-			r.log.Warn("database error; retrying", "shard", shard, "error", err)
+			r.log.Warn("database error; retrying", "shard", c.shard, "error", err)
 			return claimed, r.cfg.OutageBackoffMin, false
 		case res.SinkUnavailable:
 			return claimed, res.Backoff, false
@@ -117,22 +117,45 @@ func (r *Relay) serveShard(ctx context.Context, shard int, lessee string, slot *
 // of ready rows, in write order per key,
 // published in rounds of one event per key (pipeline.go). The claim renews
 // the shard's lease with the rows'.
+//
+// A batch's write-back waits for the shard's next statement: the next
+// claim, or the hand-back, writes it first in its own transaction and
+// round trip, so that a batch costs one transaction where it cost two
+// (claim, then write-back), as an unordered batch's mark-sent rides on
+// the next claim (sent_batching.go). Nothing comes between the write-back
+// and that statement in serve, so the rows wait for no timer. A statement
+// that fails writes neither: the write-back waits on, and the hand-back
+// retries it. Only a batch with an abandoned publish is written back at
+// once, since its shard is not handed back.
 type shardClaims struct {
 	r      *Relay
 	shard  int
 	lessee string // the token of the shard's lease
+	// waiting is the last batch's write-back, until a statement writes
+	// it; nil when none waits.
+	waiting *waitingWrite
 }
 
-func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
+// waitingWrite is a batch's write-back waiting for the shard's next
+// statement, with the batch so far for its log line.
+type waitingWrite struct {
+	orderedWrite
+	res BatchResult
+	ph  phases
+}
+
+func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
 	r := c.r
 	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
-	claimed, err := r.pg.claimOrdered(cctx, owner, limit, c.shard, c.lessee)
+	start := time.Now()
+	claimed, got, err := r.pg.claimOrdered(cctx, owner, limit, c.shard, c.lessee, c.prior())
 	if err != nil {
 		return nil, err
 	}
+	c.written(got, time.Since(start))
 	rows := claimed.rows
-	return &batch{
+	b := &batch{
 		mode:    ClaimOrdered,
 		rows:    rows,
 		ordered: true,
@@ -145,40 +168,91 @@ func (c shardClaims) claim(ctx, hard context.Context, owner string, limit int) (
 			}
 			return len(rows), nil
 		},
-		record: func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-			return false, c.record(hard, owner, claimed, out, res)
-		},
-	}, nil
+	}
+	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
+		w := orderedWrite{shard: c.shard, lessee: c.lessee, owner: owner, out: out, tids: claimedTIDs(rows), raise: claimed.raise(out)}
+		if res.Abandoned == 0 {
+			c.waiting = &waitingWrite{orderedWrite: w, res: *res, ph: b.ph}
+			return true, nil
+		}
+		// Rows with no outcome stay noted in the shard row, so that
+		// whoever leases the shard next counts their attempt.
+		w.unknown = withoutOutcome(rows, out)
+		return false, c.record(hard, w, res)
+	}
+	return b, nil
 }
 
-// record writes the outcome of the claim owner, whose rows are rows, in
-// one statement fenced by the shard's lease (record_ordered.sql), and
-// counts it in res. Released rows need no write: the claim left them
-// pending. Rows with no outcome (abandoned) stay noted in the shard row,
-// so that whoever leases the shard next counts their attempt. A claim of
-// the shard's oldest rows, all sent, raises the shard's floor past them
-// (orderedClaim.raise).
-func (c shardClaims) record(hard context.Context, owner string, claimed orderedClaim, out *outcome, res *BatchResult) error {
-	r, rows := c.r, claimed.rows
+// prior returns the write-back waiting for the next statement, or nil.
+func (c *shardClaims) prior() *orderedWrite {
+	if c.waiting == nil {
+		return nil
+	}
+	return &c.waiting.orderedWrite
+}
+
+// written logs the waiting write-back, which a statement that took took
+// has written with the counts got.
+func (c *shardClaims) written(got recorded, took time.Duration) {
+	w := c.waiting
+	if w == nil {
+		return
+	}
+	c.waiting = nil
+	w.ph.record = took
+	w.res.count(got, w.out)
+	c.r.logBatch(w.res, w.ph, w.out.retries, w.out.failures, w.out.topics)
+}
+
+// count sets the outcome counts of res from a write-back of out that
+// wrote got.
+func (res *BatchResult) count(got recorded, out *outcome) {
+	res.Sent, res.Retried, res.Failed = got.sent, got.retried, got.failed
+	res.Released = len(out.released)
+	res.Fenced += len(out.sent) + len(out.retries) + len(out.failures) - got.sent - got.retried - got.failed
+}
+
+// handBack returns the shard, with the write-back that waits written first
+// in the same transaction; with one waiting it is retried until it
+// succeeds or a lease has passed, since the rows would be published again.
+func (c *shardClaims) handBack(hard context.Context) error {
+	r := c.r
+	ctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+	defer cancel()
+	if c.waiting == nil {
+		_, err := r.pg.handBack(ctx, c.shard, c.lessee, nil)
+		return err
+	}
+	start := time.Now()
+	var got recorded
+	_, err := r.retryWrite(ctx, func(ctx context.Context) (int, error) {
+		var err error
+		got, err = r.pg.handBack(ctx, c.shard, c.lessee, c.prior())
+		return 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("record outcome of %d claimed rows: %w; they return when the shard is leased again", c.waiting.res.Claimed, err)
+	}
+	c.written(got, time.Since(start))
+	return nil
+}
+
+// record writes w, the outcome of a batch, on its own, fenced by the
+// shard's lease (record_ordered.sql), and counts it in res.
+func (c *shardClaims) record(hard context.Context, w orderedWrite, res *BatchResult) error {
+	r := c.r
 	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
-	var unknown []uuid.UUID
-	if res.Abandoned > 0 {
-		unknown = withoutOutcome(rows, out)
-	}
-	tids := claimedTIDs(rows)
 	var got recorded
 	_, err := r.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
-		got, err = r.pg.recordOrdered(ctx, c.shard, c.lessee, owner, out, tids, unknown, claimed.raise(out))
+		got, err = r.pg.recordOrdered(ctx, w)
 		return 0, err
 	})
 	if err != nil {
 		return fmt.Errorf("record outcome of %d claimed rows of shard %d: %w; they return when the shard is leased again", res.Claimed, c.shard, err)
 	}
-	res.Sent, res.Retried, res.Failed = got.sent, got.retried, got.failed
-	res.Released = len(out.released)
-	res.Fenced = len(out.sent) + len(out.retries) + len(out.failures) - got.sent - got.retried - got.failed
+	res.count(got, w.out)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,7 +131,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	if err != nil || !ok || shard != 0 {
 		t.Fatalf("leaseShard = %d, %v, %v; want shard 0", shard, ok, err)
 	}
-	claimed, err := r.pg.claimOrdered(ctx, "owner", 500, shard, "lessee")
+	claimed, _, err := r.pg.claimOrdered(ctx, "owner", 500, shard, "lessee", nil)
 	rows := claimed.rows
 	if err != nil || len(rows) < 100 {
 		t.Fatalf("claimOrdered = %d rows, %v; want the shard's few hundred", len(rows), err)
@@ -150,13 +151,10 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 			failures = append(failures, failure{id: x.id, error: "bad"})
 		}
 	}
-	explain := func(q string, out *outcome) []string {
+	explain := func(out *outcome) []string {
 		t.Helper()
-		retried, delays, errs, refunds := retryColumns(out.retries)
-		failed, failErrs := failureColumns(out.failures)
-		lo, hi := idRange(slices.Concat(pgIDs(out.sent), retried, failed))
-		return explainAnalyzed(t, pool, q, shard, "lessee", "owner", pgIDs(out.sent),
-			retried, delays, errs, refunds, failed, failErrs, lo, hi, [][16]byte{}, claimedTIDs(rows), nil)
+		q, args := r.pg.recordStatement(&orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(rows)})
+		return explainAnalyzed(t, pool, q, args...)
 	}
 	// read returns the most rows one scan of the table read, and whether
 	// one read it whole.
@@ -178,7 +176,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 		{"retried", &outcome{sent: sent, retries: retries}},
 		{"failed", &outcome{sent: sent, failures: failures}},
 	} {
-		lines := explain(r.pg.q.recordOrdered, c.out)
+		lines := explain(c.out)
 		if most, whole := read(lines); whole || most > len(rows)-half {
 			t.Errorf("%s: a scan read %d rows, the table whole: %v:\n%s\nwant at most the %d rows named",
 				c.name, most, whole, strings.Join(lines, "\n"), len(rows)-half)
@@ -186,7 +184,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	}
 	// Sent rows alone: the statement without the retried and failed
 	// updates.
-	lines := explain(r.pg.q.recordOrderedSent, &outcome{sent: sent})
+	lines := explain(&outcome{sent: sent})
 	if n := strings.Count(strings.Join(lines, "\n"), "Update on"); n != 3 {
 		t.Errorf("the write-back of sent rows alone updates %d times:\n%s\nwant 3 (shard row, sent rows by tuple id, moved rows)", n, strings.Join(lines, "\n"))
 	}
@@ -215,6 +213,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 		if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
 			t.Fatal(err)
 		}
+		awaitReady(t, pool, table)
 	}
 	write(10) // transaction 2
 	write(10) // transaction 3
@@ -232,7 +231,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	}
 	claim := func(r *Relay, limit int) orderedClaim {
 		t.Helper()
-		c, err := r.pg.claimOrdered(ctx, "owner", limit, shard, "lessee")
+		c, _, err := r.pg.claimOrdered(ctx, "owner", limit, shard, "lessee", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +239,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	}
 	record := func(c orderedClaim, out *outcome) {
 		t.Helper()
-		got, err := r.pg.recordOrdered(ctx, shard, "lessee", "owner", out, claimedTIDs(c.rows), nil, c.raise(out))
+		got, err := r.pg.recordOrdered(ctx, orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)})
 		if err != nil || got.sent != len(out.sent) || got.retried != len(out.retries) {
 			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.sent), len(out.retries))
 		}
@@ -390,7 +389,34 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
 		t.Fatal(err)
 	}
+	awaitReady(t, pool, table)
 	return pool, table, r
+}
+
+// awaitReady waits until every row of table is older than every
+// transaction still running on the server, as an ordered claim requires
+// (claim_ordered.sql). A transaction another test holds open, in any
+// database of the server, keeps the rows written after it from being
+// ready until it ends.
+func awaitReady(t *testing.T, pool *pgxpool.Pool, table outbox.Table) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := "SELECT coalesce(max(tx) < pg_snapshot_xmin(pg_current_snapshot()), true) FROM " + table.Ident()
+	for {
+		var ready bool
+		if err := pool.QueryRow(ctx, q).Scan(&ready); err != nil {
+			t.Fatalf("await ready rows: %v", err)
+		}
+		if ready {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("rows not ready after 30 s: a transaction older than them still runs")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // planCount reads the number after the last "name" (rows=, loops=) in a
@@ -403,4 +429,134 @@ func planCount(t *testing.T, line, name string) int {
 		t.Fatalf("no %s in %q: %v", name, line, err)
 	}
 	return n
+}
+
+// A batch's write-back rides on the shard's next statement: the next
+// claim writes it first, in its own transaction, and sees its rows sent;
+// a claim that fails writes neither, and the hand-back writes what still
+// waits, before it returns the shard.
+func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table, r := orderedRelay(t, 1, 30, 3)
+	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	if err != nil || !ok {
+		t.Fatalf("leaseShard = %v, %v", ok, err)
+	}
+	status := func(rows []row) map[string]int {
+		t.Helper()
+		ids := make([]uuid.UUID, len(rows))
+		for i, x := range rows {
+			ids[i] = x.id
+		}
+		got := map[string]int{}
+		q := "SELECT status, count(*) FROM " + table.Ident() + " WHERE id = ANY ($1) GROUP BY status"
+		rs, err := pool.Query(ctx, q, pgIDs(ids))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rs.Next() {
+			var s string
+			var n int
+			if err := rs.Scan(&s, &n); err != nil {
+				t.Fatal(err)
+			}
+			got[s] = n
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	sent := func(c orderedClaim) *orderedWrite {
+		out := &outcome{}
+		for _, x := range c.rows {
+			out.sent = append(out.sent, x.id)
+		}
+		return &orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)}
+	}
+
+	first, got, err := r.pg.claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
+	if err != nil || len(first.rows) != 10 || got != (recorded{}) {
+		t.Fatalf("first claim = %d rows, %+v, %v; want 10 rows, nothing written", len(first.rows), got, err)
+	}
+	second, got, err := r.pg.claimOrdered(ctx, "owner", 10, shard, "lessee", sent(first))
+	if err != nil || got.sent != 10 {
+		t.Fatalf("second claim = %+v, %v; want the first claim's 10 rows written sent", got, err)
+	}
+	// Without the write-back first, the claim would take the same rows
+	// again: they were pending until it ran.
+	if len(second.rows) != 10 || second.rows[0].id == first.rows[0].id {
+		t.Fatalf("second claim took %d rows, from %v; want the 10 after the first claim's (from %v)", len(second.rows), second.rows[0].id, first.rows[0].id)
+	}
+	if s := status(first.rows); s["sent"] != 10 {
+		t.Fatalf("first claim's rows: %v; want 10 sent", s)
+	}
+
+	// A claim that fails (a limit the server refuses) writes nothing.
+	if _, _, err := r.pg.claimOrdered(ctx, "owner", -1, shard, "lessee", sent(second)); err == nil {
+		t.Fatal("claim with limit -1 succeeded; want an error")
+	}
+	if s := status(second.rows); s["pending"] != 10 {
+		t.Fatalf("second claim's rows after a failed claim: %v; want 10 pending", s)
+	}
+	got, err = r.pg.handBack(ctx, shard, "lessee", sent(second))
+	if err != nil || got.sent != 10 {
+		t.Fatalf("handBack = %+v, %v; want the second claim's 10 rows written sent", got, err)
+	}
+	if s := status(second.rows); s["sent"] != 10 {
+		t.Fatalf("second claim's rows after the hand-back: %v; want 10 sent", s)
+	}
+	var held bool
+	if err := pool.QueryRow(ctx, "SELECT locked_by IS NOT NULL FROM "+table.Related("shard_ranges")+" WHERE shard = $1", shard).Scan(&held); err != nil || held {
+		t.Fatalf("shard held after the hand-back: %v, %v", held, err)
+	}
+}
+
+// The ordered loop leaves a shard's last write-back to the hand-back: when
+// serve returns, the last batch's rows are published but still pending,
+// and no Observer has heard of them; the hand-back writes them sent and
+// reports them.
+func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table, _ := orderedRelay(t, 1, 25, 5)
+	var reported atomic.Int64
+	r := quietRelay(t, pool, nopPublisher{}, Config{
+		Table: table, ID: "serve", BatchMin: 10, BatchSize: 10,
+		Ordering: Ordering{Topics: []string{"*"}, Shards: 1},
+		Observer: ObserverFunc(func(e Event) {
+			if e.Kind == EventRecorded {
+				reported.Add(int64(e.Result.Sent))
+			}
+		}),
+	})
+	lessee := r.token()
+	shard, ok, err := r.pg.leaseShard(ctx, lessee)
+	if err != nil || !ok {
+		t.Fatalf("leaseShard = %v, %v", ok, err)
+	}
+	c := &shardClaims{r: r, shard: shard, lessee: lessee}
+	claimed, wait, abandoned := c.serve(ctx, nil)
+	if claimed != 25 || wait != 0 || abandoned || c.waiting == nil {
+		t.Fatalf("serve = %d claimed, wait %v, abandoned %v, waiting %v; want 25, 0, false, a write-back", claimed, wait, abandoned, c.waiting != nil)
+	}
+	last := len(c.waiting.out.sent)
+	count := func(status string) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()+" WHERE status = $1", status).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if last == 0 || count("pending") != last || reported.Load() != int64(25-last) {
+		t.Fatalf("before the hand-back: %d pending, %d reported sent; want the last batch's %d pending, the other %d reported", count("pending"), reported.Load(), last, 25-last)
+	}
+	if err := c.handBack(ctx); err != nil || c.waiting != nil {
+		t.Fatalf("handBack = %v, waiting %v; want nil, none", err, c.waiting != nil)
+	}
+	if count("sent") != 25 || reported.Load() != 25 {
+		t.Fatalf("after the hand-back: %d sent, %d reported; want 25, 25", count("sent"), reported.Load())
+	}
 }

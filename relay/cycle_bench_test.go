@@ -3,10 +3,15 @@ package relay
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -16,10 +21,16 @@ import (
 // on one connection, so that nothing else competes for the CPU: an
 // unordered cycle is a lease claim of 500 rows and its mark-sent; an
 // ordered one is a shard lease, claims of 500 rows until the shard's
-// budget of 1,000 (each written back as sent) and the hand-back. The
+// budget of 1,000 (each written back as sent, on the next claim or the
+// hand-back, as the relay does) and the hand-back. The
 // table holds 100,000 events of 1,000 keys and is written again when it
 // runs dry (not timed). Compare us/event of the two modes within one run
 // (docs/benchmarks.md#ordered-delivery).
+//
+// With OUTBOX_CYCLE_DELAY set (a duration such as 250us), the connection
+// goes through the project's fault proxy, which holds every chunk it
+// forwards that long: a database further away than loopback, where each
+// round trip counts.
 func BenchmarkOrderedCycle(b *testing.B) {
 	for _, mode := range []string{"unordered", "ordered"} {
 		b.Run("mode="+mode, func(b *testing.B) {
@@ -43,6 +54,9 @@ func benchCycle(b *testing.B, ordered bool) {
 		b.Fatal(err)
 	}
 	ConfigurePool(pcfg)
+	if d := os.Getenv("OUTBOX_CYCLE_DELAY"); d != "" {
+		delayed(b, pcfg, d)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		b.Fatal(err)
@@ -118,7 +132,8 @@ func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 }
 
 // orderedCycle leases a shard, claims batches of it until budget rows or
-// a short batch, records each sent and hands the shard back.
+// a short batch, and hands the shard back; as in the relay, each batch's
+// write-back (all sent) rides on the next claim or the hand-back.
 func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 	ctx := context.Background()
 	shard, ok, err := r.pg.leaseShard(ctx, "cycle-lease")
@@ -129,29 +144,63 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 		return 0
 	}
 	n := 0
+	var prior *orderedWrite
+	check := func(got recorded) {
+		if prior != nil && got.sent != len(prior.out.sent) {
+			b.Fatalf("write-back = %d sent; want %d", got.sent, len(prior.out.sent))
+		}
+		prior = nil
+	}
 	for n < budget {
-		claimed, err := r.pg.claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease")
+		claimed, got, err := r.pg.claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease", prior)
 		if err != nil {
 			b.Fatal(err)
 		}
+		check(got)
 		rows := claimed.rows
-		out := &outcome{}
-		for _, x := range rows {
-			out.sent = append(out.sent, x.id)
-		}
 		if len(rows) > 0 {
-			got, err := r.pg.recordOrdered(ctx, shard, "cycle-lease", "cycle#1", out, claimedTIDs(rows), nil, claimed.raise(out))
-			if err != nil || got.sent != len(rows) {
-				b.Fatalf("record = %d sent, %v; want %d", got.sent, err, len(rows))
+			out := &outcome{}
+			for _, x := range rows {
+				out.sent = append(out.sent, x.id)
 			}
+			prior = &orderedWrite{shard: shard, lessee: "cycle-lease", owner: "cycle#1", out: out, tids: claimedTIDs(rows), raise: claimed.raise(out)}
 		}
 		n += len(rows)
 		if len(rows) < batch {
 			break
 		}
 	}
-	if err := r.pg.handBack(ctx, shard, "cycle-lease"); err != nil {
+	got, err := r.pg.handBack(ctx, shard, "cycle-lease", prior)
+	if err != nil {
 		b.Fatal(err)
 	}
+	check(got)
 	return n
+}
+
+// delayed points pcfg at a fault proxy in front of its server that holds
+// every chunk for the duration d.
+func delayed(b *testing.B, pcfg *pgxpool.Config, d string) {
+	delay, err := time.ParseDuration(d)
+	if err != nil {
+		b.Fatalf("OUTBOX_CYCLE_DELAY: %v", err)
+	}
+	p, err := faultproxy.Start(net.JoinHostPort(pcfg.ConnConfig.Host, strconv.Itoa(int(pcfg.ConnConfig.Port))))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	p.Slow(delay)
+	host, port, err := net.SplitHostPort(p.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = host, uint16(n)
+	for _, f := range pcfg.ConnConfig.Fallbacks { // sslmode=prefer's plain try
+		f.Host, f.Port = host, uint16(n)
+	}
 }

@@ -51,11 +51,18 @@ func (s *pgStore) leaseShard(ctx context.Context, owner string) (shard int, ok b
 	return shard, true, nil
 }
 
-func (s *pgStore) handBack(ctx context.Context, shard int, owner string) error {
-	if _, err := s.pool.Exec(ctx, s.q.handBack, shard, owner); err != nil {
-		return fmt.Errorf("hand back shard %d: %w", shard, err)
+// handBack returns shard, leased by owner. prior, when not nil, is the
+// write-back of the shard's last claim, written first in the same
+// transaction and round trip; got counts its rows. On an error nothing is
+// written.
+func (s *pgStore) handBack(ctx context.Context, shard int, owner string, prior *orderedWrite) (got recorded, err error) {
+	b := &pgx.Batch{}
+	s.queueRecord(b, prior, &got)
+	b.Queue(s.q.handBack, shard, owner)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return recorded{}, fmt.Errorf("hand back shard %d: %w", shard, err)
 	}
-	return nil
+	return got, nil
 }
 
 // extendShard renews owner's lease of shard; held is false when owner no
@@ -94,12 +101,16 @@ func (c orderedClaim) raise(out *outcome) *int64 {
 }
 
 // claimOrdered claims up to limit rows of shard for owner, in write order
-// per key; lessee is the token of the shard lease.
-func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string) (orderedClaim, error) {
+// per key; lessee is the token of the shard lease. prior, when not nil,
+// is the write-back of the shard's last claim: it is written first, in
+// the same transaction and round trip as the claim's first statement, so
+// that the claim sees its rows sent; got counts its rows. On an error
+// nothing is written.
+func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *orderedWrite) (c orderedClaim, got recorded, err error) {
 	fast, head, whole := s.q.claimOrderedFast, s.q.claimOrderedHead, s.q.claimOrdered
 	switch partitioned, err := s.isPartitioned(ctx); {
 	case err != nil:
-		return orderedClaim{}, fmt.Errorf("claim ordered: %w", err)
+		return orderedClaim{}, recorded{}, fmt.Errorf("claim ordered: %w", err)
 	case partitioned:
 		fast, head, whole = s.q.claimOrderedFastPartitioned, s.q.claimOrderedHeadPartitioned, s.q.claimOrderedPartitioned
 	}
@@ -109,39 +120,90 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 	// Each statement reads on where the one before took nothing: the
 	// shard's oldest rows were not all claimable, or the read of its
 	// oldest rows did not decide the claim, or there was nothing to take.
-	got, err := s.claimOrderedWith(ctx, fast, args...)
-	if err != nil || len(got.rows) > 0 {
-		return got, err
+	b := &pgx.Batch{}
+	s.queueRecord(b, prior, &got)
+	queueClaim(b, &c, fast, args...)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil || len(c.rows) > 0 {
+		return c, got, wrapClaim(err)
 	}
-	if got, err = s.claimOrderedWith(ctx, head, args...); err != nil || len(got.rows) > 0 {
-		return got, err
+	if c, err = s.claimOrderedWith(ctx, head, args...); err != nil || len(c.rows) > 0 {
+		return c, got, err
 	}
-	return s.claimOrderedWith(ctx, whole, append(args, firstWindow(limit, len(buckets)))...)
+	c, err = s.claimOrderedWith(ctx, whole, append(args, firstWindow(limit, len(buckets)))...)
+	return c, got, err
 }
 
 // claimOrderedWith runs one of the ordered claim's statements.
-func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...any) (orderedClaim, error) {
-	rows, err := s.pool.Query(ctx, claim, args...)
+func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...any) (c orderedClaim, err error) {
+	b := &pgx.Batch{}
+	queueClaim(b, &c, claim, args...)
+	return c, wrapClaim(s.pool.SendBatch(ctx, b).Close())
+}
+
+// queueClaim queues one of the ordered claim's statements in b, its rows
+// read into c.
+func queueClaim(b *pgx.Batch, c *orderedClaim, claim string, args ...any) {
+	b.Queue(claim, args...).Query(func(rows pgx.Rows) (err error) {
+		c.rows, err = collectRows(rows, func(x *row, dest []any) []any { return append(dest, &x.tx, &x.tid, &c.prefix) })
+		return err
+	})
+}
+
+func wrapClaim(err error) error {
 	if err != nil {
-		return orderedClaim{}, fmt.Errorf("claim ordered: %w", err)
+		return fmt.Errorf("claim ordered: %w", err)
 	}
-	var c orderedClaim
-	c.rows, err = collectRows(rows, func(x *row, dest []any) []any { return append(dest, &x.tx, &x.tid, &c.prefix) })
-	return c, err
+	return nil
 }
 
 // recorded counts the rows an ordered write-back wrote, by outcome.
 type recorded struct{ sent, retried, failed int }
 
-// recordOrdered writes the outcome out of the ordered claim owner of
-// shard, leased by lessee (record_ordered.sql): its sent, retried and
-// failed rows; unknown are the claimed rows whose publish has no outcome.
-// tids are where the claim read its rows (none on a partitioned table):
-// the statement finds the sent rows among them by id, and by primary key
-// those it does not find there. raise, when not nil, is the transaction
-// the shard's floor rises to (orderedClaim.raise). It writes nothing once
-// lessee no longer holds the shard.
-func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner string, out *outcome, tids []pgtype.TID, unknown []uuid.UUID, raise *int64) (recorded, error) {
+// orderedWrite is the write-back of an ordered claim (record_ordered.sql):
+// the outcome out of the claim owner of shard, leased by lessee.
+type orderedWrite struct {
+	shard         int
+	lessee, owner string
+	out           *outcome
+	// tids are where the claim read its rows (none on a partitioned
+	// table): the statement finds the sent rows among them by id, and by
+	// primary key those it does not find there.
+	tids []pgtype.TID
+	// unknown are the claimed rows whose publish has no outcome.
+	unknown []uuid.UUID
+	// raise, when not nil, is the transaction the shard's floor rises to
+	// (orderedClaim.raise).
+	raise *int64
+}
+
+// recordOrdered writes w on its own. It writes nothing once w.lessee no
+// longer holds the shard.
+func (s *pgStore) recordOrdered(ctx context.Context, w orderedWrite) (got recorded, err error) {
+	b := &pgx.Batch{}
+	s.queueRecord(b, &w, &got)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
+	}
+	return got, nil
+}
+
+// queueRecord queues the write-back w in b, when w is not nil; its counts
+// are scanned into got.
+func (s *pgStore) queueRecord(b *pgx.Batch, w *orderedWrite, got *recorded) {
+	if w == nil {
+		return
+	}
+	record, args := s.recordStatement(w)
+	b.Queue(record, args...).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&got.sent, &got.retried, &got.failed)
+	})
+}
+
+// recordStatement returns the statement that writes w and its arguments:
+// record_ordered.sql, without its retried and failed updates when the
+// outcome has neither (sentOnly).
+func (s *pgStore) recordStatement(w *orderedWrite) (string, []any) {
+	out := w.out
 	retried, delays, errs, refunds := retryColumns(out.retries)
 	failed, failErrs := failureColumns(out.failures)
 	sent := pgIDs(out.sent)
@@ -150,13 +212,8 @@ func (s *pgStore) recordOrdered(ctx context.Context, shard int, lessee, owner st
 	if len(retried) == 0 && len(failed) == 0 {
 		record = s.q.recordOrderedSent
 	}
-	var got recorded
-	err := s.pool.QueryRow(ctx, record, shard, lessee, owner, sent,
-		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(unknown), tids, raise).Scan(&got.sent, &got.retried, &got.failed)
-	if err != nil {
-		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
-	}
-	return got, nil
+	return record, []any{w.shard, w.lessee, w.owner, sent,
+		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(w.unknown), w.tids, w.raise}
 }
 
 // firstWindow is how many pending rows of each of its buckets a claim of
