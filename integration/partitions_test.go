@@ -301,3 +301,64 @@ func TestPartitionsJobCreatesAhead(t *testing.T) {
 		t.Errorf("RunPartitions on an unpartitioned table = %+v, %v; want not run", res, err)
 	}
 }
+
+// Migration 010 builds and splits the primary key's pages half full
+// (fillfactor 50): an unpartitioned table's, each partition's of a
+// partitioned table, and those of partitions created later. Its down
+// migration resets them.
+func TestMigration010FillsThePrimaryKeyHalf(t *testing.T) {
+	t.Parallel()
+	// keys counts the table's primary keys (one per partition) and those
+	// of them at fillfactor 50.
+	keys := func(b *bundle) (half, all int) {
+		b.t.Helper()
+		err := b.pool.QueryRow(b.ctx, `SELECT count(*) FILTER (WHERE i.reloptions @> '{fillfactor=50}'), count(*)
+        FROM (SELECT $1::regclass AS relid UNION ALL SELECT relid FROM pg_partition_tree($1::regclass)) AS t
+        JOIN pg_constraint AS c ON c.conrelid = t.relid AND c.contype = 'p'
+        JOIN pg_class AS i ON i.oid = c.conindid AND i.relkind = 'i'`, b.table.Ident()).Scan(&half, &all)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		return half, all
+	}
+	down := func(b *bundle) {
+		b.t.Helper()
+		if m, ok, err := migrations.Down(b.ctx, b.pool, b.table); err != nil || !ok || m.Version != 10 {
+			b.t.Fatalf("Down = %v, %v, %v; want 010 reverted", m.Version, ok, err)
+		}
+	}
+
+	plain := setupUnpartitioned(t)
+	if half, all := keys(plain); half != 1 || all != 1 {
+		t.Errorf("unpartitioned: %d of %d primary keys at fillfactor 50; want 1 of 1", half, all)
+	}
+	down(plain)
+	if half, _ := keys(plain); half != 0 {
+		t.Errorf("unpartitioned after 010 down: %d primary keys at fillfactor 50; want 0", half)
+	}
+
+	b := setupPartitioned(t, time.Hour)
+	before := len(b.partitions())
+	if half, all := keys(b); half != all || all != before+1 { // and the DEFAULT partition
+		t.Errorf("partitioned: %d of %d primary keys at fillfactor 50; want all %d", half, all, before+1)
+	}
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx) //nolint:errcheck // a no-op after Commit
+	created, err := migrations.CreatePartitions(b.ctx, tx, b.table, 0, time.Duration(before+3)*time.Hour)
+	if err != nil || len(created) == 0 {
+		t.Fatalf("CreatePartitions = %d, %v; want some created", len(created), err)
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if half, all := keys(b); half != all || all != before+len(created)+1 {
+		t.Errorf("after %d more partitions: %d of %d primary keys at fillfactor 50; want all %d", len(created), half, all, before+len(created)+1)
+	}
+	down(b)
+	if half, _ := keys(b); half != 0 {
+		t.Errorf("partitioned after 010 down: %d primary keys at fillfactor 50; want 0", half)
+	}
+}

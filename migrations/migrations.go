@@ -393,6 +393,8 @@ func execTemplate(ctx context.Context, tx pgx.Tx, table outbox.Table, sh shape, 
 		"name":    func(suffix string) string { return pgx.Identifier{table.Name + "_" + suffix}.Sanitize() },
 		"related": table.Related,
 		"schema":  func() string { return pgx.Identifier{table.Schema}.Sanitize() },
+		// literal quotes s as an SQL string.
+		"literal": func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" },
 	}).Parse(body)
 	if err != nil {
 		return fmt.Errorf("migrations: parse %03d_%s: %w", m.Version, m.Name, err)

@@ -200,6 +200,10 @@ func overlap(existing []Partition, p Partition) (Partition, bool) {
 	return Partition{}, false
 }
 
+// keyFillfactor is how full the pages of a partition's primary key are
+// built and split, as migration 010 sets for the partitions it finds.
+const keyFillfactor = 50
+
 // attach creates p and attaches it to table, in a savepoint; ok is false
 // when rows of the DEFAULT partition belong to p's range, and nothing is
 // created.
@@ -212,6 +216,10 @@ func attach(ctx context.Context, tx pgx.Tx, table outbox.Table, p Partition) (ok
 	defer sp.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	stmts := []string{
 		"CREATE TABLE " + name + " (LIKE " + table.Ident() + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED)",
+		// The attach adopts this primary key for the table's: one it
+		// made would fill its pages as the table's partitioned key does,
+		// which cannot be altered (migration 010).
+		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id) WITH (fillfactor = %d)", name, keyFillfactor),
 		fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')", table.Ident(), name, p.Lower(), p.Upper()),
 	}
 	for _, stmt := range stmts {
