@@ -119,8 +119,8 @@ func (c *shardClaims) serve(ctx context.Context, slot *atomic.Int64) (claimed in
 // the shard's lease with the rows'.
 //
 // A batch's write-back waits for the shard's next statement: the next
-// claim, or the hand-back, writes it first in its own transaction and
-// round trip, so that a batch costs one transaction where it cost two
+// claim, or the hand-back, writes it first, in that statement's
+// transaction and round trip, so that a batch costs one transaction where it cost two
 // (claim, then write-back), as an unordered batch's mark-sent rides on
 // the next claim (sent_batching.go). Nothing comes between the write-back
 // and that statement in serve, so the rows wait for no timer. A statement
@@ -191,8 +191,8 @@ func (c *shardClaims) prior() *orderedWrite {
 	return &c.waiting.orderedWrite
 }
 
-// written logs the waiting write-back, which a statement that took took
-// has written with the counts got.
+// written clears and logs the waiting write-back, which a statement that
+// took took has just written, with the counts got.
 func (c *shardClaims) written(got recorded, took time.Duration) {
 	w := c.waiting
 	if w == nil {
