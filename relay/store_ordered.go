@@ -149,6 +149,7 @@ func queueClaim(b *pgx.Batch, c *orderedClaim, claim string, args ...any) {
 	})
 }
 
+// wrapClaim names the ordered claim in err, when err is not nil.
 func wrapClaim(err error) error {
 	if err != nil {
 		return fmt.Errorf("claim ordered: %w", err)
