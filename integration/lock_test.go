@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -266,28 +266,10 @@ func TestLockClaimDeadRelaysRowsReturnAtOnce(t *testing.T) {
 func proxiedPool(t *testing.T, b *bundle) (*pgxpool.Pool, *faultproxy.Proxy) {
 	t.Helper()
 	cfg := b.pool.Config()
-	proxy, err := faultproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, err := net.SplitHostPort(proxy.Addr())
-	if err != nil {
-		proxy.Close()
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		proxy.Close()
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
-	// No TLS attempt and no fallback: a fallback would dial the server
-	// directly, around the proxy.
-	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
+	proxy := testdb.Proxied(t, cfg)
 	cfg.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		proxy.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)

@@ -3,15 +3,12 @@ package relay
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -185,22 +182,5 @@ func delayed(b *testing.B, pcfg *pgxpool.Config, d string) {
 	if err != nil {
 		b.Fatalf("OUTBOX_CYCLE_DELAY: %v", err)
 	}
-	p, err := faultproxy.Start(net.JoinHostPort(pcfg.ConnConfig.Host, strconv.Itoa(int(pcfg.ConnConfig.Port))))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = p.Close() })
-	p.Slow(delay)
-	host, port, err := net.SplitHostPort(p.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pcfg.ConnConfig.Host, pcfg.ConnConfig.Port = host, uint16(n)
-	for _, f := range pcfg.ConnConfig.Fallbacks { // sslmode=prefer's plain try
-		f.Host, f.Port = host, uint16(n)
-	}
+	testdb.Proxied(b, pcfg).Slow(delay)
 }

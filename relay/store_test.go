@@ -121,19 +121,9 @@ FROM generate_series(1, 20000) AS i`)
 
 // explainPlan returns the plan of q with args, planned on db without
 // running it.
-func explainPlan(t *testing.T, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, q string, args ...any) string {
+func explainPlan(t *testing.T, db querier, q string, args ...any) string {
 	t.Helper()
-	rows, err := db.Query(context.Background(), "EXPLAIN "+q, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(lines, "\n") + "\n"
+	return strings.Join(explainLines(t, db, "", q, args...), "\n") + "\n"
 }
 
 // explainAnalyzed runs q under EXPLAIN ANALYZE (no costs or timings) in a
@@ -147,7 +137,19 @@ func explainAnalyzed(t *testing.T, pool *pgxpool.Pool, q string, args ...any) []
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+q, args...)
+	return explainLines(t, tx, "(ANALYZE, COSTS OFF, TIMING OFF) ", q, args...)
+}
+
+// querier runs a query: a pool, a connection or a transaction.
+type querier interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}
+
+// explainLines returns the lines of EXPLAIN with options (empty: the
+// plan alone) of q with args on db.
+func explainLines(t *testing.T, db querier, options, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), "EXPLAIN "+options+q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

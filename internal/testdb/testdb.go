@@ -10,7 +10,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/dockertest/v3"
+	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -159,4 +162,29 @@ func AwaitSent(t testing.TB, pool *pgxpool.Pool, table outbox.Table, n int, with
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Proxied starts a faultproxy in front of the server cfg names and points
+// cfg at it, with no TLS attempt and no fallback (a fallback would dial
+// the server directly, around the proxy). The proxy closes when t ends,
+// after the cleanups registered later have run; Close is idempotent, so a
+// caller may close it earlier.
+func Proxied(t testing.TB, cfg *pgxpool.Config) *faultproxy.Proxy {
+	t.Helper()
+	proxy, err := faultproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	host, port, err := net.SplitHostPort(proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
+	return proxy
 }
