@@ -10,7 +10,10 @@ import "sync"
 // cost the database and the sink less per event, and a lightly loaded
 // relay is back to small ones: the first events of the next burst go out
 // in a small, quick batch. A batch whose rows reached BatchBytes shrinks
-// the next in proportion.
+// the next in proportion. A claim that ran out of time halves the next,
+// down to one row and below BatchMin, so that a relay whose statements
+// keep timing out does less work per attempt instead of repeating the
+// same work for ever; full claims double it back.
 //
 // The unordered workers share one batchSizer; the ordered loop has its
 // own. It is safe for concurrent use.
@@ -40,6 +43,14 @@ func (s *batchSizer) observe(limit, claimed, bytes int) {
 	s.cur = s.resize(limit, claimed, bytes)
 }
 
+// timedOut halves the size after a claim of limit rows that ran out of
+// time, down to one row.
+func (s *batchSizer) timedOut(limit int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur = max(1, limit/2)
+}
+
 // resize is the rule of observe.
 func (s *batchSizer) resize(limit, claimed, bytes int) int {
 	// The most rows whose bytes fit BatchBytes, going by this batch's
@@ -59,7 +70,8 @@ func (s *batchSizer) resize(limit, claimed, bytes int) int {
 	default:
 		n = limit
 	}
-	return max(s.min, min(n, s.max))
+	// Below BatchMin after a timeout, a claim grows back by doubling.
+	return max(min(s.min, limit), min(n, s.max))
 }
 
 // rowBytes is the size of rows' payloads, keys and headers: what a batch

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"slices"
 	"sync"
 	"testing"
 )
@@ -93,5 +94,35 @@ func TestRowBytes(t *testing.T) {
 	rows := []row{{payload: make([]byte, 200), key: []byte("k1"), headers: []byte(`{}`)}, {payload: []byte("x")}}
 	if got := rowBytes(rows); got != 200+2+2+1 {
 		t.Fatalf("rowBytes = %d, want 205", got)
+	}
+}
+
+// A claim that ran out of time halves the next, down to one row and below
+// the min; full claims then double it back, and a partial one keeps it.
+func TestBatchSizerHalvesAfterATimeout(t *testing.T) {
+	t.Parallel()
+	s := newBatchSizer(100, 1000, 1<<20)
+	s.observe(100, 100, 100)
+	s.observe(200, 200, 200)
+	var sizes []int
+	for range 10 {
+		s.timedOut(s.next())
+		sizes = append(sizes, s.next())
+	}
+	want := []int{200, 100, 50, 25, 12, 6, 3, 1, 1, 1}
+	if !slices.Equal(sizes, want) {
+		t.Fatalf("sizes after timeouts %v, want %v", sizes, want)
+	}
+	s.observe(1, 1, 1)
+	s.observe(2, 2, 2)
+	s.observe(4, 1, 1)
+	if got := s.next(); got != 4 {
+		t.Fatalf("after full claims of 1 and 2 rows and a partial one of 4: size %d, want 4", got)
+	}
+	for range 5 {
+		s.observe(s.next(), s.next(), s.next())
+	}
+	if got := s.next(); got != 128 {
+		t.Fatalf("after five more full claims: size %d, want 128", got)
 	}
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,9 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 	owner := r.token()
 	start := time.Now()
 	b, err := c.claim(ctx, hard, owner, limit)
+	if sizes != nil && errors.Is(err, context.DeadlineExceeded) && hard.Err() == nil {
+		sizes.timedOut(limit)
+	}
 	if err != nil || b == nil {
 		return BatchResult{}, err
 	}

@@ -129,7 +129,7 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 	if c, err = s.claimOrderedWith(ctx, head, args...); err != nil || len(c.rows) > 0 {
 		return c, got, err
 	}
-	c, err = s.claimOrderedWith(ctx, whole, append(args, firstWindow(limit, len(buckets)))...)
+	c, err = s.claimOrderedWith(ctx, whole, append(args, firstWindow(limit, len(buckets)), secondWindow(limit))...)
 	return c, got, err
 }
 
@@ -225,6 +225,15 @@ func (s *pgStore) recordStatement(w *orderedWrite) (string, []any) {
 // how often that second read happens, never which rows are claimed.
 func firstWindow(limit, buckets int) int {
 	return min(limit, 8+(2*limit+buckets-1)/max(buckets, 1))
+}
+
+// secondWindow is how many rows a claim of limit rows reads in all in its
+// last pass (claim_ordered.sql), bucket by bucket: so far past a key whose
+// head is not ready it looks for the keys behind it in its bucket. It
+// grows with the claim, which a claim that timed out halves, and is never
+// below 4,096 rows, which take a few milliseconds to read.
+func secondWindow(limit int) int {
+	return max(16*limit, 4096)
 }
 
 // headWindow is how many of the shard's oldest pending rows a claim of

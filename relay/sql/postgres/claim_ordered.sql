@@ -3,7 +3,8 @@
 -- buckets $6 (a range, in order) of shard $4, leased by $5; $7/$8 are the
 -- ordered topics; $9 is how many of the shard's oldest pending rows it
 -- reads first (the first $1 of them before the others), $10 (at most
--- $1) how many of each bucket's it reads next.
+-- $1) how many of each bucket's it reads next, $11 how many it reads in
+-- its last pass.
 --
 --   - lease re-checks the shard lease and locks the shard row; noted
 --     extends the lease in the same statement. While the lock is held
@@ -11,13 +12,13 @@
 --     got in first makes the check fail, so two claims of one shard never
 --     overlap. Nor do two claims of one holder: it claims again only once
 --     the last claim's outcome is written;
---   - a row is ready when it is due (pending and next_retry_at passed, or
---     processing with a lapsed lease) and its writing transaction is older
---     than every transaction still running, so no earlier write for its
---     key can still commit;
+--   - a row is ready when it is of an ordered topic, due (pending and
+--     next_retry_at passed, or processing with a lapsed lease) and its
+--     writing transaction is older than every transaction still running,
+--     so no earlier write for its key can still commit;
 --   - a key's rows are claimable up to its first row that is not ready: a
 --     later event never overtakes an earlier one;
---   - it takes the $1 oldest claimable rows, by (tx, id);
+--   - it takes the $1 oldest claimable rows it read, by (tx, id);
 --   - the attempt returned saturates at the integer limit, as in claim.sql;
 --     the write-back stores it (record_ordered.sql).
 -- It returns the writing transaction, by which the relay orders the rows,
@@ -26,17 +27,21 @@
 -- (head_fast, with every topic ordered: $7): once they are all sent, the
 -- write-back raises the floor to the last one's transaction.
 --
--- What it reads is bounded, not the shard's whole backlog. The first rows
--- of the shard in (tx, id) order hold every earlier pending row of each
--- key they hold, and so do the first rows of a bucket, since a key lives
--- in one bucket: the runs computed over them (with the processing rows up
--- to the last row read, from processing_idx: rows of claims made before
--- migration 009, which marked their rows; since then a claim's rows stay
--- pending) are the runs the whole backlog gives, up to that last row (the
--- cut).
+-- What it reads is bounded whatever the backlog holds: at most $9 rows,
+-- then $10 of each bucket, then $11 in all, each read a range of an index
+-- in (tx, id) order, with every test the index cannot answer (topic, due)
+-- made on the rows read, so that rows of other topics or not yet due never
+-- lengthen a read. The first rows of the shard in (tx, id) order hold
+-- every earlier pending row of each key they hold, and so do the first
+-- rows of a bucket, since a key lives in one bucket: the runs computed
+-- over them (with the processing rows up to the last row read, from
+-- processing_idx: rows of claims made before migration 009, which marked
+-- their rows; since then a claim's rows stay pending) are the runs the
+-- whole backlog gives, up to that last row (the cut). So whatever it
+-- reads, it never takes a row before an earlier one of its key.
 -- Rows at or above the visibility horizon are never read: they are not
 -- ready, nor is anything after them of their key. The claim reads in up
--- to four passes, each only for what the one before could not decide:
+-- to three passes, each only for what the one before could not decide:
 --
 --   0. the shard's $9 oldest pending rows, in range scans of
 --      ordered_head_idx from the shard's floor (the oldest of its
@@ -51,27 +56,22 @@
 --
 --   1. the first $10 pending rows of every bucket (a few more than a
 --      bucket's share of $1);
---   2. the first $1 of each bucket whose first pass was full and whose
---      cut comes before the $1-th oldest claimable row found (fewer
---      found: every full bucket), since it may hold older claimable rows
---      beyond its cut: a bucket that holds more than its share of the
---      oldest rows, a hot key's;
---   3. all pending rows, as a read of the whole backlog would, of each
---      bucket whose second pass was full and still undecided in the
---      same sense: a bucket where $1 rows did not yield enough claimable
---      ones, because a key whose head is not ready (waiting for its
---      retry, or in flight) fills them with its own rows. Reading past
---      that key is what keeps it from starving the keys behind it in its
---      bucket; the index does not order a bucket by key, so the cost of
---      that read is the bucket's backlog, paid only while such a key
---      blocks it.
+--   2. the buckets whose first pass was full and whose cut comes before
+--      the $1-th oldest claimable row found (fewer found: every full
+--      bucket), oldest cut first, read again from their start, $11 rows
+--      in all: a bucket that holds more than its share of the oldest
+--      rows (a hot key's), or whose first rows are not claimable because
+--      a key whose head is not ready (waiting for its retry, or in
+--      flight) fills them. Reading past that key keeps it from starving
+--      the keys behind it in its bucket, up to $11 rows; the index does
+--      not order a bucket by key, so the keys written after more than $11
+--      rows of a blocked key in their bucket wait until its head is
+--      ready. A bucket this pass reads is cut at its last row read when
+--      the pass stopped at $11 rows, so that it may end inside any bucket.
 --
--- What a pass does not send on to the next (the shard in pass 0, a bucket
--- in the others) cannot hold any of the $1 oldest claimable rows beyond
--- its cut: the pass found $1 claimable rows no later than the cut, and a
--- later pass only adds rows (its reads are longer, $10 <= $1). So the
--- claim takes the same rows as a read of every unfinished row of the
--- shard would.
+-- While the first passes find $1 claimable rows no later than their cuts,
+-- the claim takes the same rows as a read of every unfinished row of the
+-- shard would; otherwise it takes the oldest claimable rows it read.
 WITH lease AS (
     SELECT shard, coalesce(floor_tx, '0') AS floor_tx
     FROM {{shards}}
@@ -122,30 +122,31 @@ head_floor AS (
 -- a partitioned table, it sorted every row of the shard instead of
 -- merging the partitions' indexes.
 head_rows AS (
-    SELECT h.bucket, h.id, h.ctid, h.topic, h.key, h.tx, h.ready,
+    SELECT h.bucket, h.id, h.ctid, h.topic, h.key, h.tx, h.ordered, h.ready,
            row_number() OVER (ORDER BY h.tx, h.id) AS n
     FROM (
         SELECT o.bucket, o.id, o.ctid, o.topic, o.key, o.tx,
-               o.next_retry_at <= now() AS ready
+               $7::bool OR o.topic = ANY($8::text[]) AS ordered,
+               o.next_retry_at <= now()
+               AND ($7::bool OR o.topic = ANY($8::text[])) AS ready
         FROM {{table}} AS o
         WHERE (o.tx, o.id) >= (SELECT tx, id FROM head_floor)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND o.status = 'pending'
           AND o.key IS NOT NULL
           AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
-          AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
         LIMIT least($1::bigint, $9::bigint)
     ) AS h
 ),
--- When every one of them is ready and no row is in flight, every one is
--- claimable, and if they are $1 rows, or the read ended before $9, the
--- claim takes them all and reads nothing more (the common case in a
--- backlog).
+-- When every one of them of an ordered topic is ready and no row is in
+-- flight, every one is claimable, and if $1 of them are, or the read
+-- ended early (the end of the shard), the claim takes them all and reads
+-- nothing more (the common case in a backlog).
 head_fast AS (
-    SELECT coalesce(bool_and(ready), true)
+    SELECT coalesce(bool_and(ready) FILTER (WHERE ordered), true)
            AND NOT EXISTS (SELECT 1 FROM inflight)
-           AND (count(*) >= $1 OR count(*) < $9) AS fast
+           AND (count(*) FILTER (WHERE ordered) >= $1 OR count(*) < least($1::bigint, $9::bigint)) AS fast
     FROM head_rows
 ),
 -- {{runs}}: the relay first runs this statement without the rest of the
@@ -159,14 +160,14 @@ head_more AS (
            $1 + row_number() OVER (ORDER BY h.tx, h.id) AS n
     FROM (
         SELECT o.bucket, o.id, o.ctid, o.topic, o.key, o.tx,
-               o.next_retry_at <= now() AS ready
+               o.next_retry_at <= now()
+               AND ($7::bool OR o.topic = ANY($8::text[])) AS ready
         FROM {{table}} AS o
         WHERE (o.tx, o.id) > (SELECT tx, id FROM head_rows WHERE n = $1)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
           AND o.status = 'pending'
           AND o.key IS NOT NULL
           AND o.bucket BETWEEN ($6::smallint[])[1] AND ($6::smallint[])[cardinality($6::smallint[])]
-          AND ($7::bool OR o.topic = ANY($8::text[]))
           AND NOT (SELECT fast FROM head_fast)
         ORDER BY o.tx, o.id
         LIMIT greatest($9 - $1, 0)
@@ -221,14 +222,13 @@ first_rows AS (
     CROSS JOIN LATERAL (
         SELECT o.id, o.ctid, o.topic, o.key, o.tx,
                o.next_retry_at <= now()
-               AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
+               AND ($7::bool OR o.topic = ANY($8::text[])) AS ready,
                row_number() OVER (ORDER BY o.tx, o.id) AS n
         FROM {{table}} AS o
         WHERE o.bucket = b.bucket
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-          AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
         LIMIT $10
     ) AS p
@@ -269,9 +269,10 @@ first_edge AS (
     OFFSET $1 - 1
     LIMIT 1
 ),
--- Pass 2.
+-- Pass 2: the buckets in the order of their cut, each read from its
+-- start, $11 rows in all (a nested loop stops at the LIMIT).
 second_buckets AS (
-    SELECT c.bucket
+    SELECT c.bucket, row_number() OVER (ORDER BY c.tx, c.id) AS turn
     FROM first_cut AS c
     WHERE NOT EXISTS (
         SELECT 1
@@ -280,27 +281,33 @@ second_buckets AS (
     )
 ),
 second_rows AS (
-    SELECT b.bucket, p.id, p.ctid, p.topic, p.key, p.tx, p.ready, p.n
-    FROM second_buckets AS b
+    SELECT b.bucket, p.id, p.ctid, p.topic, p.key, p.tx, p.ready
+    FROM (
+        SELECT bucket, turn
+        FROM second_buckets
+        ORDER BY turn
+    ) AS b
     CROSS JOIN LATERAL (
         SELECT o.id, o.ctid, o.topic, o.key, o.tx,
                o.next_retry_at <= now()
-               AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
-               row_number() OVER (ORDER BY o.tx, o.id) AS n
+               AND ($7::bool OR o.topic = ANY($8::text[])) AS ready
         FROM {{table}} AS o
         WHERE o.bucket = b.bucket
           AND o.status = 'pending'
           AND o.bucket IS NOT NULL
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-          AND ($7::bool OR o.topic = ANY($8::text[]))
         ORDER BY o.tx, o.id
-        LIMIT $1
+        LIMIT $11
     ) AS p
+    LIMIT $11
 ),
+-- Where the pass stopped at $11 rows, each bucket it read is cut at its
+-- last row read; otherwise it read them whole.
 second_cut AS (
-    SELECT bucket, tx, id
+    SELECT DISTINCT ON (bucket) bucket, tx, id
     FROM second_rows
-    WHERE n = $1
+    WHERE (SELECT count(*) FROM second_rows) >= $11
+    ORDER BY bucket, tx DESC, id DESC
 ),
 second_runs AS (
     SELECT k.bucket, k.id, k.ctid, k.tx,
@@ -315,7 +322,7 @@ second_runs AS (
         UNION ALL
         SELECT i.bucket, i.id, i.ctid, i.topic, i.key, i.tx, i.ready
         FROM inflight AS i
-        WHERE i.bucket IN (SELECT bucket FROM second_buckets)
+        WHERE i.bucket IN (SELECT bucket FROM second_rows)
           AND NOT EXISTS (
               SELECT 1
               FROM second_cut AS c
@@ -324,65 +331,15 @@ second_runs AS (
           )
     ) AS k
 ),
-second_claimable AS (
-    SELECT bucket, id, ctid, tx
-    FROM first_runs
-    WHERE claimable
-      AND bucket NOT IN (SELECT bucket FROM second_buckets)
-    UNION ALL
-    SELECT bucket, id, ctid, tx
-    FROM second_runs
-    WHERE claimable
-),
-second_edge AS (
-    SELECT tx, id
-    FROM second_claimable
-    ORDER BY tx, id
-    OFFSET $1 - 1
-    LIMIT 1
-),
--- Pass 3.
-third_buckets AS (
-    SELECT c.bucket
-    FROM second_cut AS c
-    WHERE NOT EXISTS (
-        SELECT 1
-        FROM second_edge AS e
-        WHERE (e.tx, e.id) <= (c.tx, c.id)
-    )
-),
-third_runs AS (
-    SELECT k.bucket, k.id, k.ctid, k.tx,
-           bool_and(k.ready) OVER (
-               PARTITION BY k.topic, k.key
-               ORDER BY k.tx, k.id
-               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-           ) AS claimable
-    FROM (
-        SELECT o.bucket, o.id, o.ctid, o.topic, o.key, o.tx,
-               o.next_retry_at <= now()
-               AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
-        FROM {{table}} AS o
-        WHERE o.bucket = ANY (ARRAY(SELECT bucket FROM third_buckets))
-          AND o.status = 'pending'
-          AND o.bucket IS NOT NULL
-          AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-          AND ($7::bool OR o.topic = ANY($8::text[]))
-          AND EXISTS (SELECT 1 FROM third_buckets)
-        UNION ALL
-        SELECT i.bucket, i.id, i.ctid, i.topic, i.key, i.tx, i.ready
-        FROM inflight AS i
-        WHERE i.bucket IN (SELECT bucket FROM third_buckets)
-    ) AS k
-),
 bucket_runs AS (
     SELECT id, ctid, tx
-    FROM second_claimable
-    WHERE bucket NOT IN (SELECT bucket FROM third_buckets)
+    FROM first_runs
+    WHERE claimable
+      AND bucket NOT IN (SELECT bucket FROM second_rows)
       AND NOT (SELECT decided FROM head_decided)
     UNION ALL
     SELECT id, ctid, tx
-    FROM third_runs
+    FROM second_runs
     WHERE claimable
 ),
 -- {{end of bucket passes}}
@@ -391,7 +348,8 @@ picked AS (
     FROM (
         SELECT id, ctid, tx
         FROM head_rows
-        WHERE (SELECT fast FROM head_fast)
+        WHERE ordered
+          AND (SELECT fast FROM head_fast)
 -- {{runs branch}}
         UNION ALL
         SELECT id, ctid, tx

@@ -5,12 +5,16 @@
 -- back) come first, then the least recently served. $1 is the lease (ms),
 -- $2 the lease token, $4/$5 the ordered topics. Pending rows are found
 -- through ordered_pending_idx, one probe per bucket: each bucket's look is
--- a LATERAL subquery for its oldest due row (ORDER BY the index's
--- columns, LIMIT 1), which the planner cannot turn into a join and
--- answers from the index, so an empty bucket costs one probe. Without it
--- the planner scanned the table for every candidate shard when its
--- statistics made due rows look common. Lapsed claims are found through
--- processing_idx.
+-- a LATERAL subquery for its 8 oldest rows below the horizon (ORDER BY the
+-- index's columns, LIMIT 8), which the planner cannot turn into a join and
+-- answers from the index, so an empty bucket costs one probe. The bucket
+-- has work when one of them is due and of an ordered topic, or when it
+-- read all 8: the claim decides then. Tests the index cannot answer
+-- (topic, due) are made on the rows read, so that a bucket full of rows
+-- of other topics or not yet due costs 8 rows, not its whole backlog.
+-- Without the LATERAL the planner scanned the table for every candidate
+-- shard when its statistics made due rows look common. Lapsed claims are
+-- found through processing_idx.
 --
 -- The free shards are put in that order first (c, kept apart by OFFSET 0
 -- so that the looks are not pushed below the sort), and the looks run
@@ -51,18 +55,20 @@ WITH taken AS (
               FROM generate_series((c.shard * 1024 + $3 - 1) / $3,
                                    ((c.shard + 1) * 1024 + $3 - 1) / $3 - 1) AS b (bucket)
               CROSS JOIN LATERAL (
-                  SELECT 1
+                  SELECT o.next_retry_at <= now()
+                         AND ($4::bool OR o.topic = ANY($5::text[])) AS due,
+                         row_number() OVER (ORDER BY o.tx, o.id) AS n
                   FROM {{table}} AS o
                   WHERE o.bucket = b.bucket::smallint
                     AND o.status = 'pending'
                     AND o.bucket IS NOT NULL
                     AND o.tx >= coalesce(c.floor_tx, '0')
                     AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-                    AND o.next_retry_at <= now()
-                    AND ($4::bool OR o.topic = ANY($5::text[]))
                   ORDER BY o.tx, o.id
-                  LIMIT 1
-              ) AS due
+                  LIMIT 8
+              ) AS head
+              WHERE head.due
+                 OR head.n = 8
           )
           OR EXISTS (
               SELECT 1

@@ -1,0 +1,115 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+)
+
+// What the ordered statements read does not grow with the backlog,
+// whatever it holds: here a backlog of rows of a topic that is not
+// ordered, or of ordered rows whose retry is an hour away, with a few due
+// rows of other keys behind it. The lease's look and the claim each read
+// about as many buffers with three times the backlog; when every test on
+// a row was made while walking an index (its topic, its due time), both
+// read the whole backlog (docs/ordering.md#bounded-reads). One shard of
+// 1,024 buckets, so that every bucket is full past the claim's first pass.
+func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const limit = 100
+	read := func(t *testing.T, shape string, n int) (lease, claim int) {
+		pool, table := testdb.NewUnpartitioned(t)
+		r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "bound", Ordering: Ordering{Topics: []string{"orders"}, Shards: 1}})
+		if err := r.pg.ensureShards(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		// n rows of the shape, then 10 due rows of other keys.
+		topic, due := "clicks", "now()"
+		if shape == "not due" {
+			topic, due = "orders", "now() + interval '1 hour'"
+		}
+		q := `INSERT INTO ` + table.Ident() + ` (topic, key, payload, next_retry_at)
+			SELECT $1, convert_to('k' || g, 'UTF8'), '\x00'::bytea, ` + due + ` FROM generate_series(1, $2) AS g
+			UNION ALL
+			SELECT 'orders', convert_to('due' || g, 'UTF8'), '\x00'::bytea, now() FROM generate_series(1, 10) AS g`
+		if _, err := pool.Exec(ctx, q, topic, n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
+			t.Fatal(err)
+		}
+		awaitReady(t, pool, table)
+		all, topics := r.pg.orderedTopics()
+		p := explainBuffers(t, pool, r.pg.q.leaseShard, int64(60000), "bound#1", 1, all, topics)
+		lease = p.SharedHit + p.SharedRead
+		if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'bound#1', locked_until = now() + interval '1 hour'"); err != nil {
+			t.Fatal(err)
+		}
+		// The claim's three statements, as pgStore.claimOrdered runs them
+		// when each takes nothing.
+		buckets := bucketsOf(0, 1)
+		args := []any{limit, "bound#2", int64(60000), 0, "bound#1", buckets, all, topics, headWindow(limit)}
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{r.pg.q.claimOrderedFast, args},
+			{r.pg.q.claimOrderedHead, args},
+			{r.pg.q.claimOrdered, append(args, firstWindow(limit, len(buckets)), secondWindow(limit))},
+		} {
+			p := explainBuffers(t, pool, q.sql, q.args...)
+			claim += p.SharedHit + p.SharedRead
+		}
+		t.Logf("%s, backlog %d: the lease read %d buffers, the claim %d", shape, n, lease, claim)
+		return lease, claim
+	}
+	for _, shape := range []string{"other topics", "not due"} {
+		t.Run(shape, func(t *testing.T) {
+			t.Parallel()
+			lease, claim := read(t, shape, 20000)
+			lease3, claim3 := read(t, shape, 60000)
+			if lease3 > lease*3/2+50 {
+				t.Errorf("with three times the backlog the lease read %d buffers, want about %d", lease3, lease)
+			}
+			if claim3 > claim*3/2 {
+				t.Errorf("with three times the backlog the claim read %d buffers, want about %d", claim3, claim)
+			}
+		})
+	}
+}
+
+// An ordered claim that runs out of time (here: waiting for a lock on its
+// shard's row) halves the loop's next claim, down to a single row.
+func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table, r := orderedRelay(t, 1, 10, 10)
+	r.cfg.Lease = time.Second // the claim's time bound
+	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	if err != nil || !ok {
+		t.Fatalf("leaseShard = %v, %v", ok, err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // only a lock
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+table.Related("shard_ranges")+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	c := &shardClaims{r: r, shard: shard, lessee: "lessee"}
+	for _, want := range []int{r.cfg.BatchMin / 2, r.cfg.BatchMin / 4} {
+		limit := r.orderedSizes.next()
+		_, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, r.live.orderedSlot(0))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("claim of %d rows behind a lock: %v, want a timeout", limit, err)
+		}
+		if got := r.orderedSizes.next(); got != want {
+			t.Fatalf("after a claim of %d rows timed out the next asks for %d, want %d", limit, got, want)
+		}
+	}
+}
