@@ -15,7 +15,7 @@ import (
 // rows of other keys behind it. The lease's look and the claim each read
 // about as many buffers with three times the backlog; when every test on
 // a row was made while walking an index (its topic, its due time), both
-// read the whole backlog (docs/ordering.md#bounded-reads). One shard of
+// read the whole backlog (docs/ordering.md#how-the-claim-stays-bounded). One shard of
 // 1,024 buckets, so that every bucket is full past the claim's first pass.
 func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 	t.Parallel()

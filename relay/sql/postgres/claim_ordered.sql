@@ -211,7 +211,7 @@ head_decided AS (
            OR (SELECT count(*) FROM head_runs WHERE claimable) >= $1 AS decided
 ),
 -- {{end of runs}}
--- {{bucket passes}}: passes 1 to 3, which read bucket by bucket when pass
+-- {{bucket passes}}: passes 1 and 2, which read bucket by bucket when pass
 -- 0 did not decide the claim. The relay first runs this statement without
 -- them (see headOnly in store_postgres.go), whose planning costs about
 -- half as much, and runs it whole only when that takes nothing.
