@@ -670,6 +670,29 @@ func (b *myAdminBundle) auditRows(t *testing.T) (actions, actors []string, rows 
 
 const myFailedSet = "status = 'failed', attempt = 10, last_error = 'attempt 10 of 10: broker said no', failed_at = UTC_TIMESTAMP(6)"
 
+// A value spliced into the SQL text under gbk can close its string (the
+// driver's backslash before the quote becomes part of a gbk character):
+// a mysql:// URL with charset=gbk is refused before anything connects,
+// naming the fix, and without it the value finds its row.
+func TestMySQLUnsafeCharsetRefused(t *testing.T) {
+	t.Parallel()
+	b := myAdminSetup(t)
+	id := b.put(t, "orders", 1, "")[0]
+	u := uuid.MustParse(id)
+	if _, err := b.db.ExecContext(b.ctx, "UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ?", "sink said 中'x", u[:]); err != nil {
+		t.Fatal(err)
+	}
+	gbk := map[string]string{"OUTBOX_DATABASE_URL": b.env["OUTBOX_DATABASE_URL"] + "?charset=gbk", "USER": "tester"}
+	code, out, stderr := invoke(b.ctx, gbk, "failed", "list", "--error", "中'x")
+	if code != 2 || !strings.Contains(stderr, "charset=gbk") || !strings.Contains(stderr, "interpolateParams=false") {
+		t.Errorf("failed list under charset=gbk: exit %d, want 2 naming the charset\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "list", "--error", "中'x")
+	if code != 0 || !strings.Contains(out, id) {
+		t.Errorf("failed list: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 // relay status on a mysql:// URL: the same tables as on PostgreSQL, less
 // the sessions (it says why) and ordered delivery; JSON that parses.
 func TestMySQLStatusCommand(t *testing.T) {
