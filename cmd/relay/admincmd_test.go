@@ -363,6 +363,64 @@ func TestFailedRetryThenARelayPublishes(t *testing.T) {
 	}
 }
 
+// Text from the table (a topic, a sink's error, a relay's name) that holds
+// terminal escape sequences reaches the operator's terminal escaped in
+// relay failed list, failed show, a dry run and relay status; --json
+// carries it exactly.
+func TestAdminOutputEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	const topic, lastError, relayName = "orders\x1b]0;PWNED\x07", "sink said \x1b[2J\u009b31m gone", "relay\x1b[2J"
+	id := b.put(t, "orders", 1, "")[0]
+	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Ident()+" SET status = 'failed', topic = $1, last_error = $2, failed_at = now() WHERE id = $3", topic, lastError, id); err != nil {
+		t.Fatal(err)
+	}
+	b.put(t, "payments", 1, "status = 'processing', locked_by = '"+relayName+"#1', locked_until = now() + interval '1 minute'")
+	for _, args := range [][]string{{"failed", "list"}, {"failed", "show", id}, {"failed", "purge", "--all", "--dry-run"}, {"status"}} {
+		code, out, stderr := invoke(b.ctx, b.env, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		if strings.ContainsAny(out, "\x1b\x07\u009b") {
+			t.Errorf("%v printed a control character:\n%q", args, out)
+		}
+		if !strings.Contains(out, `orders\x1b]0;PWNED\a`) {
+			t.Errorf("%v does not show the topic escaped:\n%s", args, out)
+		}
+	}
+	code, out, _ := invoke(b.ctx, b.env, "failed", "list", "--json")
+	var list struct {
+		Rows []admin.FailedRow `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list.Rows) != 1 || list.Rows[0].Topic != topic || list.Rows[0].LastError != lastError {
+		t.Errorf("failed list --json: exit %d, %v, %+v", code, err, list.Rows)
+	}
+	code, out, _ = invoke(b.ctx, b.env, "status", "--json")
+	var s admin.Status
+	if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil || !slices.ContainsFunc(s.Topics, func(tc admin.TopicCounts) bool { return tc.Topic == topic }) ||
+		len(s.Holders) != 1 || s.Holders[0].Relay != relayName {
+		t.Errorf("status --json: exit %d, %v, %+v", code, err, s)
+	}
+}
+
+func TestSafeText(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"plain 中文 text":      "plain 中文 text",
+		"\x1b]0;PWNED\x07":   `\x1b]0;PWNED\a`,
+		"\x1b[2J":            `\x1b[2J`,
+		"del\x7f c1\u009b":   `del\x7f c1\u009b`,
+		"bidi\u202egnp.exe":  `bidi\u202egnp.exe`,
+		"tab\there\nnext":    `tab\there\nnext`,
+		"bad \xff\xfe utf-8": `bad \xff\xfe utf-8`,
+		"back\\slash":        `back\slash`,
+	} {
+		if got := safeText(in); got != want {
+			t.Errorf("safeText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func hostname(t *testing.T) string {
 	t.Helper()
 	h := defaultActor(func(string) string { return "x" })

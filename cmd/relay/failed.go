@@ -177,7 +177,7 @@ func (o *failedOptions) list(ctx context.Context, adm *admin.Admin, filter admin
 		if r.FailedAt != nil {
 			failed = stamp(*r.FailedAt)
 		}
-		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", r.ID, r.Topic, r.Attempt, stamp(r.CreatedAt), failed, clip(flatten(r.LastError), 60))
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", r.ID, safeText(r.Topic), r.Attempt, stamp(r.CreatedAt), failed, clip(safeText(flatten(r.LastError)), 60))
 		if o.showPayload {
 			line += "\t" + clip(printable(r.Payload), 60)
 		}
@@ -234,7 +234,7 @@ func (o *failedOptions) show(ctx context.Context, adm *admin.Admin, filter admin
 func printFailedRow(w io.Writer, r admin.FailedRow, withPayload bool) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "id\t%s\n", r.ID)
-	fmt.Fprintf(tw, "topic\t%s\n", r.Topic)
+	fmt.Fprintf(tw, "topic\t%s\n", safeText(r.Topic))
 	key := "(none)"
 	if r.Key != nil {
 		key = printable(r.Key)
@@ -247,8 +247,8 @@ func printFailedRow(w io.Writer, r admin.FailedRow, withPayload bool) {
 	} else {
 		fmt.Fprintf(tw, "failed_at\t(not recorded: failed before migration 007)\n")
 	}
-	fmt.Fprintf(tw, "headers\t%s\n", r.Headers)
-	fmt.Fprintf(tw, "last_error\t%s\n", flatten(r.LastError))
+	fmt.Fprintf(tw, "headers\t%s\n", safeText(string(r.Headers)))
+	fmt.Fprintf(tw, "last_error\t%s\n", safeText(flatten(r.LastError)))
 	if withPayload {
 		fmt.Fprintf(tw, "payload\t%s\n", printable(r.Payload))
 	} else {
@@ -304,7 +304,7 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTOPIC\tERROR")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ID, r.Topic, clip(flatten(r.LastError), 60))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ID, safeText(r.Topic), clip(safeText(flatten(r.LastError)), 60))
 		}
 		tw.Flush()
 		if res.Rows > int64(len(rows)) {
@@ -390,6 +390,32 @@ func printable(b []byte) string {
 		return strconv.Quote(string(b))
 	}
 	return "base64:" + base64.StdEncoding.EncodeToString(b)
+}
+
+// safeText is s for a terminal: each rune that is not printable (control
+// characters such as ESC and BEL, DEL, C1 controls, format characters) is
+// written as its Go escape (\x1b, \a, \u009b) and each byte that is not
+// UTF-8 as \xNN, so that text from the table cannot move the cursor, set
+// the window title or clear the screen. --json carries the text exactly.
+func safeText(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // flatten folds line breaks into spaces.
