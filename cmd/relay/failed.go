@@ -28,10 +28,10 @@ purge   deletes failed rows
 Rows are chosen by ids (arguments or --id) and the filters, which combine. retry and
 purge need at least one of them, or --all; they change only rows still failed when
 they run (safe while relays run), record who, when, what and how many in the audit
-trail, and ask for confirmation on the terminal when they may change more than one
-row, unless --yes. --dry-run shows what they would change. failed_at is when the relay
-failed the row; rows that failed before migration 007 have none, and match no
---failed-after or --failed-before.`
+trail, and ask for confirmation on the terminal unless --yes (on the command line):
+they then change at most the number of rows confirmed. --dry-run shows what they
+would change. failed_at is when the relay failed the row; rows that failed before
+migration 007 have none, and match no --failed-after or --failed-before.`
 
 // failedOptions are relay failed's flags.
 type failedOptions struct {
@@ -59,6 +59,7 @@ func runFailed(ctx context.Context, args []string, getenv func(string) string, c
 	f.Bool(&o.showPayload, "show-payload", false, "list, show: print the payloads")
 	f.Bool(&o.dryRun, "dry-run", false, "retry, purge: change nothing; print how many rows would change")
 	f.Bool(&o.yes, "yes", false, "retry, purge: do not ask for confirmation")
+	f.commandLineOnly("yes")
 	f.Bool(&o.all, "all", false, "retry, purge: every failed row, when no id or filter is given")
 	f.Bool(&o.clearError, "clear-error", false, "retry: clear last_error (by default it is kept until the row is sent or fails again)")
 	if len(args) == 0 {
@@ -265,18 +266,22 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 	if sub == "purge" {
 		do, verb, done = adm.PurgeFailed, "purge", "purged"
 	}
-	if !o.dryRun && filter.Bulk() {
-		n, err := adm.CountFailed(ctx, filter)
+	var confirmed int64
+	if !o.dryRun {
+		dry, err := do(ctx, filter, admin.ActionOptions{Limit: opts.Limit, DryRun: true})
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return report(stdout, o.json, admin.Result{Action: "failed." + sub}, "no failed rows match; nothing changed")
+		if dry.Rows == 0 {
+			return report(stdout, o.json, admin.Result{Action: "failed." + sub, Skipped: dry.Skipped}, "no failed rows match; nothing changed")
 		}
-		n = min(n, limitOr(int64(o.limit), n))
-		what := fmt.Sprintf("%s %s", verb, plural(n, "failed row"))
-		if err := confirm(con, stderr, o.yes, what, fmt.Sprintf("%s of %s (%s)?", capitalize(what), adm.Name(), describeFilter(filter))); err != nil {
-			return err
+		if !o.yes {
+			what := fmt.Sprintf("%s %s", verb, plural(dry.Rows, "failed row"))
+			if err := confirm(con, stderr, what, fmt.Sprintf("%s of %s (%s)?", capitalize(what), adm.Name(), describeFilter(filter))); err != nil {
+				return err
+			}
+			// What was confirmed is the most that changes.
+			confirmed, opts.Limit = dry.Rows, dry.Rows
 		}
 	}
 	res, err := do(ctx, filter, opts)
@@ -287,7 +292,7 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 	if res.DryRun {
 		msg = fmt.Sprintf("dry run: would %s %s of %s; nothing changed", verb, plural(res.Rows, "failed row"), adm.Name())
 	} else {
-		msg = fmt.Sprintf("%s %s of %s (audit entry %d)", done, plural(res.Rows, "failed row"), adm.Name(), res.AuditID)
+		msg = fmt.Sprintf("%s %s of %s (audit entry %d)", done, plural(res.Rows, "failed row"), adm.Name(), res.AuditID) + unlikeConfirmed(res, confirmed, "failed")
 	}
 	if sub == "retry" && res.Ordered && res.Rows > 0 {
 		msg += "\nordered delivery is in use: each retried row goes out before the later unfinished events of its key,\n" +
@@ -331,11 +336,19 @@ func report(w io.Writer, asJSON bool, res admin.Result, msg string) error {
 	return nil
 }
 
-func limitOr(limit, n int64) int64 {
-	if limit > 0 {
-		return limit
+// unlikeConfirmed says how the change res differs from the count
+// confirmed (none: 0): fewer rows were still in the state, or more
+// matched by then and were left alone.
+func unlikeConfirmed(res admin.Result, confirmed int64, state string) string {
+	switch {
+	case confirmed == 0:
+		return ""
+	case res.Rows < confirmed:
+		return fmt.Sprintf("\nnot changed: %d of the %d rows confirmed, no longer %s (another operator or a relay changed them since)", confirmed-res.Rows, confirmed, state)
+	case res.Left > 0:
+		return fmt.Sprintf("\nleft alone: %s that matched by then, beyond the %d confirmed; run the command again for them", plural(res.Left, state+" row"), confirmed)
 	}
-	return n
+	return ""
 }
 
 // describeFilter says in words what a filter selects.
