@@ -45,7 +45,7 @@ func TestUnsafeCharsetIsRefused(t *testing.T) {
 	}
 	url := mysqldsn.URL(base)
 	for _, q := range []string{"charset=gbk", "charset=utf8mb4,sjis", "collation=big5_chinese_ci", "charset=cp932",
-		"character_set_client=gbk", "Character_Set_Client=%27gb18030%27", "collation=gbk_bin&charset=gbk", "charset=euckr"} {
+		"character_set_client=gbk", "Character_Set_Client=%27gb18030%27", "@@session.character_set_client=sjis", "collation=gbk_bin&charset=gbk", "charset=euckr"} {
 		_, err := mysqldsn.ParseURL(url + "?" + q)
 		if !errors.Is(err, mysqldsn.ErrUnsafeCharset) || !errors.Is(err, mysqldsn.ErrInvalid) || !strings.Contains(err.Error(), "interpolateParams=false") {
 			t.Errorf("%s: %v, want ErrUnsafeCharset naming the fix", q, err)

@@ -138,7 +138,7 @@ func checkCharsets(cfg *mysql.Config, q url.Values) error {
 				charsets = strings.Split(v, ",")
 			case k == "collation":
 				charsets = []string{v[:strings.IndexByte(v+"_", '_')]}
-			case strings.EqualFold(k, "character_set_client"):
+			case strings.Contains(strings.ToLower(k), "character_set_client"): // also @@session.character_set_client
 				charsets = []string{strings.Trim(v, "'\"`")}
 			}
 			for _, c := range charsets {
