@@ -186,6 +186,10 @@ type Result struct {
 	Rows int64 `json:"rows"`
 	// IDs are the rows changed, in id order.
 	IDs []string `json:"ids,omitempty"`
+	// Left counts the rows the filter still matched, in the change's
+	// transaction, that ActionOptions.Limit left alone: counted when the
+	// limit was reached, 0 otherwise and in a dry run.
+	Left int64 `json:"left,omitempty"`
 	// Skipped are the ids the filter named that were left alone, with
 	// their state ("" when the table does not hold them).
 	Skipped []Skipped `json:"skipped,omitempty"`
@@ -207,11 +211,21 @@ type Skipped struct {
 	State string `json:"state"`
 }
 
+// remainder is how a change counts the rows its limit left alone
+// (Result.Left): the limit, and the count statement of its filter with
+// its parameters.
+type remainder struct {
+	limit int64
+	count string
+	args  []any
+}
+
 // change runs one changing statement and its audit entry in one
 // transaction, and logs it. ids are the ids the filter named, if any: the
 // ones not changed are reported in Skipped. abort, when set, may refuse
-// the result (the transaction is then rolled back).
-func (a *Admin) change(ctx context.Context, action string, what any, ids []string, abort func(Result) error, sql string, args ...any) (Result, error) {
+// the result (the transaction is then rolled back). left counts what the
+// limit left.
+func (a *Admin) change(ctx context.Context, action string, what any, ids []string, abort func(Result) error, left remainder, sql string, args ...any) (Result, error) {
 	res := Result{Action: action}
 	if a.cfg.Actor == "" {
 		return res, ErrNoActor
@@ -250,6 +264,11 @@ func (a *Admin) change(ctx context.Context, action string, what any, ids []strin
 			return Result{Action: action, Skipped: res.Skipped}, err
 		}
 	}
+	if left.limit > 0 && res.Rows == left.limit {
+		if err := tx.QueryRow(ctx, left.count, append([]any{oneShot}, left.args...)...).Scan(&res.Left); err != nil {
+			return res, fmt.Errorf("admin: %s: count the rows left: %w", action, err)
+		}
+	}
 	if err := tx.QueryRow(ctx, a.q.orderedInUse, oneShot).Scan(&res.Ordered); err != nil {
 		return res, fmt.Errorf("admin: %s: %w", action, err)
 	}
@@ -259,7 +278,7 @@ func (a *Admin) change(ctx context.Context, action string, what any, ids []strin
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("admin: %s: commit: %w", action, err)
 	}
-	a.log.Info("admin action", "action", action, "rows", res.Rows, "skipped", len(res.Skipped),
+	a.log.Info("admin action", "action", action, "rows", res.Rows, "left", res.Left, "skipped", len(res.Skipped),
 		"filter", json.RawMessage(filter), "audit_id", res.AuditID)
 	return res, nil
 }

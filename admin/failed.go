@@ -114,7 +114,10 @@ func (a *Admin) CountFailed(ctx context.Context, f Filter) (int64, error) {
 type ActionOptions struct {
 	// Limit is the most rows changed, the first ones in id order; 0 or
 	// less: all the filter matches. The action is one statement in one
-	// transaction: on a very large set, a limit keeps each run short.
+	// transaction: on a very large set, a limit keeps each run short. A
+	// caller that asked someone to confirm a count passes it here, so
+	// that rows matching since are not changed unseen (Result.Left counts
+	// them).
 	Limit int64
 	// DryRun changes nothing and writes no audit entry: the result counts
 	// the rows the filter matches now.
@@ -174,9 +177,11 @@ func (a *Admin) failedAction(ctx context.Context, action, sql string, f Filter, 
 		// sql is MySQL's failed_retry.sql or failed_purge.sql: the change
 		// of the rows failed_pick.sql locks.
 		mf := f.mysql()
-		return a.changeMySQL(ctx, action, what, ids, nil, mf.sql(a.q.failedPick), append(mf.args(), mysqlLimit(o.Limit)), sql, extra...)
+		left := remainder{o.Limit, mf.sql(a.q.failedCount), mf.args()}
+		return a.changeMySQL(ctx, action, what, ids, nil, left, mf.sql(a.q.failedPick), append(mf.args(), mysqlLimit(o.Limit)), sql, extra...)
 	}
-	return a.change(ctx, action, what, ids, nil, sql, append(append(args, limitParam(o.Limit)), extra...)...)
+	left := remainder{o.Limit, a.q.failedCount, args}
+	return a.change(ctx, action, what, ids, nil, left, sql, append(append(args, limitParam(o.Limit)), extra...)...)
 }
 
 // limitOr returns limit when positive, else n.

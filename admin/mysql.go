@@ -327,8 +327,8 @@ func (a *Admin) dryRunMySQL(ctx context.Context, action string, n, limit int64, 
 // changeMySQL is change on MySQL: in one READ COMMITTED transaction, pick
 // (with pickArgs) locks the rows to change and returns their ids, apply
 // (applyArgs, then the ids of {{ids}}) changes them, a chunk at a time,
-// and the audit entry is written.
-func (a *Admin) changeMySQL(ctx context.Context, action string, what any, ids []string, abort func(Result) error,
+// left counts what the limit left, and the audit entry is written.
+func (a *Admin) changeMySQL(ctx context.Context, action string, what any, ids []string, abort func(Result) error, left remainder,
 	pick string, pickArgs []any, apply string, applyArgs ...any) (Result, error) {
 	res := Result{Action: action}
 	if a.cfg.Actor == "" {
@@ -386,6 +386,11 @@ func (a *Admin) changeMySQL(ctx context.Context, action string, what any, ids []
 			return Result{Action: action, Skipped: res.Skipped}, err
 		}
 	}
+	if left.limit > 0 && res.Rows == left.limit {
+		if err := tx.QueryRowContext(ctx, left.count, left.args...).Scan(&res.Left); err != nil {
+			return res, fmt.Errorf("admin: %s: count the rows left: %w", action, err)
+		}
+	}
 	r, err := tx.ExecContext(ctx, a.q.audit, a.cfg.Actor, action, string(filter), res.Rows)
 	if err == nil {
 		res.AuditID, err = r.LastInsertId()
@@ -401,7 +406,7 @@ func (a *Admin) changeMySQL(ctx context.Context, action string, what any, ids []
 	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("admin: %s: commit: %w", action, err)
 	}
-	a.log.Info("admin action", "action", action, "rows", res.Rows, "skipped", len(res.Skipped),
+	a.log.Info("admin action", "action", action, "rows", res.Rows, "left", res.Left, "skipped", len(res.Skipped),
 		"filter", json.RawMessage(filter), "audit_id", res.AuditID)
 	return res, nil
 }

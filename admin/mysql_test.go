@@ -457,7 +457,7 @@ func TestMySQLPurgeFailedDryRunAndLimit(t *testing.T) {
 		t.Errorf("purge without a filter = %v, want ErrNoFilter", err)
 	}
 	res, err = b.adm.PurgeFailed(b.ctx, admin.Filter{All: true}, admin.ActionOptions{Limit: 2})
-	if err != nil || res.Rows != 2 || !slices.Equal(res.IDs, ids[:2]) {
+	if err != nil || res.Rows != 2 || !slices.Equal(res.IDs, ids[:2]) || res.Left != 1 {
 		t.Fatalf("purge of 2 = %+v, %v", res, err)
 	}
 	if a, b2, c, d := b.stateOnly(t, ids[0]), b.stateOnly(t, ids[1]), b.stateOnly(t, ids[2]), b.stateOnly(t, ids[3]); a != "gone" || b2 != "gone" || c != "failed" || d != "sent" {
@@ -537,16 +537,21 @@ func TestMySQLReplay(t *testing.T) {
 	if n, err := b.adm.CountReplay(b.ctx, f); err != nil || n != 2 {
 		t.Errorf("CountReplay = %d, %v; want 2 (rows 0 and 2)", n, err)
 	}
+	// A limit of 1 leaves one row, which the result counts.
+	res, err = b.adm.Replay(b.ctx, f, admin.ActionOptions{Limit: 1})
+	if err != nil || !slices.Equal(res.IDs, []string{ids[0]}) || res.Left != 1 {
+		t.Fatalf("replay by topic and range, limit 1 = %+v, %v", res, err)
+	}
 	res, err = b.adm.Replay(b.ctx, f, admin.ActionOptions{})
-	if err != nil || !slices.Equal(res.IDs, []string{ids[0], ids[2]}) {
+	if err != nil || !slices.Equal(res.IDs, []string{ids[2]}) || res.Left != 0 {
 		t.Fatalf("replay by topic and range = %+v, %v", res, err)
 	}
 	if st := b.stateOnly(t, ids[3]); st != "sent" {
 		t.Errorf("the other topic was replayed: %s", st)
 	}
 	audit := b.audit(t)
-	if len(audit) != 2 || audit[1].Action != "replay" || audit[1].Rows != 2 || audit[1].Filter["sent"] == nil ||
-		fmt.Sprint(audit[1].Filter["topics"]) != "[orders]" {
+	if len(audit) != 3 || audit[2].Action != "replay" || audit[1].Rows != 1 || audit[2].Rows != 1 || audit[2].Filter["sent"] == nil ||
+		fmt.Sprint(audit[2].Filter["topics"]) != "[orders]" {
 		t.Errorf("audit = %+v", audit)
 	}
 
@@ -574,7 +579,7 @@ func TestMySQLReplay(t *testing.T) {
 	if err := <-done; !errors.As(err, &nf) || !slices.Equal(nf.IDs, ids[3:4]) {
 		t.Errorf("replay of a row deleted meanwhile = %v, want NotFoundError naming it", err)
 	}
-	if len(b.audit(t)) != 2 {
+	if len(b.audit(t)) != 3 {
 		t.Errorf("a refused replay left an audit entry")
 	}
 }

@@ -67,9 +67,11 @@ func (a *Admin) Replay(ctx context.Context, f ReplayFilter, o ActionOptions) (Re
 	var res Result
 	if a.my != nil {
 		mf := f.mysql()
-		res, err = a.changeMySQL(ctx, action, what, ids, missing, mf.sql(a.q.replayPick), append(mf.args(), mysqlLimit(o.Limit)), a.q.replay)
+		left := remainder{o.Limit, mf.sql(a.q.replayCount), mf.args()}
+		res, err = a.changeMySQL(ctx, action, what, ids, missing, left, mf.sql(a.q.replayPick), append(mf.args(), mysqlLimit(o.Limit)), a.q.replay)
 	} else {
-		res, err = a.change(ctx, action, what, ids, missing, a.q.replay, append(args, limitParam(o.Limit))...)
+		left := remainder{o.Limit, a.q.replayCount, args}
+		res, err = a.change(ctx, action, what, ids, missing, left, a.q.replay, append(args, limitParam(o.Limit))...)
 	}
 	if isNotFound(err) {
 		a.log.Warn("replay refused", "error", err)

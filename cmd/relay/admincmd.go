@@ -153,15 +153,12 @@ func stdinConsole() console {
 var errAborted = errors.New("aborted; nothing changed")
 
 // confirm asks question on the terminal (the prompt goes to prompt, so
-// that standard output stays the result's) unless yes. Without a terminal
-// it refuses: a script must say --yes.
-func confirm(con console, prompt io.Writer, yes bool, what, question string) error {
-	if yes {
-		return nil
-	}
+// that standard output stays the result's). Without a terminal it
+// refuses: a script must say --yes, on its command line.
+func confirm(con console, prompt io.Writer, what, question string) error {
 	if !con.terminal {
 		return usageError("refusing to %s without confirmation: standard input is not a terminal; "+
-			"add --yes (%s) to go ahead, or --dry-run to see what it would change", what, envName("yes"))
+			"add --yes to go ahead, or --dry-run to see what it would change", what)
 	}
 	fmt.Fprintf(prompt, "%s [y/N] ", question)
 	line, err := bufio.NewReader(con.in).ReadString('\n')

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
 	"strings"
@@ -310,7 +311,7 @@ func TestFailedRetryThenARelayPublishes(t *testing.T) {
 	err := runFailed(b.ctx, []string{"retry", "--topic", "orders"}, func(k string) string { return b.env[k] },
 		console{in: strings.NewReader("yes\n"), terminal: false}, &o, &e)
 	var ue *errUsage
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "refusing to retry 3 failed rows without confirmation: standard input is not a terminal; add --yes (OUTBOX_YES)") {
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "refusing to retry 3 failed rows without confirmation: standard input is not a terminal; add --yes to go ahead") {
 		t.Fatalf("retry without --yes on a pipe = %v", err)
 	}
 	// A terminal that answers no.
@@ -323,7 +324,7 @@ func TestFailedRetryThenARelayPublishes(t *testing.T) {
 		t.Fatalf("a refused retry changed rows: %d failed, want 4", n)
 	}
 
-	// One id needs no confirmation; a running relay then publishes it.
+	// One id, confirmed; a running relay then publishes it.
 	runCtx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	var runOut, runErr syncbuf.Buffer
@@ -331,7 +332,7 @@ func TestFailedRetryThenARelayPublishes(t *testing.T) {
 	go func() {
 		done <- run(runCtx, []string{"run", "--sink", "stdout", "--poll-interval", "20ms"}, func(k string) string { return b.env[k] }, &runOut, &runErr)
 	}()
-	code, out, stderr = invoke(b.ctx, b.env, "failed", "retry", ids[0])
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "retry", "--yes", ids[0])
 	if code != 0 || !strings.Contains(out, "retried 1 failed row of "+b.table.String()+" (audit entry ") {
 		t.Fatalf("retry one id: exit %d\n%s%s", code, out, stderr)
 	}
@@ -360,6 +361,172 @@ func TestFailedRetryThenARelayPublishes(t *testing.T) {
 	actions, actors, rows := b.auditRows(t)
 	if !slices.Equal(actions, []string{"failed.retry", "failed.retry"}) || !slices.Equal(actors, []string{"tester@" + hostname(t), "alice@ops"}) || !slices.Equal(rows, []int64{1, 2}) {
 		t.Errorf("audit = %v %v %v", actions, actors, rows)
+	}
+}
+
+// Text from the table (a topic, a sink's error, a relay's name) that holds
+// terminal escape sequences reaches the operator's terminal escaped in
+// relay failed list, failed show, a dry run and relay status; --json
+// carries it exactly.
+func TestAdminOutputEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	const topic, lastError, relayName = "orders\x1b]0;PWNED\x07", "sink said \x1b[2J\u009b31m gone", "relay\x1b[2J"
+	id := b.put(t, "orders", 1, "")[0]
+	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Ident()+" SET status = 'failed', topic = $1, last_error = $2, failed_at = now() WHERE id = $3", topic, lastError, id); err != nil {
+		t.Fatal(err)
+	}
+	b.put(t, "payments", 1, "status = 'processing', locked_by = '"+relayName+"#1', locked_until = now() + interval '1 minute'")
+	for _, args := range [][]string{{"failed", "list"}, {"failed", "show", id}, {"failed", "purge", "--all", "--dry-run"}, {"status"}} {
+		code, out, stderr := invoke(b.ctx, b.env, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		if strings.ContainsAny(out, "\x1b\x07\u009b") {
+			t.Errorf("%v printed a control character:\n%q", args, out)
+		}
+		if !strings.Contains(out, `orders\x1b]0;PWNED\a`) {
+			t.Errorf("%v does not show the topic escaped:\n%s", args, out)
+		}
+	}
+	code, out, _ := invoke(b.ctx, b.env, "failed", "list", "--json")
+	var list struct {
+		Rows []admin.FailedRow `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list.Rows) != 1 || list.Rows[0].Topic != topic || list.Rows[0].LastError != lastError {
+		t.Errorf("failed list --json: exit %d, %v, %+v", code, err, list.Rows)
+	}
+	code, out, _ = invoke(b.ctx, b.env, "status", "--json")
+	var s admin.Status
+	if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil || !slices.ContainsFunc(s.Topics, func(tc admin.TopicCounts) bool { return tc.Topic == topic }) ||
+		len(s.Holders) != 1 || s.Holders[0].Relay != relayName {
+		t.Errorf("status --json: exit %d, %v, %+v", code, err, s)
+	}
+}
+
+func TestSafeText(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"plain 中文 text":      "plain 中文 text",
+		"\x1b]0;PWNED\x07":   `\x1b]0;PWNED\a`,
+		"\x1b[2J":            `\x1b[2J`,
+		"del\x7f c1\u009b":   `del\x7f c1\u009b`,
+		"bidi\u202egnp.exe":  `bidi\u202egnp.exe`,
+		"tab\there\nnext":    `tab\there\nnext`,
+		"bad \xff\xfe utf-8": `bad \xff\xfe utf-8`,
+		"back\\slash":        `back\slash`,
+	} {
+		if got := safeText(in); got != want {
+			t.Errorf("safeText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// answerAfter is a terminal's answer to a confirmation, typed after
+// meanwhile has run: what changes in the table between the count the
+// operator sees and the change.
+type answerAfter struct {
+	meanwhile func()
+	answer    io.Reader
+}
+
+func (r *answerAfter) Read(p []byte) (int, error) {
+	if r.meanwhile != nil {
+		r.meanwhile()
+		r.meanwhile = nil
+	}
+	return r.answer.Read(p)
+}
+
+// The count an operator confirms is the most a change touches: rows that
+// match by the time it runs are left alone, and the output says how many;
+// rows that left the state meanwhile are reported too.
+func TestConfirmedCountIsTheLimit(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	getenv := func(k string) string { return b.env[k] }
+	ids := b.put(t, "orders", 3, failedSet)
+	var more []string
+	var o, e syncbuf.Buffer
+	con := console{terminal: true, in: &answerAfter{func() { more = b.put(t, "orders", 2, failedSet) }, strings.NewReader("y\n")}}
+	err := runFailed(b.ctx, []string{"retry", "--topic", "orders"}, getenv, con, &o, &e)
+	if err != nil || !strings.Contains(e.String(), "Retry 3 failed rows") || !strings.Contains(o.String(), "retried 3 failed rows") ||
+		!strings.Contains(o.String(), "left alone: 2 failed rows that matched by then, beyond the 3 confirmed") {
+		t.Fatalf("retry = %v\n%s%s", err, o.String(), e.String())
+	}
+	for i, id := range append(ids, more...) {
+		if want := map[bool]string{true: "pending", false: "failed"}[i < 3]; b.status(t, id) != want {
+			t.Errorf("row %d is %s, want %s", i, b.status(t, id), want)
+		}
+	}
+
+	// Fewer: another operator retries one of the two rows meanwhile.
+	o, e = syncbuf.Buffer{}, syncbuf.Buffer{}
+	con = console{terminal: true, in: &answerAfter{func() {
+		if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Ident()+" SET status = 'pending' WHERE id = $1", more[0]); err != nil {
+			t.Error(err)
+		}
+	}, strings.NewReader("y\n")}}
+	err = runFailed(b.ctx, []string{"purge", "--topic", "orders"}, getenv, con, &o, &e)
+	if err != nil || !strings.Contains(e.String(), "Purge 2 failed rows") || !strings.Contains(o.String(), "purged 1 failed row of") ||
+		!strings.Contains(o.String(), "not changed: 1 of the 2 rows confirmed, no longer failed") {
+		t.Fatalf("purge = %v\n%s%s", err, o.String(), e.String())
+	}
+
+	// replay: a row sent meanwhile in the range is left alone.
+	sent := b.put(t, "payments", 2, "status = 'sent', sent_at = now() - interval '10 minutes'")
+	o, e = syncbuf.Buffer{}, syncbuf.Buffer{}
+	var late []string
+	con = console{terminal: true, in: &answerAfter{func() {
+		late = b.put(t, "payments", 1, "status = 'sent', sent_at = now() - interval '5 minutes'")
+	}, strings.NewReader("yes\n")}}
+	err = runReplay(b.ctx, []string{"--topic", "payments", "--sent-after", "1h"}, getenv, con, &o, &e)
+	if err != nil || !strings.Contains(o.String(), "replayed 2 sent rows") || !strings.Contains(o.String(), "left alone: 1 sent row that matched by then, beyond the 2 confirmed") {
+		t.Fatalf("replay = %v\n%s%s", err, o.String(), e.String())
+	}
+	if b.status(t, sent[0]) != "pending" || b.status(t, sent[1]) != "pending" || b.status(t, late[0]) != "sent" {
+		t.Errorf("after the replay: %s %s %s", b.status(t, sent[0]), b.status(t, sent[1]), b.status(t, late[0]))
+	}
+}
+
+// OUTBOX_YES in the environment confirms nothing, and a change of one id
+// asks too: only --yes on the command line goes ahead without a terminal.
+func TestYesOnlyFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	ids := b.put(t, "orders", 2, failedSet)
+	sent := b.put(t, "payments", 1, "status = 'sent', sent_at = now()")
+	getenv := func(k string) string {
+		if k == "OUTBOX_YES" {
+			return "1"
+		}
+		return b.env[k]
+	}
+	pipe := console{in: strings.NewReader("y\n"), terminal: false}
+	for _, c := range []struct {
+		args []string
+		run  func(context.Context, []string, func(string) string, console, io.Writer, io.Writer) error
+	}{
+		{[]string{"retry", "--topic", "orders"}, runFailed},
+		{[]string{"purge", ids[0]}, runFailed},
+		{[]string{sent[0]}, runReplay},
+	} {
+		var o, e syncbuf.Buffer
+		err := c.run(b.ctx, c.args, getenv, pipe, &o, &e)
+		var ue *errUsage
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "without confirmation: standard input is not a terminal; add --yes to go ahead") {
+			t.Errorf("%v with OUTBOX_YES=1 = %v, want a refusal", c.args, err)
+		}
+	}
+	if n := b.count(t, "status = 'failed'"); n != 2 || b.status(t, sent[0]) != "sent" {
+		t.Fatalf("a refused change changed rows: %d failed, the sent row %s", n, b.status(t, sent[0]))
+	}
+	var o, e syncbuf.Buffer
+	if err := runFailed(b.ctx, []string{"purge", ids[0], "--yes"}, getenv, pipe, &o, &e); err != nil || !strings.Contains(o.String(), "purged 1 failed row") {
+		t.Errorf("purge --yes = %v\n%s%s", err, o.String(), e.String())
+	}
+	if _, out, _ := invoke(b.ctx, nil, "failed", "--help"); !strings.Contains(out, "--yes [command line only]") {
+		t.Errorf("the help does not say --yes is read from the command line only:\n%s", out)
 	}
 }
 
@@ -670,6 +837,29 @@ func (b *myAdminBundle) auditRows(t *testing.T) (actions, actors []string, rows 
 
 const myFailedSet = "status = 'failed', attempt = 10, last_error = 'attempt 10 of 10: broker said no', failed_at = UTC_TIMESTAMP(6)"
 
+// A value spliced into the SQL text under gbk can close its string (the
+// driver's backslash before the quote becomes part of a gbk character):
+// a mysql:// URL with charset=gbk is refused before anything connects,
+// naming the fix, and without it the value finds its row.
+func TestMySQLUnsafeCharsetRefused(t *testing.T) {
+	t.Parallel()
+	b := myAdminSetup(t)
+	id := b.put(t, "orders", 1, "")[0]
+	u := uuid.MustParse(id)
+	if _, err := b.db.ExecContext(b.ctx, "UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ?", "sink said 中'x", u[:]); err != nil {
+		t.Fatal(err)
+	}
+	gbk := map[string]string{"OUTBOX_DATABASE_URL": b.env["OUTBOX_DATABASE_URL"] + "?charset=gbk", "USER": "tester"}
+	code, out, stderr := invoke(b.ctx, gbk, "failed", "list", "--error", "中'x")
+	if code != 2 || !strings.Contains(stderr, "charset=gbk") || !strings.Contains(stderr, "interpolateParams=false") {
+		t.Errorf("failed list under charset=gbk: exit %d, want 2 naming the charset\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "list", "--error", "中'x")
+	if code != 0 || !strings.Contains(out, id) {
+		t.Errorf("failed list: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 // relay status on a mysql:// URL: the same tables as on PostgreSQL, less
 // the sessions (it says why) and ordered delivery; JSON that parses.
 func TestMySQLStatusCommand(t *testing.T) {
@@ -866,7 +1056,7 @@ func TestMySQLFailedCommand(t *testing.T) {
 		t.Errorf("a row of another topic was retried")
 	}
 
-	code, out, stderr = invoke(b.ctx, b.env, "failed", "purge", other[0])
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "purge", "--yes", other[0])
 	if code != 0 || !strings.Contains(out, "purged 1 failed row of "+b.name+".outbox (audit entry ") || b.status(t, other[0]) != "gone" {
 		t.Fatalf("purge one id: exit %d\n%s%s", code, out, stderr)
 	}

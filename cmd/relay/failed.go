@@ -28,10 +28,10 @@ purge   deletes failed rows
 Rows are chosen by ids (arguments or --id) and the filters, which combine. retry and
 purge need at least one of them, or --all; they change only rows still failed when
 they run (safe while relays run), record who, when, what and how many in the audit
-trail, and ask for confirmation on the terminal when they may change more than one
-row, unless --yes. --dry-run shows what they would change. failed_at is when the relay
-failed the row; rows that failed before migration 007 have none, and match no
---failed-after or --failed-before.`
+trail, and ask for confirmation on the terminal unless --yes (on the command line):
+they then change at most the number of rows confirmed. --dry-run shows what they
+would change. failed_at is when the relay failed the row; rows that failed before
+migration 007 have none, and match no --failed-after or --failed-before.`
 
 // failedOptions are relay failed's flags.
 type failedOptions struct {
@@ -59,6 +59,7 @@ func runFailed(ctx context.Context, args []string, getenv func(string) string, c
 	f.Bool(&o.showPayload, "show-payload", false, "list, show: print the payloads")
 	f.Bool(&o.dryRun, "dry-run", false, "retry, purge: change nothing; print how many rows would change")
 	f.Bool(&o.yes, "yes", false, "retry, purge: do not ask for confirmation")
+	f.commandLineOnly("yes")
 	f.Bool(&o.all, "all", false, "retry, purge: every failed row, when no id or filter is given")
 	f.Bool(&o.clearError, "clear-error", false, "retry: clear last_error (by default it is kept until the row is sent or fails again)")
 	if len(args) == 0 {
@@ -177,7 +178,7 @@ func (o *failedOptions) list(ctx context.Context, adm *admin.Admin, filter admin
 		if r.FailedAt != nil {
 			failed = stamp(*r.FailedAt)
 		}
-		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", r.ID, r.Topic, r.Attempt, stamp(r.CreatedAt), failed, clip(flatten(r.LastError), 60))
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", r.ID, safeText(r.Topic), r.Attempt, stamp(r.CreatedAt), failed, clip(safeText(flatten(r.LastError)), 60))
 		if o.showPayload {
 			line += "\t" + clip(printable(r.Payload), 60)
 		}
@@ -234,7 +235,7 @@ func (o *failedOptions) show(ctx context.Context, adm *admin.Admin, filter admin
 func printFailedRow(w io.Writer, r admin.FailedRow, withPayload bool) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "id\t%s\n", r.ID)
-	fmt.Fprintf(tw, "topic\t%s\n", r.Topic)
+	fmt.Fprintf(tw, "topic\t%s\n", safeText(r.Topic))
 	key := "(none)"
 	if r.Key != nil {
 		key = printable(r.Key)
@@ -247,8 +248,8 @@ func printFailedRow(w io.Writer, r admin.FailedRow, withPayload bool) {
 	} else {
 		fmt.Fprintf(tw, "failed_at\t(not recorded: failed before migration 007)\n")
 	}
-	fmt.Fprintf(tw, "headers\t%s\n", r.Headers)
-	fmt.Fprintf(tw, "last_error\t%s\n", flatten(r.LastError))
+	fmt.Fprintf(tw, "headers\t%s\n", safeText(string(r.Headers)))
+	fmt.Fprintf(tw, "last_error\t%s\n", safeText(flatten(r.LastError)))
 	if withPayload {
 		fmt.Fprintf(tw, "payload\t%s\n", printable(r.Payload))
 	} else {
@@ -265,18 +266,22 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 	if sub == "purge" {
 		do, verb, done = adm.PurgeFailed, "purge", "purged"
 	}
-	if !o.dryRun && filter.Bulk() {
-		n, err := adm.CountFailed(ctx, filter)
+	var confirmed int64
+	if !o.dryRun {
+		dry, err := do(ctx, filter, admin.ActionOptions{Limit: opts.Limit, DryRun: true})
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return report(stdout, o.json, admin.Result{Action: "failed." + sub}, "no failed rows match; nothing changed")
+		if dry.Rows == 0 {
+			return report(stdout, o.json, admin.Result{Action: "failed." + sub, Skipped: dry.Skipped}, "no failed rows match; nothing changed")
 		}
-		n = min(n, limitOr(int64(o.limit), n))
-		what := fmt.Sprintf("%s %s", verb, plural(n, "failed row"))
-		if err := confirm(con, stderr, o.yes, what, fmt.Sprintf("%s of %s (%s)?", capitalize(what), adm.Name(), describeFilter(filter))); err != nil {
-			return err
+		if !o.yes {
+			what := fmt.Sprintf("%s %s", verb, plural(dry.Rows, "failed row"))
+			if err := confirm(con, stderr, what, fmt.Sprintf("%s of %s (%s)?", capitalize(what), adm.Name(), describeFilter(filter))); err != nil {
+				return err
+			}
+			// What was confirmed is the most that changes.
+			confirmed, opts.Limit = dry.Rows, dry.Rows
 		}
 	}
 	res, err := do(ctx, filter, opts)
@@ -287,7 +292,7 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 	if res.DryRun {
 		msg = fmt.Sprintf("dry run: would %s %s of %s; nothing changed", verb, plural(res.Rows, "failed row"), adm.Name())
 	} else {
-		msg = fmt.Sprintf("%s %s of %s (audit entry %d)", done, plural(res.Rows, "failed row"), adm.Name(), res.AuditID)
+		msg = fmt.Sprintf("%s %s of %s (audit entry %d)", done, plural(res.Rows, "failed row"), adm.Name(), res.AuditID) + unlikeConfirmed(res, confirmed, "failed")
 	}
 	if sub == "retry" && res.Ordered && res.Rows > 0 {
 		msg += "\nordered delivery is in use: each retried row goes out before the later unfinished events of its key,\n" +
@@ -304,7 +309,7 @@ func (o *failedOptions) act(ctx context.Context, adm *admin.Admin, sub string, f
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTOPIC\tERROR")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ID, r.Topic, clip(flatten(r.LastError), 60))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ID, safeText(r.Topic), clip(safeText(flatten(r.LastError)), 60))
 		}
 		tw.Flush()
 		if res.Rows > int64(len(rows)) {
@@ -331,11 +336,19 @@ func report(w io.Writer, asJSON bool, res admin.Result, msg string) error {
 	return nil
 }
 
-func limitOr(limit, n int64) int64 {
-	if limit > 0 {
-		return limit
+// unlikeConfirmed says how the change res differs from the count
+// confirmed (none: 0): fewer rows were still in the state, or more
+// matched by then and were left alone.
+func unlikeConfirmed(res admin.Result, confirmed int64, state string) string {
+	switch {
+	case confirmed == 0:
+		return ""
+	case res.Rows < confirmed:
+		return fmt.Sprintf("\nnot changed: %d of the %d rows confirmed, no longer %s (another operator or a relay changed them since)", confirmed-res.Rows, confirmed, state)
+	case res.Left > 0:
+		return fmt.Sprintf("\nleft alone: %s that matched by then, beyond the %d confirmed; run the command again for them", plural(res.Left, state+" row"), confirmed)
 	}
-	return n
+	return ""
 }
 
 // describeFilter says in words what a filter selects.
@@ -390,6 +403,32 @@ func printable(b []byte) string {
 		return strconv.Quote(string(b))
 	}
 	return "base64:" + base64.StdEncoding.EncodeToString(b)
+}
+
+// safeText is s for a terminal: each rune that is not printable (control
+// characters such as ESC and BEL, DEL, C1 controls, format characters) is
+// written as its Go escape (\x1b, \a, \u009b) and each byte that is not
+// UTF-8 as \xNN, so that text from the table cannot move the cursor, set
+// the window title or clear the screen. --json carries the text exactly.
+func safeText(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // flatten folds line breaks into spaces.

@@ -92,6 +92,8 @@ type value struct {
 	set    func(string) error
 	get    func() string
 	isBool bool
+	// cliOnly flags ignore their environment variable (commandLineOnly).
+	cliOnly bool
 }
 
 func (v *value) String() string {
@@ -103,7 +105,11 @@ func (v *value) String() string {
 
 func (v *value) Set(s string) error {
 	if err := v.set(s); err != nil {
-		v.f.bad.add(usageError("invalid value for --%s (%s): %v", v.name, envName(v.name), err))
+		if v.cliOnly {
+			v.f.bad.add(usageError("invalid value for --%s: %v", v.name, err))
+		} else {
+			v.f.bad.add(usageError("invalid value for --%s (%s): %v", v.name, envName(v.name), err))
+		}
 	}
 	return nil
 }
@@ -113,6 +119,20 @@ func (v *value) IsBoolFlag() bool { return v.isBool }
 
 func (f *flags) add(name, kind, usage string, set func(string) error, get func() string, isBool bool) {
 	f.fs.Var(&value{f: f, name: name, kind: kind, set: set, get: get, isBool: isBool}, name, usage)
+}
+
+// commandLineOnly makes the registered flag name ignore its environment
+// variable: --yes, which an exported variable would give every command of
+// a shell, unseen.
+func (f *flags) commandLineOnly(name string) { f.fs.Lookup(name).Value.(*value).cliOnly = true }
+
+// env returns the value of the flag's environment variable, "" for a
+// flag read from the command line only.
+func (f *flags) env(name string) string {
+	if fl := f.fs.Lookup(name); fl != nil && fl.Value.(*value).cliOnly {
+		return ""
+	}
+	return f.getenv(envName(name))
 }
 
 // Expected formats, quoted in the errors of bad values.
@@ -142,7 +162,7 @@ func (f *flags) Strings(p *[]string, name, usage string) {
 func (f *flags) isSet(name string) bool {
 	set := false
 	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
-	return set || f.getenv(envName(name)) != ""
+	return set || f.env(name) != ""
 }
 
 func (f *flags) Int(p *int, name string, def int, usage string) {
@@ -205,7 +225,7 @@ func (f *flags) parse(args []string) error {
 		if set[fl.Name] {
 			return
 		}
-		if s := f.getenv(envName(fl.Name)); s != "" {
+		if s := f.env(fl.Name); s != "" {
 			if err := fl.Value.(*value).set(s); err != nil {
 				f.bad.add(usageError("invalid value for --%s from %s: %v", fl.Name, envName(fl.Name), err))
 			}
@@ -234,7 +254,7 @@ func wordParseError(err error) string {
 func (f *flags) fromEnv(name string) bool {
 	onCLI := false
 	f.fs.Visit(func(fl *flag.Flag) { onCLI = onCLI || fl.Name == name })
-	return !onCLI && f.getenv(envName(name)) != ""
+	return !onCLI && f.env(name) != ""
 }
 
 // args returns the positional arguments after parse.
@@ -250,7 +270,11 @@ func (f *flags) printUsage(w io.Writer) {
 		if v.kind != "" {
 			line += " " + v.kind
 		}
-		fmt.Fprintf(w, "%s [%s]\n%s", line, envName(fl.Name), wrap(fl.Usage+defaultNote(v.kind, fl.DefValue), "        ", 100))
+		env := envName(fl.Name)
+		if v.cliOnly {
+			env = "command line only"
+		}
+		fmt.Fprintf(w, "%s [%s]\n%s", line, env, wrap(fl.Usage+defaultNote(v.kind, fl.DefValue), "        ", 100))
 	})
 }
 

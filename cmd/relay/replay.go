@@ -18,7 +18,7 @@ they had seen. Rows are chosen by ids (arguments or --id), or by --topic and a t
 (--sent-after/-before, --created-after/-before). Ids that retention already deleted fail
 the whole replay, naming them. Only rows still sent when it runs change (safe while relays
 run); it records who, when, what and how many in the audit trail, and asks for
-confirmation on the terminal when it may change more than one row, unless --yes.
+confirmation on the terminal unless --yes: it then replays at most the number confirmed.
 
 With ordered delivery, a replayed event keeps its place in its key's order: it goes out
 before the key's events still unfinished, holding them back until it is sent, and after
@@ -46,6 +46,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, c
 	f.Int(&limit, "limit", 0, "the most rows replayed, the first in id order (default all)")
 	f.Bool(&dryRun, "dry-run", false, "change nothing; print how many rows would be replayed")
 	f.Bool(&yes, "yes", false, "do not ask for confirmation")
+	f.commandLineOnly("yes")
 	if err := parseAdmin(f, &o, args, func(errs *problems) {
 		ids = append(ids, f.args()...)
 		checkIDs(ids, errs)
@@ -75,16 +76,19 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, c
 	}
 	opts := admin.ActionOptions{Limit: int64(limit), DryRun: dryRun}
 	var res admin.Result
-	if !dryRun && filter.Bulk() {
+	var confirmed int64
+	if !dryRun {
 		// A dry run first: ids retention deleted are refused before anyone
 		// is asked to confirm.
 		res, err = adm.Replay(ctx, filter, admin.ActionOptions{Limit: int64(limit), DryRun: true})
 		if err == nil && res.Rows == 0 {
 			return report(stdout, o.json, admin.Result{Action: "replay", Skipped: res.Skipped}, "no sent rows match; nothing changed")
 		}
-		if err == nil {
+		if err == nil && !yes {
 			what := "replay " + plural(res.Rows, "sent row")
-			err = confirm(con, stderr, yes, what, fmt.Sprintf("Replay %s of %s?", plural(res.Rows, "sent row"), adm.Name()))
+			err = confirm(con, stderr, what, fmt.Sprintf("Replay %s of %s?", plural(res.Rows, "sent row"), adm.Name()))
+			// What was confirmed is the most that changes.
+			confirmed, opts.Limit = res.Rows, res.Rows
 		}
 	}
 	if err == nil {
@@ -103,7 +107,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, c
 	if res.DryRun {
 		msg = fmt.Sprintf("dry run: would replay %s of %s; nothing changed", plural(res.Rows, "sent row"), adm.Name())
 	} else {
-		msg = fmt.Sprintf("replayed %s of %s (audit entry %d)", plural(res.Rows, "sent row"), adm.Name(), res.AuditID)
+		msg = fmt.Sprintf("replayed %s of %s (audit entry %d)", plural(res.Rows, "sent row"), adm.Name(), res.AuditID) + unlikeConfirmed(res, confirmed, "sent")
 	}
 	if res.Ordered && res.Rows > 0 {
 		msg += "\n" + replayNote

@@ -52,7 +52,8 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	return nil
 }
 
-// printStatus writes s as tables.
+// printStatus writes s as tables; the text that comes from the database
+// (topics, relay names, client addresses) is escaped for the terminal.
 func printStatus(w io.Writer, s *admin.Status) {
 	fmt.Fprintf(w, "%s at %s (database clock)\n\n", s.Table, stamp(s.At))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -80,7 +81,7 @@ func printStatus(w io.Writer, s *admin.Status) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(tw, "TOPIC\tDUE\tLATER\tPROCESSING\tFAILED\tOLDEST DUE")
 		for _, tc := range s.Topics {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", tc.Topic, tc.PendingDue, tc.PendingDelayed, tc.Processing, tc.Failed, ageNote("", tc.OldestDueSeconds))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", safeText(tc.Topic), tc.PendingDue, tc.PendingDelayed, tc.Processing, tc.Failed, ageNote("", tc.OldestDueSeconds))
 		}
 		tw.Flush()
 	}
@@ -101,7 +102,7 @@ func printStatus(w io.Writer, s *admin.Status) {
 			if s.Dialect == "mysql" {
 				since = "-" // MySQL does not record when a session connected
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.Relay, c.Connections, since, dash(c.Clients), here)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", safeText(c.Relay), c.Connections, since, safeText(dash(c.Clients)), here)
 		}
 		tw.Flush()
 	}
@@ -109,7 +110,7 @@ func printStatus(w io.Writer, s *admin.Status) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(tw, "RELAY HOLDING ROWS\tROWS\tCLAIMS\tLEASES END IN")
 		for _, h := range s.Holders {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s .. %s\n", h.Relay, h.Rows, h.Claims, secs(h.FirstLeaseEnd), secs(h.LastLeaseEnd))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s .. %s\n", safeText(h.Relay), h.Rows, h.Claims, secs(h.FirstLeaseEnd), secs(h.LastLeaseEnd))
 		}
 		tw.Flush()
 	}
@@ -121,7 +122,7 @@ func printStatus(w io.Writer, s *admin.Status) {
 		}
 		fmt.Fprintf(tw, "RELAY SENDING\tOF THE LATEST %d SENT\tLAST SENT\n", n)
 		for _, r := range s.RecentSenders {
-			fmt.Fprintf(tw, "%s\t%d\t%s ago\n", r.Relay, r.Rows, secs(r.LastSentSeconds))
+			fmt.Fprintf(tw, "%s\t%d\t%s ago\n", safeText(r.Relay), r.Rows, secs(r.LastSentSeconds))
 		}
 		tw.Flush()
 	}
@@ -137,7 +138,7 @@ func printStatus(w io.Writer, s *admin.Status) {
 		if len(s.Ordered.Leased) > 0 {
 			fmt.Fprintln(tw, "SHARD\tHELD BY\tLEASE ENDS IN\tIN FLIGHT")
 			for _, sh := range s.Ordered.Leased {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\n", sh.Shard, sh.HeldBy, secs(sh.LeaseEnd), sh.InFlight)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\n", sh.Shard, safeText(sh.HeldBy), secs(sh.LeaseEnd), sh.InFlight)
 			}
 			tw.Flush()
 		}
@@ -153,7 +154,7 @@ func printStatus(w io.Writer, s *admin.Status) {
 			if p.From != nil {
 				from, to = p.From.UTC().Format(time.RFC3339), p.To.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Name, from, to, p.Rows, bytesText(p.Bytes))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", safeText(p.Name), from, to, p.Rows, bytesText(p.Bytes))
 		}
 		tw.Flush()
 	}
@@ -192,11 +193,11 @@ func dash(s string) string {
 func jobLine(j admin.Job) string {
 	var parts []string
 	if j.Running {
-		parts = append(parts, "running, held by "+j.LastRunBy)
+		parts = append(parts, "running, held by "+safeText(j.LastRunBy))
 	} else if j.LastStartedSeconds == nil {
 		parts = append(parts, "never ran")
 	} else {
-		parts = append(parts, "idle, last run by "+j.LastRunBy)
+		parts = append(parts, "idle, last run by "+safeText(j.LastRunBy))
 	}
 	if j.LastStartedSeconds != nil {
 		parts = append(parts, "started "+secs(*j.LastStartedSeconds)+" ago")

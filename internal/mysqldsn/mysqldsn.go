@@ -21,6 +21,23 @@ var Schemes = []string{"mysql", "mariadb"}
 // never contain the password.
 var ErrInvalid = errors.New("invalid MySQL connection string")
 
+// ErrUnsafeCharset is wrapped, with ErrInvalid, by the errors of Parse and
+// ParseURL for a connection string that asks the driver to splice values
+// into the SQL text (interpolateParams) under a character set other than
+// utf8mb4, utf8mb3, utf8, latin1, ascii or binary: in gbk, big5, sjis,
+// cp932 or gb18030 the backslash the driver puts before a quote can end
+// up as the second byte of a character, and the quote then closes the
+// string, so that a value (a sink's error text) could carry SQL.
+var ErrUnsafeCharset = errors.New("a character set in which interpolateParams is unsafe")
+
+// safeCharsets are the character sets in which the driver's escaping of
+// spliced values holds: no character ends in a backslash's byte.
+var safeCharsets = map[string]bool{"utf8mb4": true, "utf8mb3": true, "utf8": true, "latin1": true, "ascii": true, "binary": true}
+
+// defaultCollation is the session's collation when the connection string
+// names none: the driver's default.
+const defaultCollation = "utf8mb4_general_ci"
+
 // IsURL reports whether s is a URL with one of Schemes (case-insensitive).
 func IsURL(s string) bool {
 	scheme, _, ok := strings.Cut(s, "://")
@@ -46,6 +63,16 @@ func Parse(s string) (*mysql.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	// The parameters follow the last '/', as the driver reads them.
+	var q url.Values
+	if _, params, ok := strings.Cut(s[strings.LastIndexByte(s, '/')+1:], "?"); ok {
+		if q, err = url.ParseQuery(params); err != nil {
+			return nil, fmt.Errorf("%w: parameters: %v", ErrInvalid, err)
+		}
+	}
+	if err := checkCharsets(cfg, q); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
@@ -54,8 +81,11 @@ func Parse(s string) (*mysql.Config, error) {
 // when none; 127.0.0.1 when no host), the database of its path (none when
 // empty) and the driver's parameters of its query. The parameters the
 // relay's statements rely on are added unless the query sets them:
-// parseTime=true, loc=UTC, time_zone='+00:00' and interpolateParams=true
-// (docs/mysql.md#connection-settings).
+// parseTime=true, loc=UTC, time_zone='+00:00', interpolateParams=true and
+// charset=utf8mb4 (the charset of the collation= given, if any), so that
+// the session's character set is the relay's whatever the server's
+// default (docs/mysql.md#connection-settings). A character set in which
+// interpolation is unsafe is refused (ErrUnsafeCharset).
 func ParseURL(s string) (*mysql.Config, error) {
 	if !IsURL(s) {
 		return nil, fmt.Errorf("%w: not a mysql:// or mariadb:// URL", ErrInvalid)
@@ -79,7 +109,48 @@ func ParseURL(s string) (*mysql.Config, error) {
 		}
 		cfg.Params["time_zone"] = "'+00:00'"
 	}
+	if err := checkCharsets(cfg, q); err != nil {
+		return nil, err
+	}
+	if !has(q, "charset") {
+		collation := cfg.Collation
+		if collation == "" {
+			collation = defaultCollation
+		}
+		charset, _, _ := strings.Cut(collation, "_")
+		_ = cfg.Apply(mysql.Charset(charset, collation)) // sets two fields; never fails
+	}
 	return cfg, nil
+}
+
+// checkCharsets refuses the character sets that the parameters q name
+// (charset=, collation=, character_set_client=) when cfg interpolates and
+// any of them is not in safeCharsets.
+func checkCharsets(cfg *mysql.Config, q url.Values) error {
+	if !cfg.InterpolateParams {
+		return nil
+	}
+	for k, values := range q {
+		for _, v := range values {
+			var charsets []string
+			switch {
+			case k == "charset":
+				charsets = strings.Split(v, ",")
+			case k == "collation":
+				charsets = []string{v[:strings.IndexByte(v+"_", '_')]}
+			case strings.Contains(strings.ToLower(k), "character_set_client"): // also @@session.character_set_client
+				charsets = []string{strings.Trim(v, "'\"`")}
+			}
+			for _, c := range charsets {
+				if !safeCharsets[strings.ToLower(strings.TrimSpace(c))] {
+					return fmt.Errorf("%w: %w: %s=%s: values spliced into the SQL text (interpolateParams) are escaped safely in utf8mb4, utf8mb3, utf8, latin1, ascii and binary only; "+
+						"leave charset out (the relay uses utf8mb4), name one of those, or add interpolateParams=false for server-side prepared statements",
+						ErrInvalid, ErrUnsafeCharset, k, v)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // has reports whether the query names the parameter, in any case (the
