@@ -192,7 +192,7 @@ func TestChaos(t *testing.T) {
 	}
 	rep := history.Check(history.Input{
 		Txns: txns, Deliveries: deliveries, Faults: windows, OrderedTopics: orderedTopics,
-		Before: time.Second, After: publishTimeout + time.Second,
+		Before: time.Second, After: explainAfter,
 		Rows:         history.Rows{Pending: st["pending"], Processing: st["processing"], Sent: st["sent"], Failed: st["failed"]},
 		ExpectFailed: 2 * len(malformedRows(plain)),
 	})

@@ -64,6 +64,14 @@ const (
 	// exitBound is how long a relay may take to exit after SIGTERM,
 	// whatever the sink or the database does: --shutdown-timeout + 2s.
 	exitBound = shutdownTimeout + 2*time.Second
+	// explainAfter is how long after a fault a duplicate's first copy
+	// is still put down to it: a relay cut off by the fault may finish a
+	// publish begun before the heal (up to publishTimeout), and rows it
+	// held come back to another relay when their lease lapses. Twice
+	// lease + publishTimeout, since a host busy with other work stretches
+	// each step: with publishTimeout + 1s, first copies 0.2 s past the
+	// window failed two runs of the long profile on a host at load 35.
+	explainAfter = 2 * (lease + publishTimeout)
 	// orderedTopic and plainTopic are the Kafka run's topics; other sinks
 	// add a suffix unique to the run (runTopics).
 	orderedTopic = "chaos.ordered"
