@@ -36,7 +36,7 @@ import (
 // its binary form, the command line, a CPU profile and an execution
 // trace) is read and searched for each secret; so are the log and the
 // rows' last_error. NATS takes a password or a token, not both: one run
-// each.
+// each, the second with a password in the URL too.
 func TestNoSecretOnAnyListener(t *testing.T) {
 	t.Parallel()
 	for _, natsAuth := range []string{"password", "token"} {
@@ -81,9 +81,15 @@ func noSecretOnAnyListener(t *testing.T, natsAuth string) {
 		natsURL = natssink.DefaultURL
 	}
 	createNATSStream(t, natsStream(t, natsURL), "SECRETS_"+tag, topic("nats"))
-	natsArgs := []string{"--nats-user", "relay", "--nats-password", secret("nats password")} // the server has no auth: it takes any
+	// The server has no auth: it takes any.
+	natsArgs := []string{"--nats-url", natsURL, "--nats-user", "relay", "--nats-password", secret("nats password")}
 	if natsAuth == "token" {
-		natsArgs = []string{"--nats-token", secret("nats token")}
+		u, err := url.Parse(natsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword("relay", secret("nats url password"))
+		natsArgs = []string{"--nats-url", u.String(), "--nats-token", secret("nats token")}
 	}
 
 	// The RabbitMQ user is guest: its password is refused, and the sink's
@@ -127,7 +133,6 @@ func noSecretOnAnyListener(t *testing.T, natsAuth string) {
 		"--metrics-addr", "127.0.0.1:0", "--pprof-addr", "127.0.0.1:0",
 		"--route", "kafka.*=kafka", "--route", "nats.*=nats", "--route", "rabbitmq.*=rabbitmq", "--route", "redis.*=redis", "--route", "webhook.*=webhook",
 		"--kafka-brokers", strings.Join(br.Addrs(), ","), "--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "relay", "--kafka-sasl-password", secrets["kafka sasl password"],
-		"--nats-url", natsURL,
 		"--rabbitmq-url", rabbitURL.String(),
 		"--redis-url", "redis://:" + secret("redis url password") + "@" + redisAddr + "/0", "--redis-password", secret("redis password"), "--redis-stream-prefix", prefix,
 		"--webhook-url", hookURL("webhook url password", "/in/{topic}"), "--webhook-probe-url", hookURL("webhook probe url password", "/health"),
