@@ -84,7 +84,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.Duration(&b.sampleInterval, "sample-interval", sampleInterval, "how often pg_stat_activity is sampled for statement durations; 0 turns sampling off")
 	f.Duration(&b.timeout, "timeout", bench.DefaultTimeout, "bound on each run")
 	f.Bool(&b.jsonOut, "json", false, "print JSON instead of a table")
-	f.String(&b.pprofAddr, "pprof-addr", "", `serve the harness's own Go profiles (writers, consumer) on this address; profile a relay with --relay-args "--pprof-addr ..."`)
+	f.String(&b.pprofAddr, "pprof-addr", "", `serve the harness's own Go profiles (writers, consumer) on this loopback address; profile a relay with --relay-args "--pprof-addr ..."`)
 	switch mode {
 	case bench.ModeBurnDown:
 		f.Int(&b.events, "events", bench.DefaultEvents, "events to pre-write and drain")
@@ -254,6 +254,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	cfg.Progress = stderr
 	if bf.pprofAddr != "" {
+		if !isLoopbackAddr(bf.pprofAddr) {
+			return usageError("invalid value for --pprof-addr (%s): %s", envName("pprof-addr"), notLoopback(bf.pprofAddr))
+		}
 		bound, stop, err := servePprof(bf.pprofAddr)
 		if err != nil {
 			return usageError("invalid value for --pprof-addr (%s): %v", envName("pprof-addr"), err)

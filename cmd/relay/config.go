@@ -25,6 +25,7 @@ type runOptions struct {
 	sink                string
 	logFormat, logLevel string
 	pprofAddr           string
+	pprofRemote         bool // --pprof-allow-remote
 	observeFile         string
 	tracing             *relayTracing // from the OTEL_* variables; nil when off (tracing.go)
 	mf                  metricsFlags  // --metrics-addr and friends (metrics.go)
@@ -37,7 +38,8 @@ func (o *runOptions) register(f *flags) {
 	o.sinks.register(f)
 	o.routes.register(f)
 	o.rf.register(f)
-	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
+	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof, without /debug/pprof/cmdline) on this loopback address, e.g. 127.0.0.1:6060; off when empty")
+	f.Bool(&o.pprofRemote, "pprof-allow-remote", false, "let --pprof-addr be an address that is not loopback, e.g. :6060: whoever reaches it can read the profiles and make the relay spend CPU on them")
 	o.mf.register(f)
 	f.String(&o.observeFile, "observe-file", "", "append every event the relay reports to its observer (claims, publishes, recorded outcomes, outages, janitor runs, ...) to this file as JSON lines, after a \"started\" line at the first claim; the form is documented in cmd/relay/observe.go; off when empty")
 	f.String(&o.sink, "sink", defaultSink, sinkHelp())
@@ -98,6 +100,8 @@ func (o *runOptions) config() (runConfig, error) {
 	if o.pprofAddr != "" {
 		if _, _, err := net.SplitHostPort(o.pprofAddr); err != nil {
 			errs.add(usageError("invalid value for --pprof-addr (%s): %q is not host:port, e.g. 127.0.0.1:6060", envName("pprof-addr"), o.pprofAddr))
+		} else if !o.pprofRemote && !isLoopbackAddr(o.pprofAddr) {
+			errs.add(usageError("invalid value for --pprof-addr (%s): %s, or set --pprof-allow-remote (%s)", envName("pprof-addr"), notLoopback(o.pprofAddr), envName("pprof-allow-remote")))
 		}
 	}
 	return c, errs.err()

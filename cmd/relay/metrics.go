@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +29,8 @@ import (
 //	/readyz   readiness: 200 when the database answers, the table's schema
 //	          is the one this binary needs, and the relay is not paused by
 //	          a sink outage; 503 naming each check that failed otherwise.
+//	          The database checks run one at a time and their answer is
+//	          reused for readyCacheFor (1s).
 //
 // The backlog gauges are read in the background every
 // --metrics-backlog-interval, never per scrape (relay.Relay.Backlog).
@@ -151,12 +154,28 @@ type health struct {
 	ping    func(context.Context) error                     // asks the database for an answer
 	check   func(ctx context.Context, t outbox.Table) error // the schema check: migrations.Check
 	outage  func() metrics.Outage
-	timeout time.Duration // bounds the checks of one /readyz
+	timeout time.Duration    // bounds the database checks of one /readyz
+	now     func() time.Time // the clock of the cached checks; time.Now when nil
+
+	mu        sync.Mutex // held while the database checks run: one at a time
+	checkedAt time.Time  // when checked was taken
+	checked   []readyResult
+}
+
+// readyResult is one line of /readyz.
+type readyResult struct {
+	name string
+	err  error
 }
 
 // readyTimeout bounds the database checks of one /readyz: Kubernetes'
 // probes time out after 1s by default (the kit sets 2s).
 const readyTimeout = 900 * time.Millisecond
+
+// readyCacheFor is how long /readyz reuses the answer of its database
+// checks: /readyz needs no credentials, and a flood of requests must not
+// take the pool's connections from the claim loops.
+const readyCacheFor = time.Second
 
 // live answers /healthz: 200 "ok" while every relay's Liveness is nil,
 // else 503 and the reason (naming the table when there are several).
@@ -191,40 +210,24 @@ func (h *health) named(name string, t outbox.Table) string {
 
 // ready answers /readyz: 200 when every check passes, else 503; the body
 // has one line per check, "name: ok" or "name: the reason".
-func (h *health) ready(w http.ResponseWriter, req *http.Request) {
-	ctx, cancel := context.WithTimeout(req.Context(), h.timeout)
-	defer cancel()
-	type result struct {
-		name string
-		err  error
-	}
-	var results []result
-	ok := true
-	add := func(name string, err error) {
-		results = append(results, result{name, err})
-		ok = ok && err == nil
-	}
+func (h *health) ready(w http.ResponseWriter, _ *http.Request) {
+	var results []readyResult
 	for _, tr := range h.relays {
-		add(h.named("relay", tr.table), tr.r.Liveness())
+		results = append(results, readyResult{h.named("relay", tr.table), tr.r.Liveness()})
 	}
-	err := h.ping(ctx)
-	add("database", err)
-	for _, tr := range h.relays {
-		if err == nil {
-			add(h.named("schema", tr.table), h.check(ctx, tr.table))
-		} else {
-			add(h.named("schema", tr.table), fmt.Errorf("not checked: the database did not answer"))
-		}
-	}
+	results = append(results, h.databaseChecks()...)
 	if o := h.outage(); o.Down {
-		add("sink", fmt.Errorf("outage since %s (%s ago): %s", o.Since.UTC().Format(time.RFC3339), time.Since(o.Since).Round(time.Second), o.Cause))
+		results = append(results, readyResult{"sink", fmt.Errorf("outage since %s (%s ago): %s", o.Since.UTC().Format(time.RFC3339), time.Since(o.Since).Round(time.Second), o.Cause)})
 	} else {
-		add("sink", nil)
+		results = append(results, readyResult{"sink", nil})
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
+	for _, r := range results {
+		if r.err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			break
+		}
 	}
 	for _, r := range results {
 		if r.err == nil {
@@ -233,6 +236,40 @@ func (h *health) ready(w http.ResponseWriter, req *http.Request) {
 			fmt.Fprintf(w, "%s: %s\n", r.name, oneLine(r.err.Error()))
 		}
 	}
+}
+
+// databaseChecks returns the database and schema lines of /readyz: those
+// of the last check when it ended less than readyCacheFor ago, else those
+// of a new one. One check runs at a time, bounded by h.timeout; requests
+// that come meanwhile wait for it and share its answer.
+func (h *health) databaseChecks() []readyResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.checked != nil && h.clock().Sub(h.checkedAt) < readyCacheFor {
+		return h.checked
+	}
+	// Not the request's context: the answer is shared.
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+	defer cancel()
+	err := h.ping(ctx)
+	results := []readyResult{{"database", err}}
+	for _, tr := range h.relays {
+		r := readyResult{h.named("schema", tr.table), errors.New("not checked: the database did not answer")}
+		if err == nil {
+			r.err = h.check(ctx, tr.table)
+		}
+		results = append(results, r)
+	}
+	h.checked, h.checkedAt = results, h.clock()
+	return results
+}
+
+// clock is h.now, or time.Now.
+func (h *health) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
 }
 
 // oneLine keeps a reason on one line of the /readyz body.

@@ -69,6 +69,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer o.tracing.awaitShutdown(logger) // the export started below overlaps closing the sink and the pool
+	o.warnInsecureTLS(logger)
 	pub, err := o.openSink(cfg.relay, logger, stdout)
 	if err != nil {
 		return err
@@ -122,6 +123,9 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		defer stop()
 		logger.Info("serving profiles", "address", bound.String(), "path", "/debug/pprof/")
+		if !isLoopbackAddr(o.pprofAddr) {
+			logger.Warn("profiles served beyond this host (--pprof-allow-remote): whoever reaches the address can read them", "address", bound.String())
+		}
 	}
 	stopMetrics, err := o.serveMetrics(logger, fl, db)
 	if err != nil {

@@ -100,3 +100,17 @@ func (s *sinkFlagSet) register(f *flags) {
 		(*s)[sk.name] = sk.flags(f)
 	}
 }
+
+// warnInsecureTLS logs a warning for each sink in use whose
+// --<sink>-tls-insecure-skip-verify is on.
+func (o *runOptions) warnInsecureTLS(logger *slog.Logger) {
+	used := []string{o.sink}
+	if len(o.rules) > 0 {
+		used = sinksOf(o.rules)
+	}
+	for _, name := range used {
+		if fl := o.f.fs.Lookup(name + "-tls-insecure-skip-verify"); fl != nil && fl.Value.String() == "true" {
+			logger.Warn("TLS certificate verification is off: whoever is between the relay and the "+name+" sink can read and change what it sends", "flag", "--"+fl.Name)
+		}
+	}
+}

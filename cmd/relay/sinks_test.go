@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -99,4 +101,31 @@ func writeKeyRounds(t *testing.T, w *outbox.Writer, pool *pgxpool.Pool, topic st
 		committed = append(committed, writeTx(t, w, pool, batch, true)...)
 	}
 	return committed
+}
+
+// relay run warns at start for each sink in use whose
+// --<sink>-tls-insecure-skip-verify is on, and only for those.
+func TestInsecureTLSIsWarnedAtStart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut syncbuf.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--database-url", "postgres://127.0.0.1:1/db", "--route", "w.*=webhook", "--route", "*=stdout",
+			"--webhook-url", "https://127.0.0.1:1/{topic}", "--webhook-tls-insecure-skip-verify", "--kafka-tls-insecure-skip-verify"},
+			func(string) string { return "" }, &out, &errOut)
+	}()
+	await(t, 10*time.Second, func() bool { return strings.Contains(errOut.String(), "database unreachable; retrying") })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d after cancel, want 0; stderr:\n%s", code, errOut.String())
+	}
+	logs := errOut.String()
+	if !strings.Contains(logs, "level=WARN msg=\"TLS certificate verification is off") || !strings.Contains(logs, "flag=--webhook-tls-insecure-skip-verify") {
+		t.Errorf("no warning for --webhook-tls-insecure-skip-verify:\n%s", logs)
+	}
+	if strings.Contains(logs, "flag=--kafka-tls-insecure-skip-verify") {
+		t.Errorf("a warning for the kafka sink, which no route uses:\n%s", logs)
+	}
 }

@@ -76,6 +76,27 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
+// A URL that does not parse, here for a / in its password, is refused
+// without a piece of its text: errors and logs show a placeholder.
+func TestUnparsableURLIsNotQuoted(t *testing.T) {
+	t.Parallel()
+	const bad = "http://wu:Pq7/WEBHOOKPASS@hooks.example.com/{topic}"
+	for _, cfg := range []webhook.Config{
+		{URL: bad},
+		{URL: "https://hooks.example.com/{topic}", ProbeURL: bad},
+	} {
+		_, err := webhook.New(cfg)
+		if err == nil || !strings.Contains(err.Error(), "[unparsable URL]") {
+			t.Errorf("New: %v, want an error naming the [unparsable URL]", err)
+		}
+		for _, out := range []string{fmt.Sprint(err), fmt.Sprint(cfg), fmt.Sprintf("%#v", cfg)} {
+			if strings.Contains(out, "Pq7") || strings.Contains(out, "WEBHOOKPASS") {
+				t.Errorf("%q shows a piece of the password", out)
+			}
+		}
+	}
+}
+
 // The defaults fill zero fields; valid URLs pass.
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()

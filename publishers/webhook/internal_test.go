@@ -108,6 +108,7 @@ func TestRedactURL(t *testing.T) {
 		"http://u:pw@h":                   "http://u:[REDACTED]@h",
 		"https://h/path@with:colon":       "https://h/path@with:colon",
 		"not a url":                       "not a url",
+		"http://wu:pa/WEBHOOKPASS@h/x":    "[unparsable URL]",
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)

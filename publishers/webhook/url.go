@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -50,12 +51,13 @@ func parseTemplate(raw string) (*template, error) {
 func parseEndpoint(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// url's errors quote the URL, password included: say less.
+		// url's errors quote the URL, or a piece of it that may be of the
+		// password: say what is wrong without the quotes.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("%s is not a valid URL: %v", redactURL(raw), err)
+		return nil, fmt.Errorf("%s: %s (in a user name or password, percent-encode / ? and #, e.g. / as %%2F)", unparsable, quoted.ReplaceAllString(err.Error(), ""))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
@@ -82,10 +84,20 @@ func (t *template) fill(path, query, topic string) string {
 	return s
 }
 
+// unparsable stands for a URL that does not parse in errors and logs: a
+// password may be anywhere in its text.
+const unparsable = "[unparsable URL]"
+
+// quoted matches the quoted pieces of net/url's errors, and the space
+// before each.
+var quoted = regexp.MustCompile(` ?"(?:[^"\\]|\\.)*"`)
+
 // redactURL replaces the password of a URL's user information, if any,
-// with [REDACTED]. It works on the text, so that a URL that does not parse
-// is redacted too.
+// with [REDACTED], or returns unparsable for a URL that does not parse.
 func redactURL(raw string) string {
+	if _, err := url.Parse(raw); err != nil {
+		return unparsable
+	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return raw
