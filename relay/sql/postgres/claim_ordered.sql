@@ -433,9 +433,27 @@ revived AS (
     WHERE o.id = ANY (ARRAY(SELECT p.id FROM picked AS p JOIN inflight AS i ON i.id = p.id))
       AND o.status = 'processing'
 )
-SELECT o.id, o.topic, o.key, o.payload, o.headers,
-       least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint, o.ctid,
-       $7::bool AND (SELECT fast FROM head_fast)
-FROM {{table}} AS o
-WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-  AND o.status IN ('pending', 'processing')
+-- It bounds what it returns as claim.sql does, in write order: rows up
+-- to the one at which their sizes reach $11, and a row above $12 without
+-- its key, payload and headers. The rows after that one stay pending;
+-- the outcome's write-back clears them from the shard row's claimed.
+SELECT id, topic,
+       CASE WHEN size <= $12 THEN key END,
+       CASE WHEN size <= $12 THEN payload END,
+       CASE WHEN size <= $12 THEN headers END,
+       attempt, created_at, size, tx, tid, prefix
+FROM (
+    SELECT o.id, o.topic, o.key, o.payload, o.headers,
+           least(o.attempt, 2147483646) + 1 AS attempt, o.created_at, s.size,
+           (o.tx::text)::bigint AS tx, o.ctid AS tid,
+           $7::bool AND (SELECT fast FROM head_fast) AS prefix,
+           sum(s.size) FILTER (WHERE s.size <= $12)
+               OVER (ORDER BY o.tx, o.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM {{table}} AS o
+    CROSS JOIN LATERAL (
+        SELECT octet_length(o.payload) + coalesce(octet_length(o.key), 0) + pg_column_size(o.headers) AS size
+    ) AS s
+    WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+      AND o.status IN ('pending', 'processing')
+) AS c
+WHERE coalesce(before, 0) < $11
