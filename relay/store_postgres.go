@@ -105,13 +105,13 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 func byPrimaryKey(claim string) string {
 	const (
 		update    = "UPDATE ONLY "
-		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
+		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM taken))"
 		returnTID = "o.next_retry_at, o.ctid"
 	)
 	if strings.Count(claim, update) != 1 || strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
 		panic("relay: claim.sql lost its update by tuple id") // embedded: a build mistake
 	}
-	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id\n  AND ($11::uuid IS NULL OR o.id >= $11)",
+	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM taken\n    WHERE o.id = taken.id\n      AND ($11::uuid IS NULL OR o.id >= $11)",
 		returnTID, "o.next_retry_at, NULL::tid").Replace(claim)
 }
 

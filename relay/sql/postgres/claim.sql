@@ -46,7 +46,7 @@
 -- The rows are locked by then, so their versions, and tuple ids, stay.
 -- On a partitioned table a tuple id names a row in each partition, so
 -- there loadStatements makes its first and last lines
---   UPDATE {{table}} AS o ... FROM picked WHERE o.id = picked.id
+--   UPDATE {{table}} AS o ... FROM taken WHERE o.id = taken.id
 --     AND ($11::uuid IS NULL OR o.id >= $11)
 --   RETURNING ..., NULL::tid
 -- (claimPartitioned). ONLY keeps the first from ever updating a partitioned
@@ -55,13 +55,13 @@
 --
 -- What the relay holds is bounded before any payload is read (Config.
 -- BatchBytes, MaxEventBytes). Each branch measures its rows (size:
--- payload, key and headers as stored, none of them read), and picked
--- keeps the locked rows, in the order the LIMIT took them, up to the
--- row at which their sizes reach $12: at least one row, and the rows
--- past it stay as they are. A row above $13 counts for nothing there,
+-- payload, key and headers as stored, none of them read), and taken
+-- keeps the rows picked, in the order the LIMIT took them, up to the row
+-- at which their sizes reach $12: at least one row, and the rows past it
+-- stay as they are. A row above $13 counts for nothing there,
 -- and is returned without its key, payload and headers, with its size,
 -- for the relay to fail.
-WITH locked AS (
+WITH picked AS (
     SELECT id, ctid, size FROM (
         SELECT id, ctid, octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
         FROM {{table}}
@@ -101,14 +101,14 @@ WITH locked AS (
     ) AS due
     LIMIT $1
 ),
-picked AS (
+taken AS (
     SELECT id, ctid
     FROM (
         SELECT id, ctid,
                sum(size) FILTER (WHERE size <= $13)
                    OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-        FROM locked
-    ) AS l
+        FROM picked
+    ) AS p
     WHERE coalesce(before, 0) < $12
 ),
 leased AS (
@@ -117,7 +117,7 @@ leased AS (
         locked_by = $2,
         locked_until = now() + $3 * interval '1 millisecond',
         attempt = least(o.attempt, 2147483646) + 1
-    WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+    WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM taken))
     RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at,
               octet_length(o.payload) + coalesce(octet_length(o.key), 0) + pg_column_size(o.headers) AS size,
               o.next_retry_at, o.ctid AS tid

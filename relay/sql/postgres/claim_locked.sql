@@ -8,13 +8,12 @@
 -- which their sizes reach $4 (the rows after it stay locked, unread,
 -- until the claim's transaction ends), and a row above $5 without its
 -- key, payload and headers.
-SELECT id, topic,
-       CASE WHEN size <= $5 THEN key END,
-       CASE WHEN size <= $5 THEN payload END,
-       CASE WHEN size <= $5 THEN headers END,
-       least(attempt, 2147483646) + 1, created_at, size
-FROM (
-    SELECT *,
+SELECT id, topic, key, payload, headers, least(attempt, 2147483646) + 1, created_at, size FROM (
+    SELECT id, topic,
+           CASE WHEN size <= $5 THEN key END AS key,
+           CASE WHEN size <= $5 THEN payload END AS payload,
+           CASE WHEN size <= $5 THEN headers END AS headers,
+           attempt, created_at, size,
            sum(size) FILTER (WHERE size <= $5)
                OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
     FROM (
