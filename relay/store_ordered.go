@@ -101,7 +101,7 @@ func (c orderedClaim) raise(out *outcome) *int64 {
 }
 
 // claimOrdered claims up to limit rows of shard for owner, in write order
-// per key, within s.bytes; lessee is the token of the shard lease. prior, when not nil,
+// per key; lessee is the token of the shard lease. prior, when not nil,
 // is the write-back of the shard's last claim: it is written first, in
 // the same transaction and round trip as the claim's first statement, so
 // that the claim sees its rows sent; got counts its rows. On an error

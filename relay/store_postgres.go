@@ -343,10 +343,10 @@ func (s *pgStore) dueKeyless(ctx context.Context) (bool, error) {
 }
 
 // claim takes up to limit unordered rows, within s.bytes, and leases them
-// to owner: the
-// rows of rg.swept that are still due pending rows or lapsed leases, then,
-// when rg.lapsed, rows whose lease ran out (within rg.lapsedWithin before
-// now, when that is set), then pending rows from rg.from up. In
+// to owner: the rows of rg.swept that are still due pending rows or
+// lapsed leases, then, when rg.lapsed, rows whose lease ran out (within
+// rg.lapsedWithin before now, when that is set), then pending rows from
+// rg.from up. In
 // the same transaction and round trip it marks the rows of earlier claims
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
