@@ -24,6 +24,9 @@ import (
 const (
 	claimShards = 16
 	claimLessee = "lessee#1"
+	// claimBytes is the claims' byte bounds ($11, $12): no bound on rows
+	// of these tests' sizes.
+	claimBytes = 1 << 30
 )
 
 // fullClaimSQL picks rows as the ordered claim does, from a read of every
@@ -89,7 +92,7 @@ func (b *bundle) relaySQL(name string) string {
 func (b *bundle) claimSQL() string { return b.relaySQL("claim_ordered") }
 
 // headClaimSQL is the claim the relay runs first: claimSQL without its
-// bucket passes, cut as relay's headOnly cuts them. It takes no $10.
+// bucket passes, cut as relay's headOnly cuts them, which keeps $10 typed.
 func (b *bundle) headClaimSQL() string {
 	b.t.Helper()
 	q := b.claimSQL()
@@ -97,7 +100,7 @@ func (b *bundle) headClaimSQL() string {
 	if i < 0 || j < i {
 		b.t.Fatal("claim_ordered.sql has no bucket passes' marks")
 	}
-	return q[:i] + "bucket_runs AS (SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx WHERE false),\n" + q[j+len("-- {{end of bucket passes}}"):]
+	return q[:i] + "bucket_runs AS (SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx WHERE $10::bigint IS NULL AND false),\n" + q[j+len("-- {{end of bucket passes}}"):]
 }
 
 // leaseShardZero creates the shard rows, with shard 0 leased to
@@ -156,7 +159,7 @@ func (w claimWindows) secondWindow() int {
 // ids.
 func (b *bundle) claimIn(tx pgx.Tx, claimSQL string, limit int, w claimWindows, topics []string) []uuid.UUID {
 	b.t.Helper()
-	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, w.head, w.window, w.secondWindow())
+	rows, err := tx.Query(b.ctx, claimSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, w.head, w.window, claimBytes, claimBytes, w.secondWindow())
 	if err != nil {
 		b.fatalIn(tx, "claim: %v", err)
 	}
@@ -169,7 +172,7 @@ func (b *bundle) claimedIDs(tx pgx.Tx, rows pgx.Rows) []uuid.UUID {
 	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
 		var id uuid.UUID
 		var skip any
-		err := r.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip)
+		err := r.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip)
 		return id, err
 	})
 	if err != nil {
@@ -182,7 +185,7 @@ func (b *bundle) claimedIDs(tx pgx.Tx, rows pgx.Rows) []uuid.UUID {
 // a head window of head rows, and returns the claimed ids.
 func (b *bundle) headClaimIn(tx pgx.Tx, headSQL string, limit, head int, topics []string) []uuid.UUID {
 	b.t.Helper()
-	rows, err := tx.Query(b.ctx, headSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, head)
+	rows, err := tx.Query(b.ctx, headSQL, limit, "claim#1", 60000, 0, claimLessee, shardZero(), topics == nil, topics, head, 0, claimBytes, claimBytes)
 	if err != nil {
 		b.fatalIn(tx, "first pass: %v", err)
 	}
@@ -613,7 +616,7 @@ func TestOrderedClaimReadIsBounded(t *testing.T) {
 		full = b.explain(b.sql(fullClaimSQL), limit, shardZero(), true, []string{})
 		claim = map[claimWindows]readCost{}
 		for _, w := range []claimWindows{relay, passes} {
-			c := b.explain(b.claimSQL(), limit, "claim#1", 60000, 0, claimLessee, shardZero(), true, []string{}, w.head, w.window, w.secondWindow())
+			c := b.explain(b.claimSQL(), limit, "claim#1", 60000, 0, claimLessee, shardZero(), true, []string{}, w.head, w.window, claimBytes, claimBytes, w.secondWindow())
 			t.Logf("backlog %d, windows %+v: the claim read %.0f rows, %d buffers (%d in all); a full read %.0f rows, %d buffers (%d in all)",
 				b.count("true"), w, c.rows, c.buffers, c.total, full.rows, full.buffers, full.total)
 			if c.out != limit || full.out != limit {

@@ -101,7 +101,7 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10, 4096)
+	rows, err := tx.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10, claimBytes, claimBytes, 4096)
 	if err != nil {
 		b.fatalIn(tx, "claim: %v", err)
 	}
@@ -111,7 +111,7 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 		var id uuid.UUID
 		var attempt int
 		var skip any
-		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &attempt, &skip, &skip, &skip, &skip); err != nil {
+		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &attempt, &skip, &skip, &skip, &skip, &skip); err != nil {
 			b.fatalIn(tx, "claim: %v", err)
 		}
 		claimed, attempts = append(claimed, id), append(attempts, attempt)
@@ -255,7 +255,7 @@ func TestMigration009DownFencesReadClaims(t *testing.T) {
 	b.leaseShardZero()
 	b.write(outbox.Message{Topic: "orders", Key: []byte(b.keysIn(0, 1)[0]), Payload: []byte("x")})
 	claim := func() error {
-		rows, err := b.pool.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10, 4096)
+		rows, err := b.pool.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10, claimBytes, claimBytes, 4096)
 		if err != nil {
 			return err
 		}

@@ -110,7 +110,7 @@ func TestLockClaimPlansEachRun(t *testing.T) {
 	drainInBatches(t, b, r, runs)
 	counts := planCounts(t, pool, b.table.Ident())
 	assertPlannedEachRun(t, counts, runs,
-		"SELECT id, topic, key, payload, headers, least(attempt, 2147483646) + 1, created_at FROM (",
+		"SELECT id, topic, key, payload, headers, least(attempt, 2147483646) + 1, created_at, size FROM (",
 		"UPDATE "+b.table.Ident())
 	// The settings were the transaction's: the session is as the pool made it.
 	var mode string

@@ -60,6 +60,9 @@ type storeBackend interface {
 	// insertRaw inserts a due pending row by hand, bypassing the writer's
 	// validation, with headers as JSON text (malformed rows).
 	insertRaw(t *testing.T, topic, headers string) uuid.UUID
+	// insertPayload inserts a due pending row of topic with payload by
+	// hand, bypassing the writer's limits.
+	insertPayload(t *testing.T, topic string, payload []byte) uuid.UUID
 	// backdateSent sets sent_at of ids to ago before the database's now,
 	// leaving their status alone.
 	backdateSent(t *testing.T, ids []uuid.UUID, ago time.Duration)
@@ -384,6 +387,16 @@ func (p *postgresBackend) insertRaw(t *testing.T, topic, headers string) uuid.UU
 	return id
 }
 
+func (p *postgresBackend) insertPayload(t *testing.T, topic string, payload []byte) uuid.UUID {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	_, err := p.pool.Exec(context.Background(), "INSERT INTO "+p.table.Ident()+" (id, topic, payload) VALUES ($1, $2, $3)", id, topic, payload)
+	if err != nil {
+		t.Fatalf("insert a raw row: %v", err)
+	}
+	return id
+}
+
 // mariadbBackend is a database of the test's own on the MariaDB (or
 // MySQL) test server, migrated by migrations.UpMySQL. The table is
 // `outbox` in the connection's database (an empty Table.Schema), or a
@@ -574,6 +587,15 @@ func (m *mariadbBackend) insertRaw(t *testing.T, topic, headers string) uuid.UUI
 	id := uuid.Must(uuid.NewV7())
 	_, err := m.db.Exec("INSERT INTO "+m.ident+" (id, topic, payload, headers) VALUES (?, ?, 'x', ?)", id[:], topic, headers)
 	if err != nil {
+		t.Fatalf("insert a raw row: %v", err)
+	}
+	return id
+}
+
+func (m *mariadbBackend) insertPayload(t *testing.T, topic string, payload []byte) uuid.UUID {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	if _, err := m.db.Exec("INSERT INTO "+m.ident+" (id, topic, payload) VALUES (?, ?, ?)", id[:], topic, payload); err != nil {
 		t.Fatalf("insert a raw row: %v", err)
 	}
 	return id

@@ -76,6 +76,7 @@ func TestConfigDefaults(t *testing.T) {
 		BatchSize:        1000,
 		BatchMin:         100,
 		BatchBytes:       4 << 20,
+		MaxEventBytes:    16 << 20,
 		Workers:          2,
 		Lease:            30 * time.Second,
 		PollInterval:     500 * time.Millisecond,
@@ -113,7 +114,7 @@ func TestConfigDefaultsKeepSetFields(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	in := Config{
-		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, BatchMin: 3, BatchBytes: 1 << 10, Workers: 2, Claim: ClaimLock, Lease: 2 * time.Second,
+		Table: outbox.Table{Schema: "app", Name: "events"}, ID: "me", BatchSize: 7, BatchMin: 3, BatchBytes: 1 << 10, MaxEventBytes: 1 << 9, Workers: 2, Claim: ClaimLock, Lease: 2 * time.Second,
 		PollInterval: time.Millisecond, PollMin: time.Millisecond, MaxAttempts: 3, BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second,
 		PublishTimeout: 4 * time.Second, ShutdownTimeout: 5 * time.Second, OutageBackoffMin: 6 * time.Second,
 		OutageBackoffMax: 8 * time.Second, ProbeInterval: 7 * time.Millisecond, Retention: time.Hour, JanitorInterval: 9 * time.Second, JanitorBatch: 10,
@@ -137,6 +138,7 @@ func TestConfigValidate(t *testing.T) {
 		{"BatchMin", func(c *Config) { c.BatchMin = -1 }},
 		{"BatchMin", func(c *Config) { c.BatchMin, c.BatchSize = 501, 500 }},
 		{"BatchBytes", func(c *Config) { c.BatchBytes = -1 }},
+		{"MaxEventBytes", func(c *Config) { c.MaxEventBytes = -1 }},
 		{"Lease", func(c *Config) { c.Lease = time.Second - 1 }},
 		{"Lease", func(c *Config) { c.Lease = -time.Minute }},
 		{"PollInterval", func(c *Config) { c.PollInterval = time.Millisecond - 1 }},

@@ -88,12 +88,24 @@ func TestBatchSizerBounds(t *testing.T) {
 	wg.Wait()
 }
 
-// rowBytes counts payloads, keys and headers.
-func TestRowBytes(t *testing.T) {
+// A claim's bytes are the sizes the database measured, a row above the
+// event bound counting for nothing; a claim is full with limit rows or
+// with rows that reached the batch bound.
+func TestClaimBytes(t *testing.T) {
 	t.Parallel()
-	rows := []row{{payload: make([]byte, 200), key: []byte("k1"), headers: []byte(`{}`)}, {payload: []byte("x")}}
-	if got := rowBytes(rows); got != 200+2+2+1 {
-		t.Fatalf("rowBytes = %d, want 205", got)
+	b := claimBytes{batch: 1000, event: 500}
+	rows := []row{{size: 200}, {size: 501}, {size: 300}}
+	if got := b.rowBytes(rows); got != 500 {
+		t.Errorf("rowBytes = %d, want 500 (the row of 501 bytes counts for nothing)", got)
+	}
+	if b.full(10, rows) {
+		t.Error("3 rows of 500 counted bytes, limit 10: full")
+	}
+	if !b.full(3, rows) {
+		t.Error("3 rows, limit 3: not full")
+	}
+	if !b.full(10, append(rows, row{size: 500})) {
+		t.Error("rows of 1000 counted bytes, batch bound 1000: not full")
 	}
 }
 

@@ -39,7 +39,7 @@ func TestPartitionedClaimsPlanOnlyThePartitionsFromTheirBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := func(bound *[16]byte) string {
-		return explainPlan(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, true, nil, nil, bound)
+		return explainPlan(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, true, nil, nil, bound, 4<<20, 16<<20)
 	}
 	bounded, unbounded := plan(bound), plan(nil)
 	for i, p := range parts {

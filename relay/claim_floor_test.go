@@ -336,7 +336,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}
-	plan := explainBuffers(t, pool, r.pg.q.claim, 100, "test#1", 30000, c.floor.due, c.floor.id, false, []string{}, false, nil, c.found, nil)
+	plan := explainBuffers(t, pool, r.pg.q.claim, 100, "test#1", 30000, c.floor.due, c.floor.id, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
 	swept, found := plan.pages("")
 	if !found {
 		t.Fatalf("the claim's plan has no index scan: %+v", plan)
@@ -399,7 +399,7 @@ func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int
 // and the heap pages of the entries they checked.
 func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor, swept [][16]byte) int {
 	t.Helper()
-	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil, swept, nil)
+	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
 	pages, found := plan.pages("pending_idx")
 	if !found {
 		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)

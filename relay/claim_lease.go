@@ -164,7 +164,7 @@ func (c *streamClaims) next(now time.Time, limit int) claimRange {
 // moved records a claim sent at start that read rg and took rows with a
 // batch of limit. Callers hold lease.mu.
 func (c *streamClaims) moved(rg claimRange, rows []row, limit int, start time.Time) {
-	full := len(rows) >= limit
+	full := claimBytesOf(c.lease.r.cfg).full(limit, rows)
 	if rg.lapsed && !full {
 		c.coveredAt = start
 	}

@@ -91,7 +91,7 @@ func (c *shardClaims) serve(ctx context.Context, slot *atomic.Int64) (claimed in
 	r := c.r
 	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
 		limit := r.orderedSizes.next()
-		res, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, slot)
+		res, full, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, slot)
 		claimed += res.Claimed
 		switch {
 		case res.Abandoned > 0:
@@ -105,7 +105,7 @@ func (c *shardClaims) serve(ctx context.Context, slot *atomic.Int64) (claimed in
 			// Work that is not ready yet: a head waiting for its retry, or a
 			// transaction older than the rows still running.
 			return 0, r.cfg.PollInterval, false
-		case res.Claimed < limit:
+		case !full:
 			return claimed, 0, false // drained: on to the next shard at once
 		}
 	}

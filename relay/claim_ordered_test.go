@@ -60,7 +60,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	claim := func() (claimed int, runs bool) {
 		t.Helper()
 		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedHead,
-			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20))
+			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20), firstWindow(20, 1024), 4<<20, 16<<20)
 		// The top node fetches the rows claimed.
 		claimed = planCount(t, lines[0], "rows=")
 		sorted := -1
@@ -78,7 +78,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	fast := func() int {
 		t.Helper()
 		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedFast,
-			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20))
+			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20), firstWindow(20, 1024), 4<<20, 16<<20)
 		claimed := planCount(t, lines[0], "rows=")
 		if strings.Contains(strings.Join(lines, "\n"), "head_all") {
 			t.Fatalf("the statement without the runs reads on:\n%s", strings.Join(lines, "\n"))

@@ -33,12 +33,21 @@ type Config struct {
 	// equal to BatchSize fixes the size. Defaults to DefaultBatchMin (100),
 	// or BatchSize when that is smaller.
 	BatchMin int
-	// BatchBytes bounds the adaptive batch size by the rows' bytes
-	// (payloads, keys and headers): a batch does not grow past the rows
-	// that fit, going by the last batch's mean row, and one that reached
-	// BatchBytes makes the next smaller in proportion, down to BatchMin.
-	// Defaults to 4194304 (4 MiB).
+	// BatchBytes bounds a batch by its rows' bytes (payloads, keys and
+	// headers, measured by the database before it sends them): a claim
+	// stops at the row that reaches BatchBytes, and takes at least one
+	// row; a batch does not grow past the rows that fit, going by the last
+	// batch's mean row, and one that reached BatchBytes makes the next
+	// smaller in proportion, down to BatchMin. Defaults to 4194304 (4 MiB).
 	BatchBytes int
+	// MaxEventBytes is the largest event the relay reads, counting its
+	// payload, key and headers. The claim leaves a larger row's payload,
+	// key and headers in the database and the row fails with its size as
+	// the reason: a row written by plain SQL past the Writer's
+	// MaxPayloadBytes cannot run the relay out of memory. Set it to at
+	// least the largest Writer's MaxPayloadBytes. Defaults to 16777216
+	// (16 MiB).
+	MaxEventBytes int
 	// Lease is how long a claim stays valid without renewal; another
 	// replica may take the rows after it ends. Defaults to 30s.
 	Lease time.Duration
@@ -228,6 +237,7 @@ func DefaultConfig() Config {
 		Table:            outbox.Table{}.WithDefaults(),
 		BatchSize:        1000,
 		BatchBytes:       4 << 20,
+		MaxEventBytes:    16 << 20,
 		Lease:            30 * time.Second,
 		PollInterval:     500 * time.Millisecond,
 		Workers:          2,
@@ -279,6 +289,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.BatchSize, d.BatchSize)
 	setDefault(&c.BatchMin, min(DefaultBatchMin, c.BatchSize))
 	setDefault(&c.BatchBytes, d.BatchBytes)
+	setDefault(&c.MaxEventBytes, d.MaxEventBytes)
 	setDefault(&c.Workers, d.Workers)
 	setDefault(&c.Lease, d.Lease)
 	setDefault(&c.PollInterval, d.PollInterval)
@@ -361,6 +372,8 @@ func (c Config) validate() error {
 		return bad("BatchMin", "%d is not between 1 and BatchSize (%d)", c.BatchMin, c.BatchSize)
 	case c.BatchBytes < 1:
 		return bad("BatchBytes", "%d is not positive", c.BatchBytes)
+	case c.MaxEventBytes < 1:
+		return bad("MaxEventBytes", "%d is not positive", c.MaxEventBytes)
 	case c.Workers < 1 || c.Workers > 64:
 		return bad("Workers", "%d is not between 1 and 64", c.Workers)
 	case c.Claim != ClaimLease && c.Claim != ClaimLock:

@@ -77,7 +77,7 @@ FROM generate_series(1, 20000) AS i`)
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	s := newPGStore(pool, table, 30*time.Second, Ordering{})
+	s := newPGStore(pool, table, 30*time.Second, Ordering{}, claimBytesOf(DefaultConfig()))
 	for _, retention := range []time.Duration{time.Hour, 7 * 24 * time.Hour, 365 * 24 * time.Hour} {
 		plan := explainPlan(t, pool, s.q.deleteSent, retention.Milliseconds(), 1000)
 		if testing.Verbose() {

@@ -184,14 +184,14 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("ordered write-back of %d sent rows by tuple id:\n%s\nwant a Tid Scan", n, plan)
 	}
-	plan = explainPlan(t, pool, r.pg.q.claimOrderedHead, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500))
+	plan = explainPlan(t, pool, r.pg.q.claimOrderedHead, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20)
 	if !strings.Contains(plan, "Tid Scan") {
 		t.Errorf("ordered claim:\n%s\nwant its rows fetched by a Tid Scan", plan)
 	}
 	if !strings.Contains(r.pg.q.claimOrderedHeadPartitioned, "NULL::tid") {
 		t.Error("the ordered claim for a partitioned table returns tuple ids, which name a row in each partition")
 	}
-	if plan := explainPlan(t, pool, r.pg.q.claimOrderedHeadPartitioned, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500)); strings.Contains(plan, "Tid Scan") {
+	if plan := explainPlan(t, pool, r.pg.q.claimOrderedHeadPartitioned, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20); strings.Contains(plan, "Tid Scan") {
 		t.Errorf("ordered claim for a partitioned table:\n%s\nwant its rows fetched by primary key", plan)
 	}
 }

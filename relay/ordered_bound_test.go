@@ -52,14 +52,15 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 		// The claim's three statements, as pgStore.claimOrdered runs them
 		// when each takes nothing.
 		buckets := bucketsOf(0, 1)
-		args := []any{limit, "bound#2", int64(60000), 0, "bound#1", buckets, all, topics, headWindow(limit)}
+		args := []any{limit, "bound#2", int64(60000), 0, "bound#1", buckets, all, topics, headWindow(limit),
+			firstWindow(limit, len(buckets)), r.pg.bytes.batch, r.pg.bytes.event}
 		for _, q := range []struct {
 			sql  string
 			args []any
 		}{
 			{r.pg.q.claimOrderedFast, args},
 			{r.pg.q.claimOrderedHead, args},
-			{r.pg.q.claimOrdered, append(args, firstWindow(limit, len(buckets)), secondWindow(limit))},
+			{r.pg.q.claimOrdered, append(args, secondWindow(limit))},
 		} {
 			p := explainBuffers(t, pool, q.sql, q.args...)
 			claim += p.SharedHit + p.SharedRead
@@ -104,7 +105,7 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 	c := &shardClaims{r: r, shard: shard, lessee: "lessee"}
 	for _, want := range []int{r.cfg.BatchMin / 2, r.cfg.BatchMin / 4} {
 		limit := r.orderedSizes.next()
-		_, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, r.live.orderedSlot(0))
+		_, _, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, r.live.orderedSlot(0))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("claim of %d rows behind a lock: %v, want a timeout", limit, err)
 		}

@@ -54,7 +54,8 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 // (Run lets another worker claim then); it is not called when the claim
 // finds nothing or fails.
 func (r *Relay) process(ctx context.Context, c claimer, limit int, published func()) (BatchResult, error) {
-	return r.processIn(ctx, c, limit, nil, published, nil)
+	res, _, err := r.processIn(ctx, c, limit, nil, published, nil)
+	return res, err
 }
 
 // processIn is process for one of Run's loops: each step of the batch
@@ -63,12 +64,14 @@ func (r *Relay) process(ctx context.Context, c claimer, limit int, published fun
 //
 // With sizes, the claim's outcome adjusts the loop's adaptive batch size
 // as soon as it is known, so that another worker's next claim follows it.
-func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batchSizer, published func(), slot *atomic.Int64) (BatchResult, error) {
+// full reports a claim that came back full (claimBytes.full): more rows
+// may wait.
+func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batchSizer, published func(), slot *atomic.Int64) (res BatchResult, full bool, err error) {
 	if limit <= 0 {
 		limit = r.cfg.BatchSize
 	}
 	if ctx.Err() != nil {
-		return BatchResult{}, nil
+		return BatchResult{}, false, nil
 	}
 	// Statements outlive ctx, within the shutdown bound: a claim whose
 	// result is lost to a cancellation would strand rows until their lease
@@ -86,12 +89,14 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 		sizes.timedOut(limit)
 	}
 	if err != nil || b == nil {
-		return BatchResult{}, err
+		return BatchResult{}, false, err
 	}
 	beat(slot)
+	bytes := claimBytesOf(r.cfg)
 	if sizes != nil {
-		sizes.observe(limit, len(b.rows), rowBytes(b.rows))
+		sizes.observe(limit, len(b.rows), bytes.rowBytes(b.rows))
 	}
+	full = bytes.full(limit, b.rows)
 	b.slot = slot
 	if b.end != nil {
 		defer b.end(hard)
@@ -99,9 +104,9 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 	b.ph = phases{mode: b.mode, claim: time.Since(start)}
 	r.observe(Event{Kind: EventClaimed, Claim: b.mode, Rows: len(b.rows), Duration: b.ph.claim, Topics: r.claimedTopics(b.rows)})
 	if len(b.rows) == 0 {
-		return BatchResult{}, nil
+		return BatchResult{}, false, nil
 	}
-	res := BatchResult{Claimed: len(b.rows)}
+	res = BatchResult{Claimed: len(b.rows)}
 	out := r.publish(ctx, hard, b, &res)
 	if published != nil {
 		published()
@@ -110,11 +115,11 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 	start = time.Now()
 	queued, err := b.record(hard, owner, &out, &res)
 	if err != nil || queued {
-		return res, err
+		return res, full, err
 	}
 	b.ph.record = time.Since(start)
 	r.logBatch(res, b.ph, out.retries, out.failures, out.topics)
-	return res, nil
+	return res, full, nil
 }
 
 // token returns a fresh claim token: "<ID>#<n>".

@@ -86,7 +86,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pg := newPGStore(pool, cfg.Table, cfg.Lease, cfg.Ordering)
+	pg := newPGStore(pool, cfg.Table, cfg.Lease, cfg.Ordering, claimBytesOf(cfg))
 	return newRelay(pg, pg, pub, cfg, cfg.Table.String()), nil
 }
 
@@ -120,7 +120,7 @@ func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
 	if schema != "" {
 		name = schema + "." + name
 	}
-	return newRelay(newMySQLStore(db, cfg.Table, cfg.Lease), nil, pub, cfg, name), nil
+	return newRelay(newMySQLStore(db, cfg.Table, cfg.Lease, claimBytesOf(cfg)), nil, pub, cfg, name), nil
 }
 
 // newRelay returns the relay of cfg (defaults applied, valid) on st; pg

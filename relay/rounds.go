@@ -150,9 +150,13 @@ func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
 }
 
 // decode turns a claimed row into a message; an error means the row is
-// malformed (or rescued too often) and goes to failed with that reason.
+// too large, malformed or rescued too often, and goes to failed with that
+// reason.
 func (r *Relay) decode(x row) (outbox.Message, error) {
 	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt.Time}
+	if claimBytesOf(r.cfg).tooLarge(&x) {
+		return msg, fmt.Errorf("event too large: %d bytes of payload, key and headers exceed the limit of %d (MaxEventBytes); the relay did not read them", x.size, r.cfg.MaxEventBytes)
+	}
 	if x.attempt > r.cfg.MaxAttempts {
 		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, r.cfg.MaxAttempts)
 	}

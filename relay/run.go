@@ -152,7 +152,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		if probe {
 			sizes = nil // a probe's one row says nothing of the backlog
 		}
-		res, err := r.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
+		res, full, err := r.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
 		done()
 		switch {
 		case err != nil && r.store.fatal(err):
@@ -183,7 +183,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			// the sink any more.
 			r.sink.endTrial()
 			fallthrough
-		case res.Claimed < limit:
+		case !full:
 			wait = r.pollWait(wait, res.Claimed > 0)
 			r.awaitTurn(ctx, woken, wait)
 		default:

@@ -23,8 +23,8 @@ type lockedRows struct {
 }
 
 // claimLocked opens a transaction on a connection of its own with the lock
-// claim's settings and locks up to limit unordered rows in it; one round
-// trip. The caller ends it with record or rollback, and then calls close.
+// claim's settings and locks up to limit unordered rows in it, returning
+// those within s.bytes; one round trip. The caller ends it with record or rollback, and then calls close.
 func (s *pgStore) claimLocked(ctx context.Context, limit int) (*lockedRows, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -34,7 +34,7 @@ func (s *pgStore) claimLocked(ctx context.Context, limit int) (*lockedRows, erro
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.lockSettings)
-	b.Queue(s.q.claimLocked, limit, all, topics)
+	b.Queue(s.q.claimLocked, limit, all, topics, s.bytes.batch, s.bytes.event)
 	br := conn.SendBatch(ctx, b)
 	rows, err := func() ([]row, error) {
 		defer br.Close()

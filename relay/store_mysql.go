@@ -67,6 +67,7 @@ type mysqlStore struct {
 	db    *sql.DB
 	table outbox.Table
 	lease time.Duration
+	bytes claimBytes
 	q     mysqlStatements
 }
 
@@ -76,7 +77,7 @@ var mysqlSQL embed.FS
 // mysqlStatements are the texts of the MySQL statements for one table,
 // each named for its file in sql/mysql.
 type mysqlStatements struct {
-	claimSwept, claimLapsed, claimDue, claimLease              string
+	claimSwept, claimLapsed, claimDue, claimLease, claimRead   string
 	markSent, markRetry, markFailed, release, extend, countDue string
 	backlog, backlogEstimate                                   string
 	claimJob, pickSent, deleteSent, recordBatch, finishJob     string
@@ -99,7 +100,7 @@ func loadMySQLStatements(table outbox.Table, read func(file string)) mysqlStatem
 	}
 	return mysqlStatements{
 		claimSwept: file("claim_swept"), claimLapsed: file("claim_lapsed"), claimDue: file("claim_due"), claimLease: file("claim_lease"),
-		markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
+		claimRead: file("claim_read"), markSent: file("mark_sent"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
 		release: file("release"), extend: file("extend"), countDue: file("count_due"),
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
 		claimJob: file("claim_job"), pickSent: file("pick_sent"), deleteSent: file("delete_sent"),
@@ -110,8 +111,8 @@ func loadMySQLStatements(table outbox.Table, read func(file string)) mysqlStatem
 
 // newMySQLStore returns the store of table on db. table.Schema empty
 // means the connection's database (migrations.MySQLIdent).
-func newMySQLStore(db *sql.DB, table outbox.Table, lease time.Duration) *mysqlStore {
-	return &mysqlStore{db: db, table: table, lease: lease, q: loadMySQLStatements(table, nil)}
+func newMySQLStore(db *sql.DB, table outbox.Table, lease time.Duration, bytes claimBytes) *mysqlStore {
+	return &mysqlStore{db: db, table: table, lease: lease, bytes: bytes, q: loadMySQLStatements(table, nil)}
 }
 
 // ready checks that the database answers, that the server is one the
@@ -157,7 +158,10 @@ var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // Each part is a statement of its own in one transaction (PostgreSQL
 // reads the three in one UNION ALL); a row two parts both find, which
 // SKIP LOCKED does not skip since this transaction holds it, is taken
-// once.
+// once. The parts return each row's size, not its payload, key and
+// headers: the claim keeps rows up to the one at which their sizes reach
+// s.bytes.batch, as claim.sql does, leases them, and then reads those of
+// them within s.bytes.event (claim_read.sql).
 func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
 	err = onDeadlock(func() error {
 		var err error
@@ -181,15 +185,20 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 		}
 	}
 	seen := map[uuid.UUID]bool{}
+	bytes := 0 // the rows' sizes so far, as claimBytes.rowBytes counts them
+	room := func() bool { return len(rows) < limit && bytes < s.bytes.batch }
 	pick := func(q string, args ...any) error {
 		got, err := s.lockRows(ctx, tx, q, args...)
 		if err != nil {
 			return err
 		}
 		for _, r := range got {
-			if !seen[r.id] && len(rows) < limit {
+			if !seen[r.id] && room() {
 				seen[r.id] = true
 				rows = append(rows, r)
+				if !s.bytes.tooLarge(&r) {
+					bytes += int(r.size)
+				}
 			}
 		}
 		return nil
@@ -199,13 +208,13 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 			return nil, nil, err
 		}
 	}
-	if rg.lapsed && len(rows) < limit {
+	if rg.lapsed && room() {
 		within := rg.lapsedWithin.Milliseconds()
 		if err := pick(s.q.claimLapsed, within, within, limit-len(rows)); err != nil {
 			return nil, nil, err
 		}
 	}
-	if len(rows) < limit {
+	if room() {
 		due, id := mysqlFloor(rg.from)
 		if err := pick(s.q.claimDue, due, due, id, limit-len(rows)); err != nil {
 			return nil, nil, err
@@ -224,6 +233,9 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 		if n, err := res.RowsAffected(); err != nil || n != int64(len(rows)) {
 			return nil, nil, fmt.Errorf("claim: leased %d of %d locked rows (%v)", n, len(rows), err)
 		}
+		if err := s.readRows(ctx, tx, rows); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, nil, fmt.Errorf("claim: commit: %w", err)
@@ -232,7 +244,7 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 }
 
 // lockRows runs one of the claim's SELECT ... FOR UPDATE SKIP LOCKED
-// statements and reads its rows.
+// statements and reads its rows, without their payload, key and headers.
 func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]row, error) {
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -244,7 +256,7 @@ func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ..
 		var r row
 		var id []byte
 		var created, due migrations.MySQLTime
-		if err := rs.Scan(&id, &r.topic, &r.key, &r.payload, &r.headers, &r.attempt, &created, &due); err != nil {
+		if err := rs.Scan(&id, &r.topic, &r.size, &r.attempt, &created, &due); err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
 		if len(id) != 16 {
@@ -259,6 +271,46 @@ func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ..
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return out, nil
+}
+
+// readRows reads the key, payload and headers of the rows within the
+// event bound into them (claim_read.sql).
+func (s *mysqlStore) readRows(ctx context.Context, tx *sql.Tx, rows []row) error {
+	at := make(map[uuid.UUID]*row, len(rows))
+	var ids []uuid.UUID
+	for i := range rows {
+		if !s.bytes.tooLarge(&rows[i]) {
+			at[rows[i].id] = &rows[i]
+			ids = append(ids, rows[i].id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rs, err := tx.QueryContext(ctx, expand(s.q.claimRead, len(ids)), idArgs(ids)...)
+	if err != nil {
+		return fmt.Errorf("claim: read rows: %w", err)
+	}
+	defer rs.Close()
+	var id []byte
+	for rs.Next() {
+		var key, payload, headers []byte
+		if err := rs.Scan(&id, &key, &payload, &headers); err != nil {
+			return fmt.Errorf("claim: read rows: %w", err)
+		}
+		var r *row
+		if len(id) == 16 {
+			r = at[uuid.UUID(id)]
+		}
+		if r == nil {
+			return fmt.Errorf("claim: read rows: a row %x it did not lease", id)
+		}
+		r.key, r.payload, r.headers = key, payload, headers
+	}
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("claim: read rows: %w", err)
+	}
+	return nil
 }
 
 // mysqlMinTime is the least DATETIME: the floor of a claim that reads

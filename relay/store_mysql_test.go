@@ -34,7 +34,7 @@ func setupMySQL(t *testing.T, lease time.Duration) *mysqlBundle {
 	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return &mysqlBundle{t: t, db: db, s: newMySQLStore(db, outbox.Table{}, lease)}
+	return &mysqlBundle{t: t, db: db, s: newMySQLStore(db, outbox.Table{}, lease, claimBytesOf(DefaultConfig()))}
 }
 
 // insert writes n pending rows of topic, due dueIn from the database's
@@ -499,7 +499,7 @@ func (b *mysqlBundle) count(where string, args ...any) int {
 func TestMySQLStoreReady(t *testing.T) {
 	t.Parallel()
 	db, _ := mariadbtest.DB(t)
-	s := newMySQLStore(db, outbox.Table{Name: "elsewhere"}, time.Minute)
+	s := newMySQLStore(db, outbox.Table{Name: "elsewhere"}, time.Minute, claimBytesOf(DefaultConfig()))
 	err := s.ready(context.Background())
 	if !(*mysqlStore)(nil).fatal(err) {
 		t.Fatalf("ready on an empty database: %v, want a fatal error", err)
@@ -552,7 +552,7 @@ func TestMySQLStoreWithoutParseTimeOrUTCSession(t *testing.T) {
 	}
 	plain := sql.OpenDB(connector)
 	defer plain.Close()
-	b := &mysqlBundle{t: t, db: plain, s: newMySQLStore(plain, outbox.Table{}, time.Minute)}
+	b := &mysqlBundle{t: t, db: plain, s: newMySQLStore(plain, outbox.Table{}, time.Minute, claimBytesOf(DefaultConfig()))}
 	ids := b.insert(2, "t", -time.Second)
 	b.exec("INSERT INTO outbox (id, topic, payload) VALUES (?, 't', 'p')", append(make([]byte, 15), 1)) // every default
 	rows := b.claim("relay-a#1", 10, everything)

@@ -116,7 +116,8 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 	}
 	all, topics := s.orderedTopics()
 	buckets := bucketsOf(shard, s.ordering.Shards)
-	args := []any{limit, owner, s.lease.Milliseconds(), shard, lessee, buckets, all, topics, headWindow(limit)}
+	args := []any{limit, owner, s.lease.Milliseconds(), shard, lessee, buckets, all, topics, headWindow(limit),
+		firstWindow(limit, len(buckets)), s.bytes.batch, s.bytes.event}
 	// Each statement reads on where the one before took nothing: the
 	// shard's oldest rows were not all claimable, or the read of its
 	// oldest rows did not decide the claim, or there was nothing to take.
@@ -129,7 +130,7 @@ func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard i
 	if c, err = s.claimOrderedWith(ctx, head, args...); err != nil || len(c.rows) > 0 {
 		return c, got, err
 	}
-	c, err = s.claimOrderedWith(ctx, whole, append(args, firstWindow(limit, len(buckets)), secondWindow(limit))...)
+	c, err = s.claimOrderedWith(ctx, whole, append(args, secondWindow(limit))...)
 	return c, got, err
 }
 

@@ -183,7 +183,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
 	// The plain table's statement, run here by mistake, claims nothing.
 	q := r.pg.q
-	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), bottom.due, bottom.id, false, []string{}, false, nil, nil, nil)
+	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), bottom.due, bottom.id, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

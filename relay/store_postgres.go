@@ -105,13 +105,13 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 func byPrimaryKey(claim string) string {
 	const (
 		update    = "UPDATE ONLY "
-		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
+		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM taken))"
 		returnTID = "o.next_retry_at, o.ctid"
 	)
 	if strings.Count(claim, update) != 1 || strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
 		panic("relay: claim.sql lost its update by tuple id") // embedded: a build mistake
 	}
-	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM picked\nWHERE o.id = picked.id\n  AND ($11::uuid IS NULL OR o.id >= $11)",
+	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM taken\n    WHERE o.id = taken.id\n      AND ($11::uuid IS NULL OR o.id >= $11)",
 		returnTID, "o.next_retry_at, NULL::tid").Replace(claim)
 }
 
@@ -122,23 +122,24 @@ func byPrimaryKey(claim string) string {
 func orderedByPrimaryKey(claim string) string {
 	const (
 		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
-		returnTID = "(o.tx::text)::bigint, o.ctid"
+		returnTID = "o.ctid AS tid"
 	)
 	if strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
 		panic("relay: claim_ordered.sql lost its fetch by tuple id") // embedded: a build mistake
 	}
 	return strings.NewReplacer(byTID, "WHERE o.id = ANY (ARRAY(SELECT id FROM picked))",
-		returnTID, "(o.tx::text)::bigint, NULL::tid").Replace(claim)
+		returnTID, "NULL::tid AS tid").Replace(claim)
 }
 
 // headOnly turns claim_ordered.sql into its first pass alone: the
 // statement that decides a claim from the shard's oldest rows and takes
 // nothing when it cannot. It drops the bucket passes, which are only run
 // when needed (pgStore.claimOrdered), and whose planning would double the
-// statement's.
+// statement's, and keeps their parameter $10 typed so that the statement
+// takes the same arguments.
 func headOnly(claim string) string {
 	return cut(claim, "claim_ordered.sql", "bucket passes",
-		"bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx\n    WHERE false\n),\n")
+		"bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx\n    WHERE $10::bigint IS NULL AND false\n),\n")
 }
 
 // fastOnly turns claim_ordered.sql into the start of its first pass: the
@@ -191,6 +192,8 @@ type pgStore struct {
 	lease    time.Duration
 	ordering Ordering
 	q        statements
+	// bytes bound what a claim reads.
+	bytes claimBytes
 	// lockSettings opens a lock claim's transaction (store_lock.go).
 	lockSettings string
 	// shape caches whether the table is partitioned (isPartitioned).
@@ -226,9 +229,9 @@ func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
 	}
 }
 
-func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering) *pgStore {
+func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering, bytes claimBytes) *pgStore {
 	return &pgStore{
-		pool: pool, table: table, lease: lease, ordering: ordering,
+		pool: pool, table: table, lease: lease, ordering: ordering, bytes: bytes,
 		q: loadStatements(table, nil),
 		// The server ends a session idle this long in a lock claim's
 		// transaction, which is the claim's lease, and its statements are
@@ -282,6 +285,8 @@ func (s *pgStore) listen(ctx context.Context, connected, notified func()) error 
 
 // row is a claimed outbox row before decoding. createdAt is scanned
 // loosely so that a hand-made 'infinity' fails its row, not the claim.
+// size is its payload, key and headers as the database measured them; a
+// row above the claim's event bound comes without them (claimBytes).
 type row struct {
 	id        uuid.UUID
 	topic     string
@@ -290,6 +295,7 @@ type row struct {
 	headers   []byte
 	attempt   int
 	createdAt pgtype.Timestamptz
+	size      int64
 	tx        int64              // writing transaction; ordered claims only
 	due       pgtype.Timestamptz // next_retry_at; lease claims only
 	// tid is where the lease claim left the row (its tuple id), for
@@ -336,10 +342,11 @@ func (s *pgStore) dueKeyless(ctx context.Context) (bool, error) {
 	return due, nil
 }
 
-// claim takes up to limit unordered rows and leases them to owner: the
-// rows of rg.swept that are still due pending rows or lapsed leases, then,
-// when rg.lapsed, rows whose lease ran out (within rg.lapsedWithin before
-// now, when that is set), then pending rows from rg.from up. In
+// claim takes up to limit unordered rows, within s.bytes, and leases them
+// to owner: the rows of rg.swept that are still due pending rows or
+// lapsed leases, then, when rg.lapsed, rows whose lease ran out (within
+// rg.lapsedWithin before now, when that is set), then pending rows from
+// rg.from up. In
 // the same transaction and round trip it marks the rows of earlier claims
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
@@ -371,7 +378,8 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 			bound = &lo
 		}
 	}
-	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept, bound)
+	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept, bound,
+		s.bytes.batch, s.bytes.event)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
@@ -467,7 +475,7 @@ func collectRows(rows pgx.Rows, extra func(x *row, dest []any) []any) ([]row, er
 		var x row
 		// The id as [16]byte: pgx decodes that from binary, whereas
 		// uuid.UUID, a sql.Scanner, would go through text.
-		dest := append(make([]any, 0, 10), (*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt)
+		dest := append(make([]any, 0, 11), (*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt, &x.size)
 		if extra != nil {
 			dest = extra(&x, dest)
 		}

@@ -59,7 +59,7 @@ func TestEveryStatementPrepares(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	v := reflect.ValueOf(newPGStore(pool, table, 30*time.Second, Ordering{}).q)
+	v := reflect.ValueOf(newPGStore(pool, table, 30*time.Second, Ordering{}, claimBytesOf(DefaultConfig())).q)
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
 		if name == "vacuum" {
@@ -98,10 +98,10 @@ FROM generate_series(1, 20000) AS i`)
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_custom_plan"); err != nil {
 		t.Fatal(err)
 	}
-	q := newPGStore(pool, table, 30*time.Second, Ordering{}).q.claim
+	q := newPGStore(pool, table, 30*time.Second, Ordering{}, claimBytesOf(DefaultConfig())).q.claim
 	explain := func(all bool, topics []string, lapsed bool) string {
 		t.Helper()
-		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.due, bottom.id, all, topics, lapsed, nil, nil, nil)
+		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.due, bottom.id, all, topics, lapsed, nil, nil, nil, 4<<20, 16<<20)
 	}
 	if testing.Verbose() {
 		t.Logf("every topic ordered, no lapsed look-up:\n%s", explain(true, []string{}, false))

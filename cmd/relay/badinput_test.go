@@ -154,6 +154,8 @@ func TestBadRowsFailWithReasonAndTheRelayKeepsServing(t *testing.T) {
 			reason: []string{"permanent: kafka: topic \"badinput.missing\"", "Unknown Topic Or Partition"}},
 		{name: "payload over the broker's limit", topic: topic, headers: `{}`, payload: bytes.Repeat([]byte("x"), 2*maxBytes),
 			reason: []string{"permanent: ", "Message Size Too Large"}},
+		{name: "payload past --max-event-bytes", topic: topic, headers: `{}`, payload: bytes.Repeat([]byte("x"), 2<<20),
+			reason: []string{"event too large: 20971", "exceed the limit of 1048576"}},
 		{name: "created_at is infinity", topic: topic, headers: `{}`, set: "created_at = 'infinity'",
 			reason: []string{"malformed row: created_at is not a finite time"}},
 		{name: "attempt beyond max attempts", topic: topic, headers: `{}`, set: "attempt = 50",
@@ -197,7 +199,7 @@ func TestBadRowsFailWithReasonAndTheRelayKeepsServing(t *testing.T) {
 	p := startRelay(t, map[string]string{
 		"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema,
 		"OUTBOX_KAFKA_BROKERS": strings.Join(br.Addrs(), ","),
-	}, "run", "--poll-interval", "20ms", "--log-format", "json")
+	}, "run", "--poll-interval", "20ms", "--max-event-bytes", "1048576", "--log-format", "json")
 	settled := func() int {
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()+" WHERE status IN ('sent', 'failed')").Scan(&n); err != nil {

@@ -111,6 +111,7 @@ func (o *runOptions) config() (runConfig, error) {
 type relayFlags struct {
 	id                                string
 	batchSize, batchMin, batchBytes   int
+	maxEventBytes                     int
 	maxAttempts, workers              int
 	lease, pollInterval, pollMin      time.Duration
 	backoffMin, backoffMax            time.Duration
@@ -133,7 +134,8 @@ func (r *relayFlags) register(f *flags) {
 	f.String(&r.id, "relay-id", "", "replica id; each claim writes <id>#<n> to locked_by (default host-pid-random)")
 	f.Int(&r.batchSize, "batch-size", d.BatchSize, "most rows one claim takes: claims start at --batch-min, double while they come back full and halve when they come back less than a quarter full")
 	f.Int(&r.batchMin, "batch-min", 0, fmt.Sprintf("smallest claim of the adaptive batch size; equal to --batch-size fixes the size (default %d, or --batch-size when smaller)", relay.DefaultBatchMin))
-	f.Int(&r.batchBytes, "batch-bytes", d.BatchBytes, "a batch grows no further once its rows' payloads, keys and headers reach this many bytes")
+	f.Int(&r.batchBytes, "batch-bytes", d.BatchBytes, "a claim stops at the row at which its rows' payloads, keys and headers reach this many bytes (at least one row); the adaptive batch size grows no further")
+	f.Int(&r.maxEventBytes, "max-event-bytes", d.MaxEventBytes, "largest event (payload, key and headers) the relay reads; a larger row fails without being read")
 	f.Int(&r.workers, "workers", d.Workers, "unordered batches in flight at once (each claims, publishes and records its own), so the database works while a batch is published (ordered topics: --ordered-loops)")
 	f.Duration(&r.lease, "lease", d.Lease, "how long a claim is valid without renewal")
 	f.String(&r.claimMode, "claim-mode", string(d.Claim), "how an unordered claim holds its rows while they are published: lease (written to the row, two row versions per event) or lock (a row lock in a transaction kept open until the outcome is recorded, one row version per event); see docs/architecture.md#claim-modes")
@@ -165,7 +167,7 @@ func (r *relayFlags) register(f *flags) {
 // TestRunFlagsTakeTheirDefaultsFromConfig checks that it covers every
 // field.
 var configFlag = map[string]string{
-	"ID": "relay-id", "BatchSize": "batch-size", "BatchMin": "batch-min", "BatchBytes": "batch-bytes", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
+	"ID": "relay-id", "BatchSize": "batch-size", "BatchMin": "batch-min", "BatchBytes": "batch-bytes", "MaxEventBytes": "max-event-bytes", "Workers": "workers", "Claim": "claim-mode", "NoListen": "listen", "Lease": "lease", "PollInterval": "poll-interval",
 	"PollMin":     "poll-min",
 	"MaxAttempts": "max-attempts", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max",
 	"PublishTimeout": "publish-timeout", "ShutdownTimeout": "shutdown-timeout",
@@ -182,7 +184,7 @@ var configFlag = map[string]string{
 // defaults so that relayProblems can check the rest.
 func (r *relayFlags) config() (relay.Config, error) {
 	cfg := relay.Config{
-		ID: r.id, BatchSize: r.batchSize, BatchMin: r.batchMin, BatchBytes: r.batchBytes, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
+		ID: r.id, BatchSize: r.batchSize, BatchMin: r.batchMin, BatchBytes: r.batchBytes, MaxEventBytes: r.maxEventBytes, Workers: r.workers, Claim: relay.ClaimMode(r.claimMode), Lease: r.lease, PollInterval: r.pollInterval, PollMin: r.pollMin, NoListen: !r.listen,
 		MaxAttempts: r.maxAttempts, BackoffMin: r.backoffMin, BackoffMax: r.backoffMax,
 		PublishTimeout: r.publishTimeout, ShutdownTimeout: r.shutdownTimeout,
 		OutageBackoffMin: r.outageMin, OutageBackoffMax: r.outageMax, ProbeInterval: r.probeInterval,
@@ -199,7 +201,7 @@ func (r *relayFlags) config() (relay.Config, error) {
 		v    int64
 		p    any // the field, zeroed when refused
 	}{
-		{"batch-size", int64(r.batchSize), &cfg.BatchSize}, {"batch-bytes", int64(r.batchBytes), &cfg.BatchBytes}, {"workers", int64(r.workers), &cfg.Workers},
+		{"batch-size", int64(r.batchSize), &cfg.BatchSize}, {"batch-bytes", int64(r.batchBytes), &cfg.BatchBytes}, {"max-event-bytes", int64(r.maxEventBytes), &cfg.MaxEventBytes}, {"workers", int64(r.workers), &cfg.Workers},
 		{"lease", int64(r.lease), &cfg.Lease}, {"poll-interval", int64(r.pollInterval), &cfg.PollInterval},
 		{"max-attempts", int64(r.maxAttempts), &cfg.MaxAttempts},
 		{"backoff-min", int64(r.backoffMin), &cfg.BackoffMin}, {"backoff-max", int64(r.backoffMax), &cfg.BackoffMax},

@@ -14,13 +14,14 @@ import (
 
 // The SQL-only ceiling on MySQL and MariaDB runs the relay's own lease
 // lifecycle (relay/store_mysql.go), statement for statement: the texts
-// below are those of relay/sql/mysql/claim_due.sql, claim_lease.sql and
-// mark_sent.sql without their comments (a test compares them with the
-// files). {{table}} is the quoted table; {{ids}} becomes one placeholder
+// below are those of relay/sql/mysql/claim_due.sql, claim_lease.sql,
+// claim_read.sql and mark_sent.sql without their comments (a test
+// compares them with the files). {{table}} is the quoted table; {{ids}} becomes one placeholder
 // per row, as in the relay.
 const (
-	mysqlCeilingClaimSQL = "SELECT id, topic, `key`, payload, headers,\n" +
-		`       LEAST(attempt, 2147483646) + 1 AS attempt, created_at, next_retry_at
+	mysqlCeilingClaimSQL = `SELECT id, topic,
+       LENGTH(payload) + COALESCE(LENGTH(` + "`key`" + `), 0) + LENGTH(headers) AS size,
+       LEAST(attempt, 2147483646) + 1 AS attempt, created_at, next_retry_at
 FROM {{table}} FORCE INDEX (due_idx)
 WHERE status = 'pending'
   AND next_retry_at <= UTC_TIMESTAMP(6)
@@ -34,6 +35,10 @@ SET status = 'processing',
     locked_by = ?,
     locked_until = UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND,
     attempt = LEAST(attempt, 2147483646) + 1
+WHERE id IN ({{ids}})`
+
+	mysqlCeilingReadSQL = "SELECT id, `key`, payload, headers\n" +
+		`FROM {{table}} FORCE INDEX (PRIMARY)
 WHERE id IN ({{ids}})`
 
 	mysqlCeilingMarkSentSQL = `UPDATE {{table}} FORCE INDEX (PRIMARY)
@@ -154,6 +159,7 @@ func measureMySQLCeiling(ctx context.Context, cfg Config, db *sql.DB, table outb
 	l := mysqlCeilingLoop{
 		claim:    mysqlSQL(mysqlCeilingClaimSQL, table),
 		lease:    mysqlSQL(mysqlCeilingLeaseSQL, table),
+		read:     mysqlSQL(mysqlCeilingReadSQL, table),
 		markSent: mysqlSQL(mysqlCeilingMarkSentSQL, table),
 		batch:    cfg.BatchSize,
 		inClaim:  inClaim,
@@ -196,7 +202,7 @@ func measureMySQLCeiling(ctx context.Context, cfg Config, db *sql.DB, table outb
 		}
 		return PhaseTiming{MS: percentilesOf(all), Share: total / 1000 / (elapsed.Seconds() * float64(clients))}
 	}
-	res.Phases = &CeilingPhases{Lock: timing("lock"), Lease: timing("lease"), Commit: timing("commit"), MarkSent: timing("mark_sent")}
+	res.Phases = &CeilingPhases{Lock: timing("lock"), Lease: timing("lease"), Read: timing("read"), Commit: timing("commit"), MarkSent: timing("mark_sent")}
 	return res, nil
 }
 
@@ -217,9 +223,9 @@ func (p *phaseTimes) since(name string, t time.Time) time.Time {
 // mysqlCeilingLoop is one client of the MySQL ceiling: the relay's
 // statements for one table and batch size.
 type mysqlCeilingLoop struct {
-	claim, lease, markSent string
-	batch                  int
-	inClaim                bool
+	claim, lease, read, markSent string
+	batch                        int
+	inClaim                      bool
 }
 
 // mysqlClaimTx is the isolation of the relay's claim transaction.
@@ -252,6 +258,10 @@ func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n 
 			err = l.exec(ctx, tx, l.lease, len(ids), append([]any{token, mysqlCeilingLeaseMS}, ids...))
 			t = p.since("lease", t)
 		}
+		if err == nil && len(ids) > 0 {
+			err = l.readRows(ctx, tx, ids)
+			t = p.since("read", t)
+		}
 		if err != nil {
 			_ = tx.Rollback()
 			return total, err
@@ -279,8 +289,8 @@ func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n 
 	return total, nil
 }
 
-// lock runs the claim's SELECT ... FOR UPDATE SKIP LOCKED and reads every
-// column of its rows, as the relay does; it returns their ids.
+// lock runs the claim's SELECT ... FOR UPDATE SKIP LOCKED and reads its
+// rows' sizes, as the relay does; it returns their ids.
 func (l mysqlCeilingLoop) lock(ctx context.Context, tx *sql.Tx) ([]any, error) {
 	rows, err := tx.QueryContext(ctx, l.claim, mysqlCeilingFloor, mysqlCeilingFloor, make([]byte, 16), l.batch)
 	if err != nil {
@@ -289,16 +299,34 @@ func (l mysqlCeilingLoop) lock(ctx context.Context, tx *sql.Tx) ([]any, error) {
 	defer rows.Close()
 	var ids []any
 	for rows.Next() {
-		var id, key, payload, headers []byte
+		var id []byte
 		var topic string
+		var size int64
 		var attempt int
 		var created, due migrations.MySQLTime
-		if err := rows.Scan(&id, &topic, &key, &payload, &headers, &attempt, &created, &due); err != nil {
+		if err := rows.Scan(&id, &topic, &size, &attempt, &created, &due); err != nil {
 			return nil, err
 		}
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// readRows reads the key, payload and headers of the rows ids, as the
+// relay does once it leased them.
+func (l mysqlCeilingLoop) readRows(ctx context.Context, tx *sql.Tx, ids []any) error {
+	rows, err := tx.QueryContext(ctx, expandIDs(l.read, len(ids)), ids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, key, payload, headers []byte
+		if err := rows.Scan(&id, &key, &payload, &headers); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // exec runs a statement whose {{ids}} list has n ids, with args.

@@ -112,7 +112,8 @@
 // The MySQL ceiling runs the relay's own statements (those of
 // relay/sql/mysql, compared by a test): a READ COMMITTED claim
 // transaction (claim_due.sql's SELECT ... FOR UPDATE SKIP LOCKED, reading
-// every column, then claim_lease.sql's UPDATE of the ids, COMMIT) and
+// the rows' sizes, then claim_lease.sql's UPDATE of the ids,
+// claim_read.sql's SELECT of their payloads, COMMIT) and
 // mark_sent.sql, with the relay's session settings
 // (mysqldsn.ParseURL: interpolated parameters, UTC). It measures two
 // lifecycles, as the relay runs one or the other by batch size:

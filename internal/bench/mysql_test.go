@@ -129,7 +129,7 @@ func TestBurnDownMySQL(t *testing.T) {
 func TestMySQLCeilingIsTheRelaysStatements(t *testing.T) {
 	t.Parallel()
 	for file, got := range map[string]string{
-		"claim_due": mysqlCeilingClaimSQL, "claim_lease": mysqlCeilingLeaseSQL, "mark_sent": mysqlCeilingMarkSentSQL,
+		"claim_due": mysqlCeilingClaimSQL, "claim_lease": mysqlCeilingLeaseSQL, "claim_read": mysqlCeilingReadSQL, "mark_sent": mysqlCeilingMarkSentSQL,
 	} {
 		b, err := os.ReadFile("../../relay/sql/mysql/" + file + ".sql")
 		if err != nil {

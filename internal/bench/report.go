@@ -96,13 +96,13 @@ func writeCeiling(w io.Writer, title string, rows []CeilingResult) {
 	phases := rows[0].Phases != nil
 	head := "lifecycle\tclients\trows\tbatch\tevents/s\thost CPU busy\t"
 	if phases {
-		head += "lock p50 ms (share)\tlease\tcommit\tmark-sent\t"
+		head += "lock p50 ms (share)\tlease\tread\tcommit\tmark-sent\t"
 	}
 	fmt.Fprintln(w, head)
 	for _, c := range rows {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.0f\t%s\t", c.Lifecycle, c.Clients, c.Rows, c.Batch, c.EventsPerSecond, busyCell(c.HostCPUBusy))
 		if p := c.Phases; p != nil {
-			for _, t := range []PhaseTiming{p.Lock, p.Lease, p.Commit, p.MarkSent} {
+			for _, t := range []PhaseTiming{p.Lock, p.Lease, p.Read, p.Commit, p.MarkSent} {
 				fmt.Fprintf(w, "%s (%.0f%%)\t", percentileP50(t.MS), t.Share*100)
 			}
 		}

@@ -100,12 +100,13 @@ type CeilingResult struct {
 
 // CeilingPhases time the steps of the MySQL ceiling's loops as their
 // clients see them, round trip included: the claim's SELECT ... FOR
-// UPDATE SKIP LOCKED with the reading of its rows, its lease UPDATE, its
-// COMMIT, and the mark-sent UPDATE (with its own commit when it runs
-// apart).
+// UPDATE SKIP LOCKED with the reading of its rows' sizes, its lease
+// UPDATE, its SELECT of the rows' payloads, its COMMIT, and the mark-sent
+// UPDATE (with its own commit when it runs apart).
 type CeilingPhases struct {
 	Lock     PhaseTiming `json:"lock"`
 	Lease    PhaseTiming `json:"lease"`
+	Read     PhaseTiming `json:"read"`
 	Commit   PhaseTiming `json:"commit"`
 	MarkSent PhaseTiming `json:"mark_sent"`
 }

@@ -3,8 +3,10 @@
 -- id for every row) up, through due_idx in its own order. The floor is
 -- written as an OR rather than a row comparison so that both MySQL and
 -- MariaDB read it as a range of the index. SKIP LOCKED lets replicas
--- claim side by side without waiting on each other.
-SELECT id, topic, `key`, payload, headers,
+-- claim side by side without waiting on each other. Each row comes with
+-- its size, as in claim_swept.sql.
+SELECT id, topic,
+       LENGTH(payload) + COALESCE(LENGTH(`key`), 0) + LENGTH(headers) AS size,
        LEAST(attempt, 2147483646) + 1 AS attempt, created_at, next_retry_at
 FROM {{table}} FORCE INDEX (due_idx)
 WHERE status = 'pending'

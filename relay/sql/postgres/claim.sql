@@ -46,15 +46,24 @@
 -- The rows are locked by then, so their versions, and tuple ids, stay.
 -- On a partitioned table a tuple id names a row in each partition, so
 -- there loadStatements makes its first and last lines
---   UPDATE {{table}} AS o ... FROM picked WHERE o.id = picked.id
+--   UPDATE {{table}} AS o ... FROM taken WHERE o.id = taken.id
 --     AND ($11::uuid IS NULL OR o.id >= $11)
 --   RETURNING ..., NULL::tid
 -- (claimPartitioned). ONLY keeps the first from ever updating a partitioned
 -- table: there it updates nothing, where without ONLY it would update the
 -- rows at those tuple ids in every partition.
+--
+-- What the relay holds is bounded before any payload is read (Config.
+-- BatchBytes, MaxEventBytes). Each branch measures its rows (size:
+-- payload, key and headers as stored, none of them read), and taken
+-- keeps the rows picked, in the order the LIMIT took them, up to the row
+-- at which their sizes reach $12: at least one row, and the rows past it
+-- stay as they are. A row above $13 counts for nothing there,
+-- and is returned without its key, payload and headers, with its size,
+-- for the relay to fail.
 WITH picked AS (
-    SELECT id, ctid FROM (
-        SELECT id, ctid
+    SELECT id, ctid, size FROM (
+        SELECT id, ctid, octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
         FROM {{table}}
         WHERE cardinality($10::uuid[]) > 0
           AND id = ANY($10::uuid[])
@@ -64,8 +73,8 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) AS swept
     UNION ALL
-    SELECT id, ctid FROM (
-        SELECT id, ctid
+    SELECT id, ctid, size FROM (
+        SELECT id, ctid, octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
         FROM {{table}}
         WHERE $8::bool
           AND status = 'processing'
@@ -78,8 +87,8 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) AS expired
     UNION ALL
-    SELECT id, ctid FROM (
-        SELECT id, ctid
+    SELECT id, ctid, size FROM (
+        SELECT id, ctid, octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
         FROM {{table}}
         WHERE status = 'pending'
           AND next_retry_at <= now()
@@ -91,11 +100,31 @@ WITH picked AS (
         FOR UPDATE SKIP LOCKED
     ) AS due
     LIMIT $1
+),
+taken AS (
+    SELECT id, ctid
+    FROM (
+        SELECT id, ctid,
+               sum(size) FILTER (WHERE size <= $13)
+                   OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+        FROM picked
+    ) AS p
+    WHERE coalesce(before, 0) < $12
+),
+leased AS (
+    UPDATE ONLY {{table}} AS o
+    SET status = 'processing',
+        locked_by = $2,
+        locked_until = now() + $3 * interval '1 millisecond',
+        attempt = least(o.attempt, 2147483646) + 1
+    WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM taken))
+    RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at,
+              octet_length(o.payload) + coalesce(octet_length(o.key), 0) + pg_column_size(o.headers) AS size,
+              o.next_retry_at, o.ctid AS tid
 )
-UPDATE ONLY {{table}} AS o
-SET status = 'processing',
-    locked_by = $2,
-    locked_until = now() + $3 * interval '1 millisecond',
-    attempt = least(o.attempt, 2147483646) + 1
-WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at, o.next_retry_at, o.ctid
+SELECT id, topic,
+       CASE WHEN size <= $13 THEN key END,
+       CASE WHEN size <= $13 THEN payload END,
+       CASE WHEN size <= $13 THEN headers END,
+       attempt, created_at, size, next_retry_at, tid
+FROM leased

@@ -3,27 +3,44 @@
 -- rows; $2 and $3 are the ordered topics as in claim.sql) and locks them
 -- without writing. It returns the attempt this claim makes, which the
 -- outcome records (locked_*.sql).
-SELECT id, topic, key, payload, headers, least(attempt, 2147483646) + 1, created_at FROM (
-    SELECT * FROM (
-        SELECT id, topic, key, payload, headers, attempt, created_at
-        FROM {{table}}
-        WHERE status = 'processing'
-          AND locked_until < now()
-          AND NOT (bucket IS NOT NULL AND ($2::bool OR topic = ANY($3::text[])))
-        ORDER BY locked_until
+--
+-- It bounds what it returns as claim.sql does: rows up to the one at
+-- which their sizes reach $4 (the rows after it stay locked, unread,
+-- until the claim's transaction ends), and a row above $5 without its
+-- key, payload and headers.
+SELECT id, topic, key, payload, headers, least(attempt, 2147483646) + 1, created_at, size FROM (
+    SELECT id, topic,
+           CASE WHEN size <= $5 THEN key END AS key,
+           CASE WHEN size <= $5 THEN payload END AS payload,
+           CASE WHEN size <= $5 THEN headers END AS headers,
+           attempt, created_at, size,
+           sum(size) FILTER (WHERE size <= $5)
+               OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM (
+        SELECT * FROM (
+            SELECT id, topic, key, payload, headers, attempt, created_at,
+                   octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
+            FROM {{table}}
+            WHERE status = 'processing'
+              AND locked_until < now()
+              AND NOT (bucket IS NOT NULL AND ($2::bool OR topic = ANY($3::text[])))
+            ORDER BY locked_until
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ) AS expired
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, topic, key, payload, headers, attempt, created_at,
+                   octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
+            FROM {{table}}
+            WHERE status = 'pending'
+              AND next_retry_at <= now()
+              AND NOT (bucket IS NOT NULL AND ($2::bool OR topic = ANY($3::text[])))
+            ORDER BY next_retry_at, id
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ) AS due
         LIMIT $1
-        FOR UPDATE SKIP LOCKED
-    ) AS expired
-    UNION ALL
-    SELECT * FROM (
-        SELECT id, topic, key, payload, headers, attempt, created_at
-        FROM {{table}}
-        WHERE status = 'pending'
-          AND next_retry_at <= now()
-          AND NOT (bucket IS NOT NULL AND ($2::bool OR topic = ANY($3::text[])))
-        ORDER BY next_retry_at, id
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
-    ) AS due
-    LIMIT $1
-) AS picked
+    ) AS picked
+) AS p
+WHERE coalesce(before, 0) < $4

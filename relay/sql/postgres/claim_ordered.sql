@@ -3,8 +3,10 @@
 -- buckets $6 (a range, in order) of shard $4, leased by $5; $7/$8 are the
 -- ordered topics; $9 is how many of the shard's oldest pending rows it
 -- reads first (the first $1 of them before the others), $10 (at most
--- $1) how many of each bucket's it reads next, $11 how many it reads in
--- its last pass.
+-- $1) how many of each bucket's it reads next, $11/$12 the bounds on the
+-- bytes it returns (at the end), $13 how many rows its last pass reads
+-- (only the whole statement takes it: the relay cuts that pass from the
+-- others).
 --
 --   - lease re-checks the shard lease and locks the shard row; noted
 --     extends the lease in the same statement. While the lock is held
@@ -28,7 +30,7 @@
 -- write-back raises the floor to the last one's transaction.
 --
 -- What it reads is bounded whatever the backlog holds: at most $9 rows,
--- then $10 of each bucket, then $11 in all, each read a range of an index
+-- then $10 of each bucket, then $13 in all, each read a range of an index
 -- in (tx, id) order, with every test the index cannot answer (topic, due)
 -- made on the rows read, so that rows of other topics or not yet due never
 -- lengthen a read. The first rows of the shard in (tx, id) order hold
@@ -58,16 +60,16 @@
 --      bucket's share of $1);
 --   2. the buckets whose first pass was full and whose cut comes before
 --      the $1-th oldest claimable row found (fewer found: every full
---      bucket), oldest cut first, read again from their start, $11 rows
+--      bucket), oldest cut first, read again from their start, $13 rows
 --      in all: a bucket that holds more than its share of the oldest
 --      rows (a hot key's), or whose first rows are not claimable because
 --      a key whose head is not ready (waiting for its retry, or in
 --      flight) fills them. Reading past that key keeps it from starving
---      the keys behind it in its bucket, up to $11 rows; the index does
---      not order a bucket by key, so the keys written after more than $11
+--      the keys behind it in its bucket, up to $13 rows; the index does
+--      not order a bucket by key, so the keys written after more than $13
 --      rows of a blocked key in their bucket wait until its head is
 --      ready. A bucket this pass reads is cut at its last row read when
---      the pass stopped at $11 rows, so that it may end inside any bucket.
+--      the pass stopped at $13 rows, so that it may end inside any bucket.
 --
 -- While the first passes find $1 claimable rows no later than their cuts,
 -- the claim takes the same rows as a read of every unfinished row of the
@@ -270,7 +272,7 @@ first_edge AS (
     LIMIT 1
 ),
 -- Pass 2: the buckets in the order of their cut, each read from its
--- start, $11 rows in all (a nested loop stops at the LIMIT).
+-- start, $13 rows in all (a nested loop stops at the LIMIT).
 second_buckets AS (
     SELECT c.bucket, row_number() OVER (ORDER BY c.tx, c.id) AS turn
     FROM first_cut AS c
@@ -297,16 +299,16 @@ second_rows AS (
           AND o.bucket IS NOT NULL
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
         ORDER BY o.tx, o.id
-        LIMIT $11
+        LIMIT $13
     ) AS p
-    LIMIT $11
+    LIMIT $13
 ),
--- Where the pass stopped at $11 rows, each bucket it read is cut at its
+-- Where the pass stopped at $13 rows, each bucket it read is cut at its
 -- last row read; otherwise it read them whole.
 second_cut AS (
     SELECT DISTINCT ON (bucket) bucket, tx, id
     FROM second_rows
-    WHERE (SELECT count(*) FROM second_rows) >= $11
+    WHERE (SELECT count(*) FROM second_rows) >= $13
     ORDER BY bucket, tx DESC, id DESC
 ),
 second_runs AS (
@@ -391,9 +393,27 @@ revived AS (
     WHERE o.id = ANY (ARRAY(SELECT p.id FROM picked AS p JOIN inflight AS i ON i.id = p.id))
       AND o.status = 'processing'
 )
-SELECT o.id, o.topic, o.key, o.payload, o.headers,
-       least(o.attempt, 2147483646) + 1, o.created_at, (o.tx::text)::bigint, o.ctid,
-       $7::bool AND (SELECT fast FROM head_fast)
-FROM {{table}} AS o
-WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-  AND o.status IN ('pending', 'processing')
+-- It bounds what it returns as claim.sql does, in write order: rows up
+-- to the one at which their sizes reach $11, and a row above $12 without
+-- its key, payload and headers. The rows after that one stay pending;
+-- the outcome's write-back clears them from the shard row's claimed.
+SELECT id, topic,
+       CASE WHEN size <= $12 THEN key END,
+       CASE WHEN size <= $12 THEN payload END,
+       CASE WHEN size <= $12 THEN headers END,
+       attempt, created_at, size, tx, tid, prefix
+FROM (
+    SELECT o.id, o.topic, o.key, o.payload, o.headers,
+           least(o.attempt, 2147483646) + 1 AS attempt, o.created_at, s.size,
+           (o.tx::text)::bigint AS tx, o.ctid AS tid,
+           $7::bool AND (SELECT fast FROM head_fast) AS prefix,
+           sum(s.size) FILTER (WHERE s.size <= $12)
+               OVER (ORDER BY o.tx, o.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM {{table}} AS o
+    CROSS JOIN LATERAL (
+        SELECT octet_length(o.payload) + coalesce(octet_length(o.key), 0) + pg_column_size(o.headers) AS size
+    ) AS s
+    WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+      AND o.status IN ('pending', 'processing')
+) AS c
+WHERE coalesce(before, 0) < $11
