@@ -67,8 +67,10 @@ fuzz:
 		done; \
 	done
 
+# go mod tidy -diff prints what tidy would change and fails if anything.
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "not gofmt-ed:"; gofmt -l .; exit 1; }
+	go mod tidy -diff
 	go vet ./...
 
 demo:
