@@ -64,6 +64,10 @@ const (
 	// exitBound is how long a relay may take to exit after SIGTERM,
 	// whatever the sink or the database does: --shutdown-timeout + 2s.
 	exitBound = shutdownTimeout + 2*time.Second
+	// exitSlack is what the run allows beyond exitBound: a busy machine
+	// fires the relay's timers late. A relay that missed a bound would
+	// wait for publishTimeout and its lease, or for ever.
+	exitSlack = 10 * time.Second
 	// orderedTopic and plainTopic are the Kafka run's topics; other sinks
 	// add a suffix unique to the run (runTopics).
 	orderedTopic = "chaos.ordered"
