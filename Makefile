@@ -16,13 +16,15 @@ test: prereqs vet unit partitioned chaos-short chaos-short-mariadb
 prereqs:
 	@scripts/check-prereqs.sh
 
+# -timeout: a package's tests on a busy 2-core machine can take longer than
+# go test's default 10 minutes (deploy did).
 unit: prereqs
-	go test -race -count=1 $$(go list ./... | grep -v /integration/chaos)
+	go test -race -count=1 -timeout 30m $$(go list ./... | grep -v /integration/chaos)
 
 # The integration and admin tests again, every table partitioned by hour
 # (docs/architecture.md#partitioned-tables).
 partitioned: prereqs
-	OUTBOX_TEST_PARTITION_INTERVAL=1h go test -race -count=1 ./integration ./admin
+	OUTBOX_TEST_PARTITION_INTERVAL=1h go test -race -count=1 -timeout 30m ./integration ./admin
 
 # CHAOS_SINK picks the sink of chaos-short and chaos (default kafka).
 CHAOS_SINK ?= kafka
@@ -67,8 +69,10 @@ fuzz:
 		done; \
 	done
 
+# go mod tidy -diff prints what tidy would change and fails if anything.
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "not gofmt-ed:"; gofmt -l .; exit 1; }
+	go mod tidy -diff
 	go vet ./...
 
 demo:

@@ -329,7 +329,7 @@ func awaitLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
 	lockWaitPoll.Lock()
 	defer lockWaitPoll.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		var n int
 		err := db.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX AS x " +

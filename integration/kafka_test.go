@@ -273,10 +273,11 @@ func TestKafkaBrokerOutageBurnsNoAttempts(t *testing.T) {
 	br.Close()
 	during := b.writeN(10, "orders", "during")
 	// The relay claims, finds the broker gone and releases. With MaxAttempts
-	// 2, counted attempts would fail rows within two rounds.
-	deadline := time.Now().Add(2 * time.Second)
+	// 2, counted attempts would fail rows within two rounds. Watched for 2s
+	// and until the relay has tried the down broker (a minute at most).
+	watched, limit := time.Now().Add(2*time.Second), time.Now().Add(time.Minute)
 	sawClaim := false
-	for time.Now().Before(deadline) {
+	for (!sawClaim || time.Now().Before(watched)) && time.Now().Before(limit) {
 		var burned, maxAttempt, errored, done int
 		if err := b.pool.QueryRow(b.ctx, b.sql(`SELECT
     count(*) FILTER (WHERE status = 'pending' AND attempt <> 0),

@@ -927,7 +927,7 @@ func TestRetentionShutdownCancelsTheVacuum(t *testing.T) {
 	cancel()
 	start := time.Now()
 	res := awaitOutcome(t, done)
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > 20*time.Second { // the VACUUM itself would take many minutes
 		t.Errorf("RunRetention returned %v after cancellation, want at once", took)
 	}
 	if !res.Ran || res.Deleted != 3000 || !res.Complete || res.Vacuumed || res.VacuumErr == nil {
@@ -936,5 +936,5 @@ func TestRetentionShutdownCancelsTheVacuum(t *testing.T) {
 	if n := b.present(expired); n != 0 {
 		t.Errorf("%d expired rows left", n)
 	}
-	await(t, 5*time.Second, func() bool { return vacuuming() == 0 }, "the server goes on vacuuming after the relay gave up")
+	await(t, time.Minute, func() bool { return vacuuming() == 0 }, "the server goes on vacuuming after the relay gave up")
 }

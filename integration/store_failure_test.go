@@ -41,9 +41,9 @@ func TestStoresTransientFailureIsRetriedWithBackoff(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ProcessBatch: %v", err)
 		}
+		readFrom := time.Now() // DueIn is read after this
 		row := s.rows(t)[id]
-		readAt := time.Now()
-		took := readAt.Sub(start) // bounds how long ago the write-back set next_retry_at
+		took := time.Since(start) // bounds how long ago the write-back set next_retry_at
 		if want := (relay.BatchResult{Claimed: 1, Retried: 1}); res != want {
 			t.Fatalf("first ProcessBatch = %+v, want %+v", res, want)
 		}
@@ -53,8 +53,10 @@ func TestStoresTransientFailureIsRetriedWithBackoff(t *testing.T) {
 		if row.LastError == nil || !strings.Contains(*row.LastError, "broker said no: boom 42") {
 			t.Errorf("last_error = %v, want the sink's error text", deref(row.LastError))
 		}
-		if lo, hi := backoffMin/2-took-time.Millisecond, backoffMin*3/2; row.DueIn < lo || row.DueIn > hi || row.DueIn <= 0 {
-			t.Errorf("next_retry_at is %v from now, want in the future within [%v, %v]", row.DueIn, lo, hi)
+		// A busy machine may take longer than the backoff to read the row:
+		// then lo is below 0, and so may DueIn be.
+		if lo, hi := backoffMin/2-took-time.Millisecond, backoffMin*3/2; row.DueIn < lo || row.DueIn > hi {
+			t.Errorf("next_retry_at is %v from now, want within [%v, %v]", row.DueIn, lo, hi)
 		}
 
 		// Not due yet: a claim takes nothing, unless the row fell due by then.
@@ -62,7 +64,7 @@ func TestStoresTransientFailureIsRetriedWithBackoff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Claimed != 0 && time.Since(readAt) < row.DueIn-50*time.Millisecond {
+		if res.Claimed != 0 && time.Since(readFrom) < row.DueIn-50*time.Millisecond {
 			t.Fatalf("row claimed again before next_retry_at: %+v", res)
 		}
 

@@ -38,11 +38,12 @@ func TestWorkersPublishBatchesSideBySide(t *testing.T) {
 		if n >= 2 && closed.CompareAndSwap(false, true) {
 			close(both)
 		}
-		// Each publish waits (briefly) for a second one to overlap it; a
-		// single worker never gets one.
+		// Each publish waits for a second one to overlap it, however long
+		// the machine takes to start it; once two have overlapped, none
+		// waits. A single worker never gets one (each publish waits until
+		// PublishTimeout, a minute).
 		select {
 		case <-both:
-		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
 		}
 		return nil
@@ -50,7 +51,7 @@ func TestWorkersPublishBatchesSideBySide(t *testing.T) {
 	rr := b.startRelay(s, relay.Config{BatchSize: 50, Workers: 2, PollInterval: slowPoll})
 	b.awaitListening()
 	ids := b.writeN(400, "orders", "w")
-	await(t, 20*time.Second, func() bool { return b.count("status = 'sent'") == len(ids) }, "not all sent: %v", b.statuses())
+	await(t, time.Minute, func() bool { return b.count("status = 'sent'") == len(ids) }, "not all sent: %v", b.statuses())
 	if err := rr.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,8 @@ func TestWorkersSlowBatchHoldsOthersBackOnlyUntilAPoll(t *testing.T) {
 	b.write(outbox.Message{Topic: "orders", Payload: []byte("slow")})
 	await(t, 10*time.Second, held.Load, "the slow batch was not published")
 	fast := b.write(outbox.Message{Topic: "orders", Payload: []byte("fast")})[0]
-	await(t, 5*time.Second, func() bool { return b.row(fast).Status == "sent" }, "an event waited for the slow batch")
+	// The slow batch ends with PublishTimeout (1m): 30s tells the two apart.
+	await(t, 30*time.Second, func() bool { return b.row(fast).Status == "sent" }, "an event waited for the slow batch")
 	close(release)
 	await(t, 10*time.Second, func() bool { return b.count("status = 'sent'") == 2 }, "not all sent: %v", b.statuses())
 }

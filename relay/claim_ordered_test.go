@@ -400,7 +400,7 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 // ready until it ends.
 func awaitReady(t *testing.T, pool *pgxpool.Pool, table outbox.Table) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	q := "SELECT coalesce(max(tx) < pg_snapshot_xmin(pg_current_snapshot()), true) FROM " + table.Ident()
 	for {
@@ -413,7 +413,7 @@ func awaitReady(t *testing.T, pool *pgxpool.Pool, table outbox.Table) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("rows not ready after 30 s: a transaction older than them still runs")
+			t.Fatal("rows not ready after 2 min: a transaction older than them still runs")
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

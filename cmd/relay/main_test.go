@@ -266,8 +266,12 @@ func TestMigrateAndRunWithStdoutSink(t *testing.T) {
 	}
 }
 
+// await polls cond until it holds. timeout only guards against a hang: it
+// is raised to a minute, which a busy machine needs (every caller waits
+// for something that happens within moments on an idle one).
 func await(t *testing.T, timeout time.Duration, cond func() bool) {
 	t.Helper()
+	timeout = max(timeout, time.Minute)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {

@@ -220,7 +220,7 @@ func TestMySQLRunDeliversEveryEventOnce(t *testing.T) {
 	}
 	// The backlog gauges are read on MySQL too (the first read runs when
 	// the listener starts), without read errors.
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(time.Minute)
 	for !strings.Contains(metricsBody, "\noutbox_backlog_rows{") && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond) // the background read's first sample
 		_, metricsBody = httpGet(t, "http://"+addr+"/metrics")

@@ -121,7 +121,9 @@ func TestObserveFileForm(t *testing.T) {
 }
 
 // Observe is safe from many goroutines at once; the started line comes
-// once, before every claimed line.
+// once, before every claimed line. close waits for every queued line
+// however slow the writer is (on a busy machine it took over
+// observeCloseBound, and close used to drop the rest).
 func TestObserveFileConcurrent(t *testing.T) {
 	t.Parallel()
 	f := &memFile{}
@@ -191,6 +193,39 @@ func TestObserveFileDropsRatherThanWait(t *testing.T) {
 	if !strings.Contains(lines[len(lines)-2], `"rows":1023,`) {
 		t.Errorf("the last event written is %s, want the %dth published one", lines[len(lines)-2], observeQueue)
 	}
+}
+
+// A write to the file that does not return (a pipe nobody reads) holds
+// close up about closeWait only: close closes the file and says so.
+func TestObserveFileCloseGivesUpOnAStuckWrite(t *testing.T) {
+	t.Parallel()
+	f := &gatedFile{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	var logs syncbuf.Buffer
+	o := newObserveFile(f, "stuck", slog.New(slog.NewTextHandler(&logs, nil)))
+	o.closeWait = 10 * time.Millisecond
+	o.Observe(relay.Event{Kind: relay.EventPublished, Rows: 1})
+	<-f.entered // the writer flushes the line and waits in Write for good
+	returned := make(chan struct{})
+	go func() {
+		o.close()
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(time.Minute): // a safety net: close must not wait on the write
+		t.Fatal("close still waits for a write that does not return")
+	}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if !closed {
+		t.Error("close did not close the file")
+	}
+	if !strings.Contains(logs.String(), "a write to the observe file did not return") {
+		t.Errorf("close did not say why it gave up; log:\n%s", logs.String())
+	}
+	close(f.open)
+	<-o.done
 }
 
 // relay run --observe-file writes the events of a real relay while it runs

@@ -193,6 +193,8 @@ type relayTracing struct {
 	once     sync.Once
 	done     chan struct{} // closed when the provider has shut down
 	deadline time.Time     // when awaitShutdown stops waiting
+	// within is how long the shutdown may take: tracingShutdownTimeout.
+	within time.Duration
 }
 
 // start builds the exporter and the tracer provider; s nil returns nil.
@@ -223,7 +225,7 @@ func (s *tracingSettings) start(ctx context.Context, logger *slog.Logger) (*rela
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(s.sampler),
-	)}, nil
+	), within: tracingShutdownTimeout}, nil
 }
 
 // serviceVersion is service.version: the version relay version prints.
@@ -247,7 +249,8 @@ func (t *relayTracing) wrap(sink string, pub relay.Publisher) relay.Publisher {
 }
 
 // startShutdown begins, in the background, exporting the spans still
-// queued and stopping the provider, with tracingShutdownTimeout to do it.
+// queued and stopping the provider, with within (tracingShutdownTimeout)
+// to do it.
 // relay run calls it once Run has returned (every span has ended), so
 // that the export overlaps the closing of the sink and the pool instead of
 // adding to the time the process takes to exit. It is idempotent.
@@ -257,7 +260,7 @@ func (t *relayTracing) startShutdown() {
 	}
 	t.once.Do(func() {
 		t.done = make(chan struct{})
-		t.deadline = time.Now().Add(tracingShutdownTimeout)
+		t.deadline = time.Now().Add(t.within)
 		go func() {
 			defer close(t.done)
 			ctx, cancel := context.WithDeadline(context.Background(), t.deadline)
@@ -279,7 +282,7 @@ func (t *relayTracing) awaitShutdown(logger *slog.Logger) {
 	select {
 	case <-t.done:
 	case <-wait.C:
-		logger.Warn("tracing: the last spans were not exported in time; exiting anyway", "waited", tracingShutdownTimeout)
+		logger.Warn("tracing: the last spans were not exported in time; exiting anyway", "waited", t.within)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -160,11 +161,49 @@ func attrValue(attrs []*commonpb.KeyValue, key string) string {
 	return ""
 }
 
-// relay run with an OTLP endpoint exports a PRODUCER span per message,
-// child of the span that wrote it, and flushes it on exit; the Kafka
-// consumer continues the trace from the record's traceparent.
-func TestRunExportsProducerSpans(t *testing.T) {
+// Shutting tracing down exports the spans still queued: the batch delay is
+// 5s, so only the shutdown sends this one. The test gives the shutdown a
+// minute instead of tracingShutdownTimeout (200ms, the share of the
+// process's exit bound), which a busy machine may overrun.
+func TestTracingShutdownExportsTheQueuedSpans(t *testing.T) {
 	t.Parallel()
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv)
+	defer collector.Close()
+	s, err := tracingFromEnv(func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	rt, err := s.start(context.Background(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.within = time.Minute
+	_, span := rt.tp.Tracer("test").Start(context.Background(), "queued")
+	span.End()
+	rt.startShutdown()
+	rt.awaitShutdown(logger)
+	recv.mu.Lock()
+	n := len(recv.spans)
+	recv.mu.Unlock()
+	if n != 1 {
+		t.Errorf("the collector received %d spans at shutdown, want the 1 queued; log:\n%s", n, logs.String())
+	}
+}
+
+// relay run with an OTLP endpoint exports a PRODUCER span per message,
+// child of the span that wrote it; the Kafka consumer continues the trace
+// from the record's traceparent. The span is exported by the batcher,
+// within 10ms (OTEL_BSP_SCHEDULE_DELAY, read by the SDK from the process's
+// environment: the test does not run in parallel); the flush on exit,
+// bounded by 200ms, which a busy machine overran, is
+// TestTracingShutdownExportsTheQueuedSpans's.
+func TestRunExportsProducerSpans(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
 	pool, table := testdb.New(t)
 	br, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{"orders.created"}})
 	if err != nil {
@@ -215,12 +254,16 @@ func TestRunExportsProducerSpans(t *testing.T) {
 		_ = pool.QueryRow(context.Background(), "SELECT status FROM "+table.Ident()+" WHERE id = $1", res.ID).Scan(&status)
 		return status == "sent"
 	})
+	await(t, time.Minute, func() bool {
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		return len(recv.spans) > 0
+	})
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("run exit %d; stderr:\n%s", code, errOut.String())
 	}
 
-	// The span was exported by the flush on exit (the batch delay is 5 s).
 	recv.mu.Lock()
 	spans, resource := recv.spans, recv.resource
 	recv.mu.Unlock()

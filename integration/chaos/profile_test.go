@@ -72,6 +72,10 @@ const (
 	// each step: with publishTimeout + 1s, first copies 0.2 s past the
 	// window failed two runs of the long profile on a host at load 35.
 	explainAfter = 2 * (lease + publishTimeout)
+	// exitSlack is what the run allows beyond exitBound: a busy machine
+	// fires the relay's timers late. A relay that missed a bound would
+	// wait for publishTimeout and its lease, or for ever.
+	exitSlack = 10 * time.Second
 	// orderedTopic and plainTopic are the Kafka run's topics; other sinks
 	// add a suffix unique to the run (runTopics).
 	orderedTopic = "chaos.ordered"

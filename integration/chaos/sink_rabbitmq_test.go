@@ -34,10 +34,15 @@ type rabbitMQSink struct {
 	mu  sync.Mutex
 	got []record
 	wg  sync.WaitGroup
+	// marked gets a queue's name when its consumer receives read's marker.
+	marked chan string
 }
 
+// markerHeader marks the message read publishes behind the relays' ones.
+const markerHeader = "outboxrelay-chaos-marker"
+
 func newRabbitMQSink() *rabbitMQSink {
-	s := &rabbitMQSink{url: envOr("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL)}
+	s := &rabbitMQSink{url: envOr("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL), marked: make(chan string, 2)}
 	s.ordered, s.plain = runTopics()
 	return s
 }
@@ -95,6 +100,10 @@ func (s *rabbitMQSink) start(ctx context.Context, t *testing.T) *faultproxy.Prox
 		go func() {
 			defer s.wg.Done()
 			for d := range deliveries { // ends when the channel closes
+				if _, ok := d.Headers[markerHeader]; ok {
+					s.marked <- q
+					continue
+				}
 				id, _ := d.Headers[outbox.HeaderEventID].(string)
 				key, _ := d.Headers[rabbitmq.HeaderKey].(string)
 				s.mu.Lock()
@@ -111,35 +120,28 @@ func (s *rabbitMQSink) start(ctx context.Context, t *testing.T) *faultproxy.Prox
 	return s.proxy
 }
 
-// read waits until both queues are empty and nothing more has arrived for
-// a second, then returns what the consumers received.
+// read publishes a marker to each queue, behind everything the relays
+// (stopped by now) published, waits until the consumers have received
+// both (a queue delivers in order), then returns what they received.
 func (s *rabbitMQSink) read(ctx context.Context, t *testing.T) []record {
 	ch, err := s.conn.Channel()
 	if err != nil {
 		t.Fatalf("rabbitmq: channel: %v", err)
 	}
 	defer ch.Close()
-	last, since := -1, time.Now()
-	if !await(ctx, time.Minute, func() bool {
-		s.mu.Lock()
-		n := len(s.got)
-		s.mu.Unlock()
-		if n != last {
-			last, since = n, time.Now()
-			return false
+	for _, q := range []string{s.ordered, s.plain} {
+		if err := ch.PublishWithContext(ctx, "", q, true, false, amqp.Publishing{Headers: amqp.Table{markerHeader: true}}); err != nil {
+			t.Fatalf("rabbitmq: publish the marker to %s: %v", q, err)
 		}
-		for _, q := range []string{s.ordered, s.plain} {
-			st, err := ch.QueueDeclarePassive(q, false, true, true, false, nil)
-			if err != nil {
-				t.Fatalf("rabbitmq: queue %s: %v", q, err)
-			}
-			if st.Messages > 0 {
-				return false
-			}
+	}
+	for range 2 {
+		select {
+		case <-s.marked:
+		case <-ctx.Done():
+			t.Fatalf("rabbitmq: %v before the consumers got the markers", ctx.Err())
+		case <-time.After(time.Minute):
+			t.Fatalf("rabbitmq: the consumers did not get the markers within a minute of the drain")
 		}
-		return time.Since(since) > time.Second
-	}) {
-		t.Fatalf("rabbitmq: the queues did not empty within a minute of the drain")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -253,7 +253,7 @@ func (s *server) start(t testing.TB) {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start nats-server: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.port), time.Second)
 		if err == nil {
@@ -262,7 +262,7 @@ func (s *server) start(t testing.TB) {
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			t.Fatalf("nats-server %v does not accept connections after 10s: %v", args, err)
+			t.Fatalf("nats-server %v does not accept connections after a minute: %v", args, err)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a port; nothing to wait on
 	}

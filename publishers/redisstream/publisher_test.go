@@ -369,13 +369,13 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	p := newPublisher(t, redisstream.Config{URL: fmt.Sprintf("redis://127.0.0.1:%d", freePort(t))})
 	msgs := []outbox.Message{newMsg("refused", "a", "1"), newMsg("refused", "", "2")}
 	start := time.Now()
-	err := p.Publish(testCtx(t, publisherstestTimeout), msgs)
+	err := p.Publish(testCtx(t, time.Minute), msgs)
 	for i, e := range perMessage(t, err, len(msgs)) {
 		if publishers.ClassOf(e).String() != "unavailable" {
 			t.Errorf("message %d: %s (%v), want unavailable", i, publishers.ClassOf(e).String(), e)
 		}
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > 20*time.Second { // at once: not the context's minute
 		t.Errorf("Publish to a closed port took %v", took)
 	}
 	if err := p.Probe(testCtx(t, publisherstestTimeout)); publishers.ClassOf(err).String() != "unavailable" {
@@ -437,7 +437,7 @@ func TestCloseDuringPublish(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if took := time.Since(start); took > time.Second {
+	if took := time.Since(start); took > 10*time.Second { // room for a busy machine
 		t.Errorf("Close took %v", took)
 	}
 	wg.Wait()

@@ -209,7 +209,7 @@ func TestRequestTimeoutIsTransient(t *testing.T) {
 	p := newPublisher(t, webhook.Config{URL: r.URL(), Timeout: timeout})
 	start := time.Now()
 	errs := publish(t, p, []outbox.Message{msg(topicName("slow"), "k", "x"), msg(topicName("slow"), "", "y")})
-	if took := time.Since(start); took > timeout+2*time.Second {
+	if took := time.Since(start); took > timeout+15*time.Second { // well below publish's 30s context
 		t.Errorf("Publish took %v with a %v request timeout", took, timeout)
 	}
 	for i, err := range errs {
