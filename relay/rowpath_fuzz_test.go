@@ -266,9 +266,9 @@ func (p *rowPath) run(t *testing.T, idBytes []byte, topic string, key, payload, 
 	checkSpans(t, p.spans.GetSpans())
 }
 
-// everySink publishes each batch to every sink in turn; a message's
-// result is the first failure any sink had with it. It remembers the ids
-// it was handed since its last reset.
+// everySink publishes each batch to every sink at once; a message's
+// result is the first failure of a sink with it, in the order of the
+// sinks. It remembers the ids it was handed since its last reset.
 type everySink struct {
 	all  []relay.Publisher
 	mu   sync.Mutex
@@ -281,9 +281,15 @@ func (e *everySink) Publish(ctx context.Context, msgs []outbox.Message) error {
 		e.seen[m.ID] = true
 	}
 	e.mu.Unlock()
+	each := make([][]error, len(e.all))
+	var wg sync.WaitGroup
+	for i, s := range e.all {
+		wg.Go(func() { each[i] = publishers.PerMessage(s.Publish(ctx, msgs), len(msgs)) })
+	}
+	wg.Wait()
 	results := make([]error, len(msgs))
-	for _, s := range e.all {
-		for i, err := range publishers.PerMessage(s.Publish(ctx, msgs), len(msgs)) {
+	for _, sink := range each {
+		for i, err := range sink {
 			if results[i] == nil {
 				results[i] = err
 			}
