@@ -21,19 +21,20 @@ const (
 	InvalidTopic = relay.InvalidTopic
 )
 
-// topicLabels gives the topic label values of one metric: the first max
-// topics seen are their own label, later ones share OtherTopic, and a
-// topic that is not valid UTF-8 (client_golang panics on such a label
-// value) is InvalidTopic. Safe for concurrent use; callers cache the
-// series of each label, and ask again only for a topic not cached.
+// topicLabels gives the topic label values of one metric: the first
+// limit topics seen are their own label, later ones share OtherTopic, and
+// an empty topic or one that is not valid UTF-8 (client_golang panics on
+// such a label value) is InvalidTopic. Safe for concurrent use; callers
+// cache the series of each label, and ask again only for a topic not
+// cached.
 type topicLabels struct {
-	max  int
-	mu   sync.Mutex
-	seen map[string]struct{} // the topics that are their own label
+	limit int
+	mu    sync.Mutex
+	seen  map[string]struct{} // the topics that are their own label
 }
 
-func newTopicLabels(max int) *topicLabels {
-	return &topicLabels{max: max, seen: make(map[string]struct{})}
+func newTopicLabels(limit int) *topicLabels {
+	return &topicLabels{limit: limit, seen: make(map[string]struct{})}
 }
 
 // of returns topic's label value.
@@ -47,7 +48,7 @@ func (l *topicLabels) of(topic string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.seen[topic]; !ok {
-		if len(l.seen) >= l.max {
+		if len(l.seen) >= l.limit {
 			return OtherTopic
 		}
 		l.seen[topic] = struct{}{}
