@@ -58,7 +58,8 @@ chaos:
 
 # Every go test -fuzz target (func FuzzXxx in any package), one after
 # another, for FUZZTIME each. Failing inputs land in the package's
-# testdata/fuzz; FuzzCheckVersions (migrations) needs the database.
+# testdata/fuzz; FuzzCheckVersions (migrations) needs the database,
+# FuzzRowPath (relay) the database, NATS, RabbitMQ and Redis.
 FUZZTIME ?= 10s
 fuzz:
 	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \

@@ -74,6 +74,7 @@ func FuzzDecode(f *testing.F) {
 		{"orders", `{"a": "b"} trailing`, 1, createdFinite},
 		{"orders", ``, 1, createdFinite},
 		{"bad topic!", `{}`, 1, createdFinite},
+		{"acc.p\xffA", `{}`, 1, createdFinite}, // not UTF-8 (issue 37)
 		{"", `{}`, 1, createdFinite},
 		{"..", `{}`, 1, createdFinite},
 		{strings.Repeat("t", outbox.MaxTopicLen+1), `{}`, 1, createdFinite},

@@ -105,7 +105,8 @@ type Event struct {
 	// found some of its rows held by another claim all had one topic;
 	// otherwise the fenced rows of that write-back are shared among its
 	// topics in proportion to their rows (the statement reports a count,
-	// not which rows). The relay computes it only when an Observer is set.
+	// not which rows). Rows whose topic is invalid are counted under
+	// InvalidTopic. The relay computes it only when an Observer is set.
 	Topics []TopicCount
 }
 

@@ -1,11 +1,20 @@
 package relay
 
+import "github.com/outboxrelay/outboxrelay/outbox"
+
+// InvalidTopic is the topic of Event.Topics under which the relay counts
+// the rows whose topic is invalid (outbox.ValidateTopic). They fail as
+// malformed. No valid topic can be InvalidTopic.
+const InvalidTopic = "<invalid>"
+
 // Per-topic counts for the Observer (Event.Topics). The pipeline counts
 // each row's intended outcome by topic as it decides it; once the outcome
 // is written, the rows a write-back found held by another claim (fenced)
 // are taken from the intended counts of that write-back. A nil *topicTally
 // counts nothing: without an Observer the relay makes none, and the
-// counting costs a nil check per row.
+// counting costs a nil check per row. A row whose topic is invalid
+// (outbox.ValidateTopic: not UTF-8, too long, bad bytes) is counted under
+// InvalidTopic, so that observers never see such a topic.
 
 // tallied is an outcome the pipeline decides for a row.
 type tallied int
@@ -37,7 +46,8 @@ func (r *Relay) newTopicTally() *topicTally {
 	return &topicTally{}
 }
 
-// at returns topic's entry, adding it if needed.
+// at returns topic's entry (InvalidTopic's for an invalid topic), adding
+// it if needed.
 func (t *topicTally) at(topic string) *TopicCount {
 	if t.last < len(t.counts) && t.counts[t.last].Topic == topic {
 		return &t.counts[t.last]
@@ -54,6 +64,9 @@ func (t *topicTally) at(topic string) *TopicCount {
 				return &t.counts[i]
 			}
 		}
+	}
+	if topic != InvalidTopic && outbox.ValidateTopic(topic) != nil {
+		return t.at(InvalidTopic)
 	}
 	t.counts = append(t.counts, TopicCount{Topic: topic})
 	t.last = len(t.counts) - 1

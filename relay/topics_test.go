@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
@@ -105,6 +106,30 @@ func TestTopicTallyManyTopics(t *testing.T) {
 	}
 }
 
+// A topic outbox.ValidateTopic refuses (not UTF-8, empty, too long, a
+// byte outside its set) is counted under InvalidTopic: observers never
+// see it.
+func TestTopicTallyInvalidTopics(t *testing.T) {
+	t.Parallel()
+	tt := &topicTally{}
+	for _, topic := range []string{"orders", "acc.p\xffA", "", "bad topic!", strings.Repeat("t", 10000), "orders", "..", InvalidTopic} {
+		tt.add(topic, tallyFailed, 1)
+	}
+	got := tt.result(BatchResult{Failed: 8})
+	want := []TopicCount{{Topic: "orders", Claimed: 2, Failed: 2}, {Topic: InvalidTopic, Claimed: 6, Failed: 6}}
+	if !slices.Equal(got, want) {
+		t.Errorf("result = %+v\nwant     %+v", got, want)
+	}
+	if outbox.ValidateTopic(InvalidTopic) == nil {
+		t.Errorf("%q is a valid topic: a topic could be mistaken for the invalid ones", InvalidTopic)
+	}
+	r := &Relay{obs: ObserverFunc(func(Event) {})}
+	claimed := r.claimedTopics([]row{{topic: "acc.p\xffA"}, {topic: "ok"}, {topic: "bad topic!"}})
+	if want := []TopicCount{{Topic: InvalidTopic, Claimed: 2}, {Topic: "ok", Claimed: 1}}; !slices.Equal(claimed, want) {
+		t.Errorf("claimed = %+v, want %+v", claimed, want)
+	}
+}
+
 // topicSink acknowledges topic "ok", refuses "bad" for good and fails
 // "slow" transiently.
 type topicSink struct{}
@@ -133,8 +158,10 @@ func TestEventTopicsAddUpToTheBatch(t *testing.T) {
 		SELECT gen_random_uuid(), (ARRAY['ok', 'bad', 'slow'])[1 + g % 3], '\x00' FROM generate_series(1, 30) g`); err != nil {
 		t.Fatal(err)
 	}
-	// A row whose headers are not an object fails as malformed.
-	if _, err := pool.Exec(t.Context(), "INSERT INTO "+table.Ident()+` (id, topic, payload, headers) VALUES (gen_random_uuid(), 'ok', '\x00', '[1]')`); err != nil {
+	// A row whose headers are not an object fails as malformed; so do
+	// rows with an invalid topic, counted under InvalidTopic.
+	if _, err := pool.Exec(t.Context(), "INSERT INTO "+table.Ident()+` (id, topic, payload, headers) VALUES (gen_random_uuid(), 'ok', '\x00', '[1]'),
+		(gen_random_uuid(), 'bad topic!', '\x00', '{}'), (gen_random_uuid(), repeat('t', 10000), '\x00', '{}')`); err != nil {
 		t.Fatal(err)
 	}
 	var seen events
@@ -143,8 +170,8 @@ func TestEventTopicsAddUpToTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Claimed != 31 || res.Sent != 10 || res.Failed != 11 || res.Retried != 10 {
-		t.Fatalf("result %+v, want 31 claimed: 10 sent, 11 failed, 10 retried", res)
+	if res.Claimed != 33 || res.Sent != 10 || res.Failed != 13 || res.Retried != 10 {
+		t.Fatalf("result %+v, want 33 claimed: 10 sent, 13 failed, 10 retried", res)
 	}
 	claimed := seen.of(EventClaimed)
 	if len(claimed) != 1 {
@@ -158,8 +185,8 @@ func TestEventTopicsAddUpToTheBatch(t *testing.T) {
 		return m
 	}
 	c := byTopic(claimed[0].Topics)
-	if c["ok"].Claimed != 11 || c["bad"].Claimed != 10 || c["slow"].Claimed != 10 || len(c) != 3 {
-		t.Errorf("claimed by topic %+v, want ok 11, bad 10, slow 10", claimed[0].Topics)
+	if c["ok"].Claimed != 11 || c["bad"].Claimed != 10 || c["slow"].Claimed != 10 || c[InvalidTopic].Claimed != 2 || len(c) != 4 {
+		t.Errorf("claimed by topic %+v, want ok 11, bad 10, slow 10, %s 2", claimed[0].Topics, InvalidTopic)
 	}
 	recorded := seen.of(EventRecorded)
 	if len(recorded) != 1 {
@@ -167,9 +194,13 @@ func TestEventTopicsAddUpToTheBatch(t *testing.T) {
 	}
 	got := byTopic(recorded[0].Topics)
 	want := map[string]TopicCount{
-		"ok":   {Topic: "ok", Claimed: 11, Sent: 10, Failed: 1},
-		"bad":  {Topic: "bad", Claimed: 10, Failed: 10},
-		"slow": {Topic: "slow", Claimed: 10, Retried: 10},
+		"ok":         {Topic: "ok", Claimed: 11, Sent: 10, Failed: 1},
+		"bad":        {Topic: "bad", Claimed: 10, Failed: 10},
+		"slow":       {Topic: "slow", Claimed: 10, Retried: 10},
+		InvalidTopic: {Topic: InvalidTopic, Claimed: 2, Failed: 2},
+	}
+	if len(got) != len(want) {
+		t.Errorf("recorded topics %+v, want %d", recorded[0].Topics, len(want))
 	}
 	for topic, w := range want {
 		if got[topic] != w {

@@ -7,10 +7,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -534,5 +540,118 @@ func TestBadKafkaAndRelayValuesExit2NamingTheFlag(t *testing.T) {
 				t.Fatalf("stderr leaks the SASL password:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// Rows whose topic no writer could produce, one not even UTF-8 (a
+// SQL_ASCII database holds it), fail with their reason in the batch that
+// claimed them while metrics, tracing and the observe file are on; the
+// rest of the batch is sent, the process keeps serving, and /metrics
+// counts the rejected rows under the topic "<invalid>", never under their
+// topic, and the topics beyond --metrics-max-topics under "<other>". (Before, client_golang panicked on the label "acc.p\xffA": every
+// replica that claimed the row died, and its batch stayed processing.)
+func TestInvalidTopicsFailWithObserversOn(t *testing.T) {
+	t.Parallel()
+	pool, table, dbURL := testdb.NewSQLASCII(t)
+	ctx := context.Background()
+	bad := map[string]string{
+		"acc.p\xffA":               "at offset 5 is outside [a-zA-Z0-9._-]",
+		"bad topic!":               "byte ' ' at offset 3 is outside [a-zA-Z0-9._-]",
+		strings.Repeat("t", 10000): "10000 bytes, longer than 249",
+	}
+	good := []string{"metrics.a", "metrics.b"}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(topic string) uuid.UUID {
+		id := uuid.Must(uuid.NewV7())
+		if _, err := tx.Exec(ctx, "INSERT INTO "+table.Ident()+" (id, topic, payload) VALUES ($1, convert_from($2, 'SQL_ASCII'), 'p')", id, []byte(topic)); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	goodIDs, badIDs := map[uuid.UUID]bool{}, map[uuid.UUID]string{}
+	for topic := range bad { // one batch: good rows before, between and after
+		goodIDs[insert(good[len(goodIDs)%2])] = true
+		badIDs[insert(topic)] = topic
+	}
+	goodIDs[insert(good[0])] = true
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var exports atomic.Int32 // OTLP requests: tracing is on
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		exports.Add(1)
+	}))
+	defer collector.Close()
+	p := startRelay(t, map[string]string{
+		"OUTBOX_DATABASE_URL": dbURL, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": collector.URL, "OUTBOX_METRICS_MAX_TOPICS": "1",
+	}, "run", "--sink", "stdout", "--poll-interval", "20ms", "--log-format", "json",
+		"--metrics-addr", "127.0.0.1:0", "--observe-file", filepath.Join(t.TempDir(), "events.jsonl"))
+	awaitCond(t, p, 60*time.Second, "every row sent or failed", func() bool {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table.Ident()+" WHERE status IN ('sent', 'failed')").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == len(goodIDs)+len(badIDs)
+	})
+	rows, err := pool.Query(ctx, "SELECT id, status, coalesce(last_error, '') FROM "+table.Ident())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var status, reason string
+		if err := rows.Scan(&id, &status, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if topic, isBad := badIDs[id]; isBad {
+			if status != "failed" || !strings.HasPrefix(reason, "malformed row: outbox: invalid topic: ") || !strings.Contains(reason, bad[topic]) {
+				t.Errorf("topic %.20q: %s, %q; want failed, an invalid topic: %s", topic, status, reason, bad[topic])
+			}
+		} else if status != "sent" {
+			t.Errorf("good row %s: %s (%s)", id, status, reason)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	series := scrape(t, metricsAddr(t, p.stderr))
+	sent := map[string]float64{} // outbox_events_total{outcome="sent"} by topic
+	for s, v := range series {
+		m := regexp.MustCompile(`topic="([^"]*)"`).FindStringSubmatch(s)
+		if m == nil {
+			continue
+		}
+		if m[1] != "metrics.a" && m[1] != "metrics.b" && m[1] != "<other>" && m[1] != "<invalid>" {
+			t.Errorf("/metrics has %s %v: only the good topics, <other> and <invalid> may be topic labels", s, v)
+		}
+		if strings.HasPrefix(s, `outbox_events_total{outcome="sent",`) {
+			sent[m[1]] = v
+		}
+	}
+	for outcome, want := range map[string]float64{"claimed": 3, "failed": 3, "sent": 0} {
+		if got := series[`outbox_events_total{outcome="`+outcome+`",topic="<invalid>"}`]; got != want {
+			t.Errorf("outbox_events_total{topic=<invalid>, outcome=%s} = %v, want %v", outcome, got, want)
+		}
+	}
+	// One topic has its own label (OUTBOX_METRICS_MAX_TOPICS=1), the
+	// first seen; the other is counted under <other>.
+	if a, b := sent["metrics.a"], sent["metrics.b"]; len(sent) != 3 || !(a == 3 && sent["<other>"] == 1 || b == 1 && sent["<other>"] == 3) {
+		t.Errorf("outbox_events_total{outcome=sent} by topic = %v, want metrics.a 3 or metrics.b 1, the other under <other>, <invalid> 0", sent)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGTERM; stderr:\n%s", code, syncbuf.Tail(p.stderr.String(), 4000))
+	}
+	if exports.Load() == 0 {
+		t.Errorf("tracing was on but nothing was exported; stderr:\n%s", syncbuf.Tail(p.stderr.String(), 4000))
 	}
 }

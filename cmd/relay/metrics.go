@@ -40,18 +40,21 @@ type metricsFlags struct {
 	addr            string
 	backlogInterval time.Duration
 	backlogLimit    int
+	maxTopics       int
 }
 
 // Defaults of the metrics flags.
 const (
 	defaultBacklogInterval = metrics.DefaultBacklogInterval
 	defaultBacklogLimit    = metrics.DefaultBacklogLimit
+	defaultMaxTopics       = metrics.DefaultMaxTopics
 )
 
 func (m *metricsFlags) register(f *flags) {
 	f.String(&m.addr, "metrics-addr", "", "serve Prometheus metrics on /metrics and the health checks /healthz (liveness) and /readyz (readiness) on this address, e.g. :9090, or 127.0.0.1:0 for a free port (the bound address is logged); off when empty")
 	f.Duration(&m.backlogInterval, "metrics-backlog-interval", defaultBacklogInterval, "with --metrics-addr: how often the backlog gauges (rows by state, age of the oldest due row) are read from the table, in the background, never per scrape")
 	f.Int(&m.backlogLimit, "metrics-backlog-limit", defaultBacklogLimit, "with --metrics-addr: where each exact count of the backlog gauges stops (a read costs at most about this many index entries per state); a larger backlog shows PostgreSQL's estimate")
+	f.Int(&m.maxTopics, "metrics-max-topics", defaultMaxTopics, `with --metrics-addr: how many topics get their own topic label (the first seen); later ones are counted under topic="<other>", and rows rejected for their topic under "<invalid>"`)
 }
 
 // check returns the problems of the metrics flags, each naming its flag.
@@ -67,6 +70,9 @@ func (m *metricsFlags) check() error {
 	}
 	if m.backlogLimit <= 0 {
 		errs.add(usageError("invalid value for --metrics-backlog-limit (%s): must be positive", envName("metrics-backlog-limit")))
+	}
+	if m.maxTopics <= 0 {
+		errs.add(usageError("invalid value for --metrics-max-topics (%s): must be positive", envName("metrics-max-topics")))
 	}
 	return errs.err()
 }
@@ -85,7 +91,7 @@ func (m *metricsFlags) newRelayMetrics() (*relayMetrics, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mm, err := metrics.New(reg, metrics.Options{Version: shortVersion()})
+	mm, err := metrics.New(reg, metrics.Options{Version: shortVersion(), MaxTopics: m.maxTopics})
 	if err != nil {
 		return nil, err
 	}

@@ -317,8 +317,9 @@ func TestHealthcheck(t *testing.T) {
 func TestMetricsFlagsInvalid(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := invoke(context.Background(), nil, "run", "--database-url", "postgres://x@127.0.0.1:1/x", "--sink", "stdout",
-		"--metrics-addr", "9090", "--metrics-backlog-interval", "0s", "--metrics-backlog-limit", "-1")
-	for _, flag := range []string{"--metrics-addr (OUTBOX_METRICS_ADDR)", "--metrics-backlog-interval (OUTBOX_METRICS_BACKLOG_INTERVAL)", "--metrics-backlog-limit (OUTBOX_METRICS_BACKLOG_LIMIT)"} {
+		"--metrics-addr", "9090", "--metrics-backlog-interval", "0s", "--metrics-backlog-limit", "-1", "--metrics-max-topics", "0")
+	for _, flag := range []string{"--metrics-addr (OUTBOX_METRICS_ADDR)", "--metrics-backlog-interval (OUTBOX_METRICS_BACKLOG_INTERVAL)", "--metrics-backlog-limit (OUTBOX_METRICS_BACKLOG_LIMIT)",
+		"--metrics-max-topics (OUTBOX_METRICS_MAX_TOPICS)"} {
 		if code != 2 || !strings.Contains(stderr, flag) {
 			t.Errorf("exit %d, want 2 naming %s\n%s", code, flag, stderr)
 		}

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -141,6 +142,53 @@ func NewEmpty(t testing.TB) (*pgxpool.Pool, outbox.Table) {
 		}
 	})
 	return pool, table
+}
+
+// NewSQLASCII is New in a database of its own, created on the test server
+// with encoding SQL_ASCII and dropped when the test ends. Its text columns
+// take any bytes but NUL, as a client that does not check UTF-8 may leave
+// them, so that a test can hand the relay a topic that is not UTF-8 (a
+// UTF8 database refuses it). It returns the database's URL too.
+func NewSQLASCII(t testing.TB) (pool *pgxpool.Pool, table outbox.Table, dbURL string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, URL(t))
+	if err != nil {
+		t.Fatalf("connect to test database: %v", err)
+	}
+	defer admin.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "test_ascii_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), URL(t))
+		if err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(URL(t))
+	if err != nil {
+		t.Fatalf("%s: %v", EnvURL, err)
+	}
+	u.Path = "/" + name
+	dbURL = u.String()
+	if pool, err = pgxpool.New(ctx, dbURL); err != nil {
+		t.Fatalf("connect to %s: %v", name, err)
+	}
+	t.Cleanup(pool.Close) // before the drop: cleanups run last first
+	table = outbox.Table{Schema: "public", Name: "outbox"}
+	if _, err := migrations.UpWith(ctx, pool, table, Options(t)); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool, table, dbURL
 }
 
 // AwaitSent waits up to within for n rows of table to be sent, and fails

@@ -19,8 +19,11 @@
 //     several tables runs one WatchBacklog per table on one Metrics.
 //
 // The metric names, types and labels are listed in docs/operations.md and
-// in the help text of each metric. Register the Go and process collectors
-// (prometheus/collectors) yourself if you want them; relay run does.
+// in the help text of each metric. Topic labels are bounded: the first
+// Options.MaxTopics topics get their own, later ones share OtherTopic, and
+// rows rejected for their topic are counted under InvalidTopic. Register
+// the Go and process collectors (prometheus/collectors) yourself if you
+// want them; relay run does.
 //
 // Observing costs a few map lookups and atomic adds per batch, not per
 // event; the Publisher wrapper adds one histogram observation per

@@ -15,6 +15,12 @@ type Options struct {
 	// Version is the value of outbox_build_info's version label. Defaults
 	// to "unknown".
 	Version string
+	// MaxTopics is how many topics get their own topic label value in
+	// outbox_events_total, and as many in outbox_sink_messages_total (the
+	// first ones seen): later topics are counted under OtherTopic, so that
+	// the number of series stays bounded. Defaults to 100
+	// (DefaultMaxTopics).
+	MaxTopics int
 }
 
 // Outcomes of outbox_events_total, besides claimed: the fields of
@@ -49,9 +55,12 @@ type Metrics struct {
 	sinkOutages     *prometheus.CounterVec
 	backlog         backlogGauges
 
-	// topics caches each topic's outbox_events_total counters: a batch
-	// then costs one map lookup per topic instead of one per outcome.
-	topics sync.Map // string -> *topicCounters
+	// topics caches each topic label's outbox_events_total counters: a
+	// batch then costs one map lookup per topic instead of one per
+	// outcome. eventTopics and sinkTopics give the label values of
+	// outbox_events_total and outbox_sink_messages_total.
+	topics                  sync.Map // string -> *topicCounters
+	eventTopics, sinkTopics *topicLabels
 
 	mu     sync.Mutex
 	outage Outage // the relay's, from its events
@@ -89,7 +98,12 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	if opts.Version == "" {
 		opts.Version = "unknown"
 	}
+	if opts.MaxTopics <= 0 {
+		opts.MaxTopics = DefaultMaxTopics
+	}
 	m := &Metrics{
+		eventTopics: newTopicLabels(opts.MaxTopics),
+		sinkTopics:  newTopicLabels(opts.MaxTopics),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbox_events_total",
 			Help: "Outbox rows by topic and outcome: claimed; then, once the outcome is written, sent, retried (including rows deferred by a sink outage, whose attempt is given back), failed, released (back to pending at once: shutdown, or waiting behind their key's head in ordered delivery), fenced (another claim held them by then) or abandoned (the publish did not return; they come back when their lease ends).",
@@ -237,17 +251,22 @@ func add(c prometheus.Counter, n int) {
 	}
 }
 
-// topic returns the counters of topic, creating them at its first event.
+// topic returns the counters of topic's label, creating them at its
+// first event.
 func (m *Metrics) topic(topic string) *topicCounters {
 	if c, ok := m.topics.Load(topic); ok {
 		return c.(*topicCounters)
 	}
-	with := func(outcome string) prometheus.Counter { return m.events.WithLabelValues(topic, outcome) }
+	label := m.eventTopics.of(topic)
+	if c, ok := m.topics.Load(label); ok {
+		return c.(*topicCounters)
+	}
+	with := func(outcome string) prometheus.Counter { return m.events.WithLabelValues(label, outcome) }
 	c := &topicCounters{
 		claimed: with(OutcomeClaimed), sent: with(OutcomeSent), retried: with(OutcomeRetried), failed: with(OutcomeFailed),
 		released: with(OutcomeReleased), fenced: with(OutcomeFenced), abandoned: with(OutcomeAbandoned),
 	}
-	actual, _ := m.topics.LoadOrStore(topic, c)
+	actual, _ := m.topics.LoadOrStore(label, c)
 	return actual.(*topicCounters)
 }
 

@@ -49,7 +49,7 @@ type sinkMetrics struct {
 	duration, size, age prometheus.Observer
 	outage              prometheus.Gauge
 	outages             prometheus.Counter
-	topics              sync.Map // string -> *[4]prometheus.Counter, by result
+	topics              sync.Map // topic label -> *[4]prometheus.Counter, by result
 
 	mu   sync.Mutex
 	down bool
@@ -63,17 +63,21 @@ var resultOf = [4]string{
 	publishers.ClassPermanent:    ResultPermanent,
 }
 
-// results returns topic's outbox_sink_messages_total counters, indexed by
-// publishers.Class.
+// results returns the outbox_sink_messages_total counters of topic's
+// label, indexed by publishers.Class.
 func (s *sinkMetrics) results(topic string) *[4]prometheus.Counter {
 	if c, ok := s.topics.Load(topic); ok {
 		return c.(*[4]prometheus.Counter)
 	}
+	label := s.m.sinkTopics.of(topic)
+	if c, ok := s.topics.Load(label); ok {
+		return c.(*[4]prometheus.Counter)
+	}
 	c := &[4]prometheus.Counter{}
 	for i, r := range resultOf {
-		c[i] = s.m.sinkMessages.WithLabelValues(s.name, topic, r)
+		c[i] = s.m.sinkMessages.WithLabelValues(s.name, label, r)
 	}
-	actual, _ := s.topics.LoadOrStore(topic, c)
+	actual, _ := s.topics.LoadOrStore(label, c)
 	return actual.(*[4]prometheus.Counter)
 }
 
