@@ -458,7 +458,10 @@ func TestStoresLongLapsedLeaseFoundWhileRunning(t *testing.T) {
 		ctx := context.Background()
 		ids := resultIDs(s.write(t, storeMessages(4, "orders", "frozen")...))
 		frozen, entered, release := heldSink()
-		stale := s.newRelay(t, frozen, relay.Config{ID: "frozen", Lease: time.Minute})
+		// The frozen publish outlasts the test: with the default publish
+		// timeout (a minute), a busy machine's slow looks let it time out
+		// first, and its rows went back to pending with their attempt.
+		stale := s.newRelay(t, frozen, relay.Config{ID: "frozen", Lease: time.Minute, PublishTimeout: time.Hour})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -476,7 +479,9 @@ func TestStoresLongLapsedLeaseFoundWhileRunning(t *testing.T) {
 		lapsedAt := time.Now()
 		s.lapse(t, ids, time.Hour)
 		// Looks are at most a minute apart (claim_floor.go).
-		await(t, 75*time.Second, func() bool { return countStatus(t, s, "sent") == len(ids)+len(more) }, "long-lapsed rows not rescued: %v", s.statuses(t))
+		// A safety net: looks are at most a minute apart, later on a busy
+		// machine.
+		await(t, 3*time.Minute, func() bool { return countStatus(t, s, "sent") == len(ids)+len(more) }, "long-lapsed rows not rescued: %v", s.statuses(t))
 		t.Logf("%s: rows lapsed an hour ago rescued within %v", t.Name(), time.Since(lapsedAt))
 		acked := sk.ackedByID()
 		rows := s.rows(t)
