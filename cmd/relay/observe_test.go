@@ -213,7 +213,7 @@ func TestObserveFilePipeNobodyReads(t *testing.T) {
 	defer pr.Close()
 	var logs syncbuf.Buffer
 	o := newObserveFile(pw, "pipe", slog.New(slog.NewTextHandler(&logs, nil)))
-	o.closeWait = time.Minute // only the pipe's write deadline ends the writes
+	o.closeWait = time.Minute     // only the pipe's write deadline ends the writes
 	for i := range observeQueue { // about 100 bytes each: more than the pipe's 64 KiB
 		o.Observe(relay.Event{Kind: relay.EventPublished, Rows: i})
 	}
