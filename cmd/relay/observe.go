@@ -58,27 +58,30 @@ import (
 // pipe) sees each line within moments. When observeQueue events wait, the
 // next are dropped and counted, and the count is written as a "dropped"
 // line where they are missing. At shutdown, after Run has returned, close writes what is queued,
-// flushes and closes the file, however long that takes on a busy machine;
-// it gives up only on a write to the file that does not return (a pipe
-// nobody reads). A write error stops the writing (logged once); the relay
-// goes on.
+// flushes and closes the file: all of it to a regular file, however busy
+// the machine; a pipe or FIFO gets observeCloseBound to take it. A write
+// error stops the writing (logged once); the relay goes on.
 
 // observeQueue is how many events may wait for the writer.
 const observeQueue = 1024
 
-// observeCloseBound is the longest close waits on a write to the file that
-// does not return: it gives up when the same write is under way at two
-// looks observeCloseBound/2 apart. Encoding and writing the queued lines
-// are not bounded (at most observeQueue of them are left at close). The
-// process exits within --shutdown-timeout + 2s: runGrace and the
-// closeBound of the sink and of the pool take 1.9s of those 2s.
+// observeCloseBound is how long a pipe or FIFO (a file that takes a write
+// deadline) has at close to take the queued lines: one nobody reads would
+// never take them. The process exits within --shutdown-timeout + 2s:
+// runGrace and the closeBound of the sink and of the pool take 1.9s of
+// those 2s.
 const observeCloseBound = 100 * time.Millisecond
+
+// observeCloseLimit is the longest close waits for the writer. A regular
+// file takes no deadline: its lines are written however long a busy
+// machine takes (at most observeQueue are left at close), and only a write
+// that hangs (a file system that stopped answering) runs into the limit.
+const observeCloseLimit = 5 * time.Second
 
 // observeFile is the relay.Observer behind --observe-file.
 type observeFile struct {
 	w    io.WriteCloser
-	out  watchedWriter // w, for the writer: close sees its writes
-	name string        // the path, for messages
+	name string // the path, for messages
 	log  *slog.Logger
 	// relayID is the relay's id, for the started line; set after
 	// relay.New, before Run reports anything.
@@ -87,8 +90,7 @@ type observeFile struct {
 	queue chan observed
 	stop  chan struct{} // closed by close
 	done  chan struct{} // closed when the writer has flushed and returned
-	// closeWait is how long close waits on a write that does not return:
-	// observeCloseBound.
+	// closeWait is how long close waits for the writer: observeCloseLimit.
 	closeWait time.Duration
 	closed    atomic.Bool
 	// dropped counts the events dropped since the last one queued.
@@ -119,8 +121,7 @@ func openObserveFile(path string, logger *slog.Logger) (*observeFile, error) {
 // newObserveFile starts a writer of observer events to w.
 func newObserveFile(w io.WriteCloser, name string, logger *slog.Logger) *observeFile {
 	o := &observeFile{w: w, name: name, log: logger,
-		queue: make(chan observed, observeQueue), stop: make(chan struct{}), done: make(chan struct{}), closeWait: observeCloseBound}
-	o.out.w = w
+		queue: make(chan observed, observeQueue), stop: make(chan struct{}), done: make(chan struct{}), closeWait: observeCloseLimit}
 	go o.write()
 	return o
 }
@@ -168,7 +169,7 @@ func (o *observeFile) enqueue(x observed) {
 // write writes the queued lines until close, then those still queued.
 func (o *observeFile) write() {
 	defer close(o.done)
-	buf := bufio.NewWriterSize(&o.out, 64<<10)
+	buf := bufio.NewWriterSize(o.w, 64<<10)
 	var err error // the first write error; nothing is written after it
 	warned := false
 	put := func(l observeLine) {
@@ -214,56 +215,27 @@ func (o *observeFile) write() {
 }
 
 // close stops taking events, writes those queued, flushes and closes the
-// file. It waits for the writer as long as the file takes the writes, and
-// about observeCloseBound for a write that does not return (a pipe nobody
-// reads may never take it). Call it once Run has returned.
+// file. A file that takes a write deadline (a pipe, a FIFO: nobody may read
+// it) gets observeCloseBound for the writes; close waits for the writer at
+// most closeWait. Call it once Run has returned.
 func (o *observeFile) close() {
 	if o.closed.Swap(true) {
 		return
 	}
 	close(o.stop)
-	tick := time.NewTicker(o.closeWait / 2)
-	defer tick.Stop()
-	var seen int64 // the write under way at the last look, 0 for none
-wait:
-	for {
-		select {
-		case <-o.done:
-			break wait
-		case <-tick.C:
-			if n := o.out.underWay(); n == 0 || n != seen {
-				seen = n
-				continue
-			}
-			o.log.Warn("a write to the observe file did not return; closing it", "path", o.name, "waited", o.closeWait)
-			break wait
-		}
+	if f, ok := o.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		_ = f.SetWriteDeadline(time.Now().Add(observeCloseBound)) // os.ErrNoDeadline for a regular file
+	}
+	t := time.NewTimer(o.closeWait)
+	defer t.Stop()
+	select {
+	case <-o.done:
+	case <-t.C:
+		o.log.Warn("the observe file did not take the last events in time; closing it", "path", o.name, "waited", o.closeWait)
 	}
 	if err := o.w.Close(); err != nil {
 		o.log.Warn("closing the observe file failed", "path", o.name, "error", err)
 	}
-}
-
-// watchedWriter numbers the writes to w, so that close can tell a write
-// that does not return from a writer that is merely slow.
-type watchedWriter struct {
-	w            io.Writer
-	begun, ended atomic.Int64
-}
-
-func (c *watchedWriter) Write(p []byte) (int, error) {
-	c.begun.Add(1)
-	defer c.ended.Add(1)
-	return c.w.Write(p)
-}
-
-// underWay returns the number of the write under way, 0 when none is (the
-// writes are numbered from 1, and one goroutine makes them).
-func (c *watchedWriter) underWay() int64 {
-	if n := c.begun.Load(); c.ended.Load() < n {
-		return n
-	}
-	return 0
 }
 
 // observeLine is one line of the file; see the top of this file.
