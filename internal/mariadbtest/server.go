@@ -85,13 +85,31 @@ func Private(t testing.TB, args ...string) *Server {
 	if os.Geteuid() == 0 {
 		cmdArgs = append(cmdArgs, "--user=root")
 	}
-	if out, err := exec.Command(install, cmdArgs...).CombinedOutput(); err != nil {
-		t.Fatalf("mariadbtest: %s: %v\n%s", install, err, out)
+	if err := installDB(install, s.dataDir(), cmdArgs); err != nil {
+		t.Fatalf("mariadbtest: %v", err)
 	}
 	if err := s.startOnFreePort(); err != nil {
 		t.Fatalf("mariadbtest: %v", err)
 	}
 	return s
+}
+
+// installDB runs mariadb-install-db into dataDir, again into an empty
+// directory when it fails: its bootstrap mariadbd now and then dies of a
+// segmentation fault (seen with 10.11.19 on a busy machine), which says
+// nothing of the code under test.
+func installDB(install, dataDir string, args []string) error {
+	var err error
+	var out []byte
+	for range 3 {
+		if out, err = exec.Command(install, args...).CombinedOutput(); err == nil {
+			return nil
+		}
+		if rmErr := os.RemoveAll(dataDir); rmErr != nil {
+			return fmt.Errorf("%s: %v; remove %s: %w", install, err, dataDir, rmErr)
+		}
+	}
+	return fmt.Errorf("%s, three times: %w\n%s", install, err, out)
 }
 
 // binary finds name on PATH, else at fallback.
