@@ -54,10 +54,11 @@ func TestStoresLapsedLeaseIsRescuedAndStaleClaimFenced(t *testing.T) {
 		ctx := context.Background()
 		ids := resultIDs(s.write(t, storeMessages(3, "orders", "rescue")...))
 
-		// The "crashed" relay: its publish hangs, and its lease (a minute,
-		// renewed only every 20s) is pushed into the past.
+		// The "crashed" relay: its publish hangs, and its lease (an hour,
+		// renewed only every 20 minutes, so that no renewal undoes the
+		// lapse however slow the machine) is pushed into the past.
 		staleSink, entered, release := heldSink()
-		stale := s.newRelay(t, staleSink, relay.Config{ID: "stale", Lease: time.Minute})
+		stale := s.newRelay(t, staleSink, relay.Config{ID: "stale", Lease: time.Hour, PublishTimeout: time.Hour})
 		staleDone := make(chan relay.BatchResult, 1)
 		go func() {
 			res, err := stale.ProcessBatch(ctx, 0)
@@ -76,7 +77,7 @@ func TestStoresLapsedLeaseIsRescuedAndStaleClaimFenced(t *testing.T) {
 		awaitEntered(t, entered)
 		for id, r := range s.rows(t) {
 			if r.Status != "processing" || r.Attempt != 1 || replicaOf(r.LockedBy) != "stale" || r.LeaseLeft == nil || *r.LeaseLeft < 30*time.Second {
-				t.Fatalf("row %s while the stale claim publishes: %v; want processing, attempt 1, stale's minute-long lease", id, r)
+				t.Fatalf("row %s while the stale claim publishes: %v; want processing, attempt 1, stale's hour-long lease", id, r)
 			}
 		}
 		s.lapse(t, ids, 0)
@@ -458,10 +459,12 @@ func TestStoresLongLapsedLeaseFoundWhileRunning(t *testing.T) {
 		ctx := context.Background()
 		ids := resultIDs(s.write(t, storeMessages(4, "orders", "frozen")...))
 		frozen, entered, release := heldSink()
-		// The frozen publish outlasts the test: with the default publish
-		// timeout (a minute), a busy machine's slow looks let it time out
-		// first, and its rows went back to pending with their attempt.
-		stale := s.newRelay(t, frozen, relay.Config{ID: "frozen", Lease: time.Minute, PublishTimeout: time.Hour})
+		// A lease and a publish timeout of an hour: the stale relay renews
+		// nothing and gives nothing back while the test runs, as a frozen
+		// replica would not. (With a lease of a minute its renewal, every
+		// 20s, undid the lapse before a sweep slowed by a busy machine
+		// found it; its publish then timed out and gave the rows back.)
+		stale := s.newRelay(t, frozen, relay.Config{ID: "frozen", Lease: time.Hour, PublishTimeout: time.Hour})
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -281,6 +281,24 @@ func await(t *testing.T, timeout time.Duration, cond func() bool) {
 	}
 }
 
+// awaitReadyz asks addr's /readyz until ok accepts its answer, and fails
+// the test with the last one after a minute: a check that runs out of its
+// time (readyTimeout) on a busy machine answers 503 now and then.
+func awaitReadyz(t *testing.T, addr string, ok func(status int, body string) bool) (int, string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, body := get(t, addr, "/readyz")
+		if ok(status, body) {
+			return status, body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz: %d\n%s", status, body)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the endpoint; nothing to wait on
+	}
+}
+
 // The commands that run relays collect garbage at defaultGOGC, unless
 // GOGC is set; the others keep Go's setting.
 func TestTuneGC(t *testing.T) {

@@ -335,6 +335,30 @@ func TestOrderedDeliverySurvivesFaults(t *testing.T) {
 	// (docs/ordering.md#claims-that-read).
 	victimRows := "status = 'pending' AND id IN (SELECT unnest(claimed) FROM " + table.Related("shard_ranges") +
 		" WHERE locked_by LIKE '" + victim.name + "#%')"
+	// mayDuplicate holds the rows the victim had claimed, read when it was
+	// caught and again after the kill: its shards' leases (2s) may lapse
+	// before the kill on a busy machine, and another relay then takes them.
+	mayDuplicate := map[string]bool{}
+	noteVictimRows := func() int {
+		idRows, err := pool.Query(ctx, "SELECT id::text FROM "+table.Ident()+" WHERE "+victimRows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer idRows.Close()
+		n := 0
+		for idRows.Next() {
+			var id string
+			if err := idRows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			mayDuplicate[id] = true
+			n++
+		}
+		if err := idRows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	stranded, tries := 0, 0
 	if !poll(2*time.Minute, 2*time.Millisecond, func() bool {
 		if writeFailed.Load() {
@@ -352,7 +376,7 @@ func TestOrderedDeliverySurvivesFaults(t *testing.T) {
 		}) {
 			t.Fatalf("%s's statements still run a minute after SIGSTOP", victim.name)
 		}
-		if stranded = count(victimRows); stranded > 0 {
+		if stranded = noteVictimRows(); stranded > 0 {
 			return true
 		}
 		if err := syscall.Kill(victim.cmd.Process.Pid, syscall.SIGCONT); err != nil {
@@ -377,21 +401,7 @@ func TestOrderedDeliverySurvivesFaults(t *testing.T) {
 	// The only ambiguity the faults create: what the victim had claimed
 	// may have been published without being marked sent. (A refused
 	// produce appends nothing.)
-	mayDuplicate := map[string]bool{}
-	idRows, err := pool.Query(ctx, "SELECT id::text FROM "+table.Ident()+" WHERE "+victimRows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for idRows.Next() {
-		var id string
-		if err := idRows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		mayDuplicate[id] = true
-	}
-	if err := idRows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	noteVictimRows()
 	t.Logf("killed %s at %s (try %d) holding %d claimed rows, with half the events written; sent so far %d; %s",
 		victim.name, elapsed(), tries, count(victimRows), count("status = 'sent'"), statuses())
 	resumeWriters()
@@ -564,6 +574,16 @@ ORDER BY xact_start LIMIT 1`).Scan(&age, &who)
 		report := t.Errorf
 		if leaseLost {
 			report = t.Logf // a relay lost a lease: a real ambiguity
+		} else {
+			for _, p := range procs { // what the relays warned of, to tell where the copies came from
+				var warned []string
+				for _, l := range strings.Split(p.stderr.String(), "\n") {
+					if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+						warned = append(warned, l)
+					}
+				}
+				t.Logf("%s warned %d times; the last: %s", p.name, len(warned), strings.Join(warned[max(0, len(warned)-20):], "\n"))
+			}
 		}
 		slices.Sort(unexplained)
 		report("%d events arrived more than once though the killed relay had not claimed them (lease lost logged: %t): %v",
