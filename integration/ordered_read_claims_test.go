@@ -312,7 +312,10 @@ func TestOrderedFloorAndARedriveBelowIt(t *testing.T) {
 	b.exec("UPDATE {{table}} SET status = 'failed', failed_at = now(), last_error = 'x' WHERE id = $1", ids[0])
 	const wait = time.Minute
 	var got []uuid.UUID
-	await(t, wait, func() bool { got = b.claimShardZero(false); return len(got) > 0 }, "the claim took nothing")
+	// Both rows: a transaction elsewhere on the server that began between
+	// their writes holds the second back, and the claim takes the first
+	// alone (seen on a busy machine).
+	await(t, wait, func() bool { got = b.claimShardZero(false); return len(got) >= 2 }, "the claim never took both rows")
 	if !slices.Equal(got, ids[1:]) {
 		t.Fatalf("claimed %v, want %v", got, ids[1:])
 	}
