@@ -288,8 +288,9 @@ func TestSteadyWithBurst(t *testing.T) {
 	if b == nil {
 		t.Fatal("no burst reported")
 	}
-	if b.Events != 5000 || b.AtS < 0.9 || b.AtS > 3 || b.DrainS <= 0 || b.WriteS <= 0 {
-		t.Errorf("burst %+v: want 5000 events committed about 1s in, drained after", b)
+	// Not before BurstAt; a busy machine may take seconds to write it.
+	if b.Events != 5000 || b.AtS < 0.9 || b.AtS > 15 || b.DrainS <= 0 || b.WriteS <= 0 {
+		t.Errorf("burst %+v: want 5000 events committed from 1s in, drained after", b)
 	}
 	if b.Before == nil || b.After == nil && b.During == nil {
 		t.Fatalf("burst latencies before %+v, during %+v, after %+v: want steady events before and after its commit", b.Before, b.During, b.After)
