@@ -114,3 +114,45 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 		}
 	}
 }
+
+// A small claim reads in proportion less than a big one, down to a claim
+// of a few rows (secondWindow): a claim that timed out halves the next, so
+// that the next can finish. Here shard 0 of 64 (16 buckets) holds 20,000
+// rows whose retry is an hour away, which every pass reads past.
+func TestOrderedClaimReadsLessWhenSmaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewUnpartitioned(t)
+	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "small", Ordering: Ordering{Topics: []string{"orders"}, Shards: 64}})
+	if err := r.pg.ensureShards(ctx, 64); err != nil {
+		t.Fatal(err)
+	}
+	q := `INSERT INTO ` + table.Ident() + ` (topic, key, payload, next_retry_at)
+		SELECT 'orders', k, '\x00'::bytea, now() + interval '1 hour'
+		FROM (SELECT convert_to('k' || g, 'UTF8') AS k FROM generate_series(1, 400000) AS g) AS keys
+		WHERE hashtextextended(encode(k, 'hex'), 0) & 1023 < 16
+		LIMIT 20000`
+	if _, err := pool.Exec(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(t, pool, table)
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'small#1', locked_until = now() + interval '1 hour' WHERE shard = 0"); err != nil {
+		t.Fatal(err)
+	}
+	all, topics := r.pg.orderedTopics()
+	buckets := bucketsOf(0, 64)
+	claim := func(limit int) int {
+		args := []any{limit, "small#2", int64(60000), 0, "small#1", buckets, all, topics, headWindow(limit),
+			firstWindow(limit, len(buckets)), r.pg.bytes.batch, r.pg.bytes.event, secondWindow(limit)}
+		p := explainBuffers(t, pool, r.pg.q.claimOrdered, args...)
+		return p.SharedHit + p.SharedRead
+	}
+	big, small := claim(100), claim(4)
+	t.Logf("the claim of 100 rows read %d buffers, of 4 rows %d", big, small)
+	if small > big/4 {
+		t.Errorf("a claim of 4 rows read %d buffers, one of 100 %d: want at most a quarter", small, big)
+	}
+}

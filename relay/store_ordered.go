@@ -230,11 +230,12 @@ func firstWindow(limit, buckets int) int {
 
 // secondWindow is how many rows a claim of limit rows reads in all in its
 // last pass (claim_ordered.sql), bucket by bucket: so far past a key whose
-// head is not ready it looks for the keys behind it in its bucket. It
-// grows with the claim, which a claim that timed out halves, and is never
-// below 4,096 rows, which take a few milliseconds to read.
+// head is not ready it looks for the keys behind it in its bucket. It is
+// 16 batches' worth, at least 4,096 rows (a few milliseconds to read), and
+// never more than 64 batches' worth: a claim that timed out halves the
+// next (batchSizer.timedOut), and the next reads in proportion less.
 func secondWindow(limit int) int {
-	return max(16*limit, 4096)
+	return min(max(16*limit, 4096), 64*limit)
 }
 
 // headWindow is how many of the shard's oldest pending rows a claim of
