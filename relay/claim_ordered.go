@@ -20,7 +20,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 	slot := r.live.orderedSlot(loop)
 	// Leasing and handing back shards outlive ctx, within the shutdown
 	// bound.
-	hard, stopHard := r.shutdownBound(ctx)
+	hard, stopHard := shutdownBound(ctx, r.cfg)
 	defer stopHard()
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	var settle time.Duration // > 0: re-checking after a wake-up
@@ -30,7 +30,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 			continue
 		}
 		woken := r.bell.next()
-		lessee := r.token()
+		lessee := r.tokens.next()
 		lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 		shard, ok, err := r.pg.leaseShard(lctx, lessee)
 		cancel()

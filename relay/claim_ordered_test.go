@@ -531,7 +531,7 @@ func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
 			}
 		}),
 	})
-	lessee := r.token()
+	lessee := r.tokens.next()
 	shard, ok, err := r.pg.leaseShard(ctx, lessee)
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)

@@ -44,7 +44,7 @@ func TestIdleClaimsLookFirstWhenEveryTopicIsOrdered(t *testing.T) {
 	}
 	claim := func(want, claims int) {
 		t.Helper()
-		b, err := r.stream.claim(ctx, ctx, r.token(), 10)
+		b, err := r.stream.claim(ctx, ctx, r.tokens.next(), 10)
 		if err != nil {
 			t.Fatal(err)
 		}

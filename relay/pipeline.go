@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -76,13 +75,13 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 	// Statements outlive ctx, within the shutdown bound: a claim whose
 	// result is lost to a cancellation would strand rows until their lease
 	// ends, and an outcome must be recorded.
-	hard, stopHard := r.shutdownBound(ctx)
+	hard, stopHard := shutdownBound(ctx, r.cfg)
 	defer stopHard()
 	r.batches.Add(1)
 	defer r.batches.Add(-1)
 	beat(slot)
 	defer rest(slot)
-	owner := r.token()
+	owner := r.tokens.next()
 	start := time.Now()
 	b, err := c.claim(ctx, hard, owner, limit)
 	if sizes != nil && errors.Is(err, context.DeadlineExceeded) && hard.Err() == nil {
@@ -120,11 +119,6 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 	b.ph.record = time.Since(start)
 	r.logBatch(res, b.ph, out.retries, out.failures, out.topics)
 	return res, full, nil
-}
-
-// token returns a fresh claim token: "<ID>#<n>".
-func (r *Relay) token() string {
-	return r.cfg.ID + "#" + strconv.FormatUint(r.seq.Add(1), 10)
 }
 
 // outcome is what is to be recorded for a claimed batch.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -23,9 +24,12 @@ type Relay struct {
 	store  store    // every statement, on the caller's pool or database
 	pg     *pgStore // store on PostgreSQL, for what only it offers; nil on MySQL
 	log    *slog.Logger
-	seq    atomic.Uint64 // numbers claims, for their tokens
-	bell   *bell         // rung when an insert into the table commits
-	turns  *turns        // shares wake-ups among the unordered workers
+	tokens *tokens // numbers claims (locked_by)
+	bell   *bell   // rung when an insert into the table commits
+	turns  *turns  // shares wake-ups among the unordered workers
+	// listener wakes the loops on notifications; nil when the relay only
+	// polls (NoListen, MySQL).
+	listener *listener
 
 	// The claim strategies (claim.go): ProcessBatch's, Run's workers' and
 	// ClaimLock's.
@@ -33,7 +37,9 @@ type Relay struct {
 	stream *streamClaims
 	locks  lockClaims
 
-	vacuumDenied atomic.Bool // the role may not VACUUM the table: the janitor warned once and leaves it to autovacuum
+	// The maintenance services (retention.go, partitions.go).
+	retention  *retention
+	partitions *partitionManager
 
 	sink    *breaker     // the sink: up, down since when, or on trial (outage.go)
 	batches atomic.Int32 // batches between their claim and their recorded outcome
@@ -127,16 +133,19 @@ func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
 // is st on PostgreSQL, nil elsewhere. table names the table in logs.
 func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *Relay {
 	r := &Relay{
-		cfg:   cfg,
-		pub:   pub,
-		store: st,
-		pg:    pg,
-		log:   cfg.Logger.With("relay_id", cfg.ID, "table", table),
-		bell:  newBell(),
-		turns: newTurns(),
-		obs:   cfg.Observer,
-		live:  newLiveness(cfg),
+		cfg:    cfg,
+		pub:    pub,
+		store:  st,
+		pg:     pg,
+		log:    cfg.Logger.With("relay_id", cfg.ID, "table", table),
+		bell:   newBell(),
+		turns:  newTurns(),
+		obs:    cfg.Observer,
+		live:   newLiveness(cfg),
+		tokens: newTokens(cfg.ID),
 	}
+	r.retention = &retention{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens, observe: r.observe}
+	r.partitions = &partitionManager{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens}
 	r.leases = &leaseClaims{r: r}
 	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
 	if pg != nil && cfg.Ordering.allTopics() {
@@ -145,16 +154,36 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 	r.locks = lockClaims{r}
 	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
-	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.observe, func() {
+	wake := func() { // an insert committed, or the sink answers again
 		r.bell.ring()
 		r.turns.signal()
-	})
+	}
+	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.observe, wake)
+	if pg != nil && !cfg.NoListen { // MySQL has no LISTEN/NOTIFY: it polls
+		r.listener = &listener{pg: pg, backoffMin: cfg.OutageBackoffMin, backoffMax: cfg.OutageBackoffMax, log: r.log, wake: wake}
+	}
 	r.prober, _ = pub.(Prober)
 	r.keyBatches = keyBatches(pub)
-	// Claim numbers start at a random point, so that replicas mistakenly
-	// given the same ID still write distinct locked_by tokens.
-	r.seq.Store(rand.Uint64() >> 24)
 	return r
+}
+
+// tokens numbers a replica's claims: each writes "<ID>#<n>" to locked_by.
+type tokens struct {
+	id  string
+	seq atomic.Uint64
+}
+
+// newTokens starts the numbers at a random point, so that replicas
+// mistakenly given the same ID still write distinct tokens.
+func newTokens(id string) *tokens {
+	t := &tokens{id: id}
+	t.seq.Store(rand.Uint64() >> 24)
+	return t
+}
+
+// next returns the token of a new claim.
+func (t *tokens) next() string {
+	return t.id + "#" + strconv.FormatUint(t.seq.Add(1), 10)
 }
 
 // ID returns the replica id. Each claim writes "<ID>#<n>" to locked_by, n

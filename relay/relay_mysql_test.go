@@ -176,16 +176,16 @@ func TestMySQLRelayPollsAdaptively(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.listens() {
+	if r.listener != nil {
 		t.Error("a relay on MySQL listens for notifications")
 	}
-	if got := r.pollWait(time.Second, true); got != 5*time.Millisecond {
+	if got := pollWait(r.cfg, r.listener != nil, time.Second, true); got != 5*time.Millisecond {
 		t.Errorf("wait after a claim that found rows = %v, want PollMin (5ms)", got)
 	}
-	if got := r.pollWait(40*time.Millisecond, false); got != 80*time.Millisecond {
+	if got := pollWait(r.cfg, r.listener != nil, 40*time.Millisecond, false); got != 80*time.Millisecond {
 		t.Errorf("wait after an empty claim = %v, want twice the previous (80ms)", got)
 	}
-	if got := r.pollWait(800*time.Millisecond, false); got != time.Second {
+	if got := pollWait(r.cfg, r.listener != nil, 800*time.Millisecond, false); got != time.Second {
 		t.Errorf("wait after an empty claim = %v, want at most PollInterval (1s)", got)
 	}
 }

@@ -69,9 +69,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.log.Warn("the pool does not set the relay's session settings; call relay.ConfigurePool on its config", "unset", slices.Sorted(maps.Keys(unset)))
 	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "batch_min", r.cfg.BatchMin, "workers", r.cfg.Workers, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
-		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention())
+		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention.describe())
 	defer r.log.Info("relay stopped")
-	hard, stopHard := r.shutdownBound(ctx)
+	hard, stopHard := shutdownBound(ctx, r.cfg)
 	defer stopHard()
 	// A fatal database error ends Run early: stop the other loops too.
 	ctx, stop := context.WithCancel(ctx)
@@ -92,10 +92,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			spawn(func(ctx context.Context) { r.runOrdered(ctx, loop) })
 		}
 	}
-	if r.listens() {
-		spawn(r.listen)
+	if r.listener != nil {
+		spawn(r.listener.loop)
 	}
-	spawn(r.runJanitor) // retention, unless KeepSent, and a partitioned table's partitions
+	spawn(r.retention.loop)  // unless KeepSent
+	spawn(r.partitions.loop) // on a partitioned table
 	if r.prober != nil {
 		spawn(func(ctx context.Context) { r.sink.watch(ctx, r.prober) })
 	}
@@ -184,13 +185,13 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			r.sink.endTrial()
 			fallthrough
 		case !full:
-			wait = r.pollWait(wait, res.Claimed > 0)
-			r.awaitTurn(ctx, woken, wait)
+			wait = pollWait(r.cfg, r.listener != nil, wait, res.Claimed > 0)
+			r.turns.await(ctx, woken, wait)
 		default:
 			// A full batch: more rows likely wait. Another worker may
 			// claim them while this one publishes.
 			r.turns.invite()
-			wait = r.pollWait(wait, true)
+			wait = pollWait(r.cfg, r.listener != nil, wait, true)
 		}
 	}
 	return nil

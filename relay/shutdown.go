@@ -49,8 +49,8 @@ func outlive(ctx context.Context, d time.Duration) (_ context.Context, stop func
 	}
 }
 
-// shutdownBound is outlive with the relay's bound: ShutdownTimeout +
+// shutdownBound is outlive with the relay's bound: cfg.ShutdownTimeout +
 // shutdownGrace after ctx ends.
-func (r *Relay) shutdownBound(ctx context.Context) (context.Context, func()) {
-	return outlive(ctx, r.cfg.ShutdownTimeout+shutdownGrace)
+func shutdownBound(ctx context.Context, cfg Config) (context.Context, func()) {
+	return outlive(ctx, cfg.ShutdownTimeout+shutdownGrace)
 }

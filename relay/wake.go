@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -51,45 +52,38 @@ func idle(ctx context.Context, d time.Duration, woken <-chan struct{}) bool {
 // ready; see runOrdered.
 const settleMin = 5 * time.Millisecond
 
-// listen keeps a LISTEN session on the table's channel (migration 003) and
-// rings the bell for every notification, and once each time it connects,
+// listener keeps a LISTEN session on the table's channel (migration 003)
+// and calls wake for every notification, and once each time it connects,
 // for inserts committed while it was not listening. It has a connection of
 // its own, outside the pool. While it cannot listen, polling carries on.
-// It returns when ctx ends.
-func (r *Relay) listen(ctx context.Context) {
-	b := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+type listener struct {
+	pg                     *pgStore
+	backoffMin, backoffMax time.Duration // OutageBackoffMin, OutageBackoffMax
+	log                    *slog.Logger
+	wake                   func()
+}
+
+// loop listens until ctx ends.
+func (l *listener) loop(ctx context.Context) {
+	b := newExponential(l.backoffMin, l.backoffMax)
 	failing := false
 	for ctx.Err() == nil {
-		err := r.listenOnce(ctx, func() {
+		err := l.pg.listen(ctx, func() {
 			if failing {
-				r.log.Info("listening for notifications again")
+				l.log.Info("listening for notifications again")
 				failing = false
 			}
 			b.Reset()
-		})
+			l.wake()
+		}, l.wake)
 		if ctx.Err() != nil {
 			return
 		}
-		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)
+		d := min(b.NextBackOff(), l.backoffMax)
 		if !failing {
-			r.log.Warn("notification listener lost; polling only until it is back", "error", err, "retry_in", d)
+			l.log.Warn("notification listener lost; polling only until it is back", "error", err, "retry_in", d)
 			failing = true
 		}
 		sleep(ctx, d)
 	}
-}
-
-// listenOnce listens and rings until the connection fails or ctx ends;
-// connected runs once the LISTEN took effect.
-func (r *Relay) listenOnce(ctx context.Context, connected func()) error {
-	return r.pg.listen(ctx, func() {
-		connected()
-		r.notified()
-	}, r.notified)
-}
-
-// notified wakes the claim loops: an insert into the table committed.
-func (r *Relay) notified() {
-	r.bell.ring()
-	r.turns.signal()
 }

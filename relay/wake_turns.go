@@ -110,30 +110,25 @@ func (t *turns) pollDue(d time.Duration) bool {
 	return time.Since(t.lastTurn) >= d/2
 }
 
-// listens reports whether Run wakes on notifications: unless NoListen,
-// on PostgreSQL (MySQL has no LISTEN/NOTIFY, so the relay polls there as
-// with NoListen).
-func (r *Relay) listens() bool { return !r.cfg.NoListen && r.pg != nil }
-
 // pollWait is a worker's wait for its next poll after a batch that was not
 // full, given its previous wait and whether the batch found rows. A
 // listening relay is woken by notifications and polls every PollInterval.
 // One that does not listen polls PollMin after a claim that found rows and
 // doubles the wait after each that found none, up to PollInterval.
-func (r *Relay) pollWait(prev time.Duration, found bool) time.Duration {
+func pollWait(cfg Config, listening bool, prev time.Duration, found bool) time.Duration {
 	switch {
-	case r.listens():
-		return r.cfg.PollInterval
+	case listening:
+		return cfg.PollInterval
 	case found:
-		return r.cfg.PollMin
+		return cfg.PollMin
 	}
-	return min(2*prev, r.cfg.PollInterval)
+	return min(2*prev, cfg.PollInterval)
 }
 
-// awaitTurn waits until this worker should claim again: its turn for a
+// await waits until this worker should claim again: its turn for a
 // notification or an invitation (woken is the channel begin returned), or
 // a poll after d that is due, or the end of ctx.
-func (r *Relay) awaitTurn(ctx context.Context, woken <-chan struct{}, d time.Duration) {
+func (t *turns) await(ctx context.Context, woken <-chan struct{}, d time.Duration) {
 	poll := time.NewTimer(d)
 	defer poll.Stop()
 	for {
@@ -142,11 +137,11 @@ func (r *Relay) awaitTurn(ctx context.Context, woken <-chan struct{}, d time.Dur
 			return
 		case <-woken:
 			var mine bool
-			if mine, woken = r.turns.take(); mine {
+			if mine, woken = t.take(); mine {
 				return
 			}
 		case <-poll.C:
-			if r.turns.pollDue(d) {
+			if t.pollDue(d) {
 				return
 			}
 			poll.Reset(d)

@@ -94,18 +94,17 @@ func TestTurnsPollDue(t *testing.T) {
 // A listening relay polls every PollInterval; one that does not polls
 // PollMin after finding rows and backs off, doubling, to PollInterval.
 func TestPollWait(t *testing.T) {
-	listening := &Relay{cfg: Config{PollInterval: 400 * time.Millisecond, PollMin: 5 * time.Millisecond}, pg: &pgStore{}} // on PostgreSQL
-	if got := listening.pollWait(5*time.Millisecond, true); got != 400*time.Millisecond {
+	cfg := Config{PollInterval: 400 * time.Millisecond, PollMin: 5 * time.Millisecond}
+	if got := pollWait(cfg, true, 5*time.Millisecond, true); got != 400*time.Millisecond {
 		t.Errorf("listening relay after rows: %v, want the poll interval", got)
 	}
-	polling := &Relay{cfg: Config{PollInterval: 400 * time.Millisecond, PollMin: 5 * time.Millisecond, NoListen: true}}
-	wait := polling.pollWait(400*time.Millisecond, true)
+	wait := pollWait(cfg, false, 400*time.Millisecond, true)
 	if wait != 5*time.Millisecond {
 		t.Fatalf("after rows: %v, want PollMin", wait)
 	}
 	var waits []time.Duration
 	for range 8 {
-		wait = polling.pollWait(wait, false)
+		wait = pollWait(cfg, false, wait, false)
 		waits = append(waits, wait)
 	}
 	want := []time.Duration{10, 20, 40, 80, 160, 320, 400, 400}
@@ -114,7 +113,7 @@ func TestPollWait(t *testing.T) {
 			t.Fatalf("waits after empty claims = %v, want %v ms", waits, want)
 		}
 	}
-	if got := polling.pollWait(wait, true); got != 5*time.Millisecond {
+	if got := pollWait(cfg, false, wait, true); got != 5*time.Millisecond {
 		t.Errorf("rows after idling: %v, want PollMin", got)
 	}
 }
