@@ -93,7 +93,7 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	c := r.stream
 	c.lapsedAt = time.Now().Add(time.Hour) // no look for lapsed leases until told
 
-	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
+	if res, err := r.pipe.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
 	}
 	if c.floor == bottom {
@@ -105,14 +105,14 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
+	if res, err := r.pipe.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("claim in the backlog = %+v, %v; want 2 claimed", res, err)
 	}
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
 		t.Fatalf("the late row was claimed from above the floor (%d left pending)", n)
 	}
 	c.lapsedAt = time.Time{} // a look for lapsed leases
-	if res, err := r.process(ctx, c, 3, nil); err != nil || res.Claimed != 2 {
+	if res, err := r.pipe.process(ctx, c, 3, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("claim that looks for lapsed leases = %+v, %v; want the 2 rows above the floor", res, err)
 	}
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
@@ -125,7 +125,7 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 1 {
 		t.Fatal("the look took the late row: it must only read")
 	}
-	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 1 {
+	if res, err := r.pipe.process(ctx, c, 2, nil); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim after the look = %+v, %v; want the late row", res, err)
 	}
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 0 {
@@ -154,14 +154,14 @@ func TestLapsedLooksReadSinceTheLastOne(t *testing.T) {
 	}
 	c := r.stream
 	c.lapsedAt, c.coveredAt = time.Time{}, time.Now().Add(-time.Second)
-	if res, err := r.process(ctx, c, 0, nil); err != nil || res.Claimed != 0 {
+	if res, err := r.pipe.process(ctx, c, 0, nil); err != nil || res.Claimed != 0 {
 		t.Fatalf("look for leases that ended within the last second = %+v, %v; want the hour-old one left", res, err)
 	}
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the lapsed lease", len(c.found), err)
 	}
 	c.lapsedAt = time.Now().Add(time.Hour) // the claim takes it by id, not by its own look
-	if res, err := r.process(ctx, c, 0, nil); err != nil || res.Claimed != 1 {
+	if res, err := r.pipe.process(ctx, c, 0, nil); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim after the look = %+v, %v; want the lapsed row rescued", res, err)
 	}
 	c.sent.flush(context.Background())
@@ -180,7 +180,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 	c := r.stream
 	c.lapsedAt = time.Now().Add(time.Hour)
 	insertRows(t, pool, table, 2)
-	if res, err := r.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
+	if res, err := r.pipe.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
 	}
 	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+
@@ -205,7 +205,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 	insertRows(t, pool, table, 3)
 	claimed := make(chan BatchResult, 1)
 	go func() {
-		res, err := r.process(ctx, c, 10, nil)
+		res, err := r.pipe.process(ctx, c, 10, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -223,7 +223,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 	if err := <-looked; err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.process(ctx, c, 10, nil); err != nil || res.Claimed != 1 {
+	if res, err := r.pipe.process(ctx, c, 10, nil); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim after the look = %+v, %v; want the late row", res, err)
 	}
 	c.sent.flush(context.Background())
@@ -301,7 +301,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := r.process(ctx, c, 2*perCycle, nil); err != nil || res.Claimed != perCycle {
+			if res, err := r.pipe.process(ctx, c, 2*perCycle, nil); err != nil || res.Claimed != perCycle {
 				t.Fatalf("cycle %d: %+v, %v; want %d claimed", cycle, res, err, perCycle)
 			}
 		}
@@ -353,7 +353,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if looked < 5*swept {
 		t.Errorf("the look read %d pages, the claim after it %d: the look no longer walks what the claims skip, or the test no longer tells them apart", looked, swept)
 	}
-	if res, err := r.process(ctx, c, perCycle, nil); err != nil || res.Claimed != 1 {
+	if res, err := r.pipe.process(ctx, c, perCycle, nil); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim after the look = %+v, %v; want the row set back", res, err)
 	}
 	c.sent.flush(ctx)

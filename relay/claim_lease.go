@@ -51,7 +51,7 @@ func (c *leaseClaims) leased(rows []row, owner string) *batch {
 		return c.r.store.extend(ctx, owner, ids)
 	}
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-		return false, c.r.recordLeased(hard, owner, b.sentTIDs(out), out, res)
+		return false, c.r.pipe.recordLeased(hard, owner, b.sentTIDs(out), out, res)
 	}
 	return b
 }
@@ -223,7 +223,7 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 			c.sent.add(sentBatch{owner: owner, ids: out.sent, tids: b.sentTIDs(out), res: *res, ph: b.ph, topics: out.topics})
 			return true, nil
 		}
-		return false, r.recordLeased(hard, owner, b.sentTIDs(out), out, res)
+		return false, r.pipe.recordLeased(hard, owner, b.sentTIDs(out), out, res)
 	}
 	return b, nil
 }

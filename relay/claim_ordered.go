@@ -59,7 +59,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 			continue
 		}
 		dbDown.Reset()
-		r.observe(Event{Kind: EventShardLeased, Shard: shard})
+		r.pipe.observe(Event{Kind: EventShardLeased, Shard: shard})
 		c := &shardClaims{r: r, shard: shard, lessee: lessee}
 		claimed, wait, abandoned := c.serve(ctx, slot)
 		if abandoned {
@@ -71,7 +71,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 		}
 		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
 		// The loop no longer serves the shard, handed back or not.
-		r.observe(Event{Kind: EventShardHandedBack, Shard: shard, Rows: claimed})
+		r.pipe.observe(Event{Kind: EventShardHandedBack, Shard: shard, Rows: claimed})
 		if r.prober != nil && r.sink.isDown() {
 			continue // no backoff: the loop's top waits for the sink
 		}
@@ -91,7 +91,7 @@ func (c *shardClaims) serve(ctx context.Context, slot *atomic.Int64) (claimed in
 	r := c.r
 	for claimed < r.cfg.Ordering.ShardBudget && ctx.Err() == nil {
 		limit := r.orderedSizes.next()
-		res, full, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, slot)
+		res, full, err := r.pipe.processIn(ctx, c, limit, r.orderedSizes, nil, slot)
 		claimed += res.Claimed
 		switch {
 		case res.Abandoned > 0:
@@ -201,7 +201,7 @@ func (c *shardClaims) written(got recorded, took time.Duration) {
 	c.waiting = nil
 	w.ph.record = took
 	w.res.count(got, w.out)
-	c.r.logBatch(w.res, w.ph, w.out.retries, w.out.failures, w.out.topics)
+	c.r.pipe.logBatch(w.res, w.ph, w.out.retries, w.out.failures, w.out.topics)
 }
 
 // count sets the outcome counts of res from a write-back of out that
@@ -225,7 +225,7 @@ func (c *shardClaims) handBack(hard context.Context) error {
 	}
 	start := time.Now()
 	var got recorded
-	_, err := r.retryWrite(ctx, func(ctx context.Context) (int, error) {
+	_, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) {
 		var err error
 		got, err = r.pg.handBack(ctx, c.shard, c.lessee, c.prior())
 		return 0, err
@@ -244,7 +244,7 @@ func (c *shardClaims) record(hard context.Context, w orderedWrite, res *BatchRes
 	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	var got recorded
-	_, err := r.retryWrite(wctx, func(ctx context.Context) (int, error) {
+	_, err := r.pipe.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
 		got, err = r.pg.recordOrdered(ctx, w)
 		return 0, err

@@ -12,7 +12,7 @@ import (
 // ProcessBatch), keeps the relay's outage state, and reports whether the
 // sink is down and which messages are finished (sent, or failed for good).
 // With park (HeadOfLinePark), a transient failure fails its message at once.
-func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut, park bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
+func (p *pipeline) classify(msgs []outbox.Message, results []error, cut publishCut, park bool, out *outcome, res *BatchResult) (down bool, finished []bool) {
 	if cut == publishAbandoned {
 		// No outcome: the sink may still be sending them. They keep
 		// their lease.
@@ -23,7 +23,7 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 		return false, make([]bool, len(msgs))
 	}
 	interrupted := cut == publishInterrupted
-	down = !interrupted && sinkDown(results, r.sink.inOutage())
+	down = !interrupted && sinkDown(results, p.sink.inOutage())
 	sent, answered, deferred, cause := false, false, 0, ""
 	finished = make([]bool, len(msgs))
 	for i, msg := range msgs {
@@ -45,17 +45,17 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 				cause = publishers.Describe(err)
 			}
 		case errors.Is(err, publishers.ErrUnavailable):
-			out.retries = append(out.retries, retry{msg.ID, r.cfg.BackoffMin, publishers.Describe(err), true})
+			out.retries = append(out.retries, retry{msg.ID, p.cfg.BackoffMin, publishers.Describe(err), true})
 		case park:
 			out.failures = append(out.failures, failure{msg.ID, "parked: " + publishers.Describe(err)})
-		case msg.Attempt >= r.cfg.MaxAttempts:
-			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, r.cfg.MaxAttempts, publishers.Describe(err))})
+		case msg.Attempt >= p.cfg.MaxAttempts:
+			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, p.cfg.MaxAttempts, publishers.Describe(err))})
 		default:
-			delay := retryDelay(msg.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
+			delay := retryDelay(msg.Attempt, p.cfg.BackoffMin, p.cfg.BackoffMax)
 			if after, ok := publishers.RetryAfterOf(err); ok {
 				// The destination said when: wait that long, within
 				// BackoffMax.
-				delay = min(max(delay, after), r.cfg.BackoffMax)
+				delay = min(max(delay, after), p.cfg.BackoffMax)
 			}
 			out.retries = append(out.retries, retry{msg.ID, delay, publishers.Describe(err), false})
 		}
@@ -73,10 +73,10 @@ func (r *Relay) classify(msgs []outbox.Message, results []error, cut publishCut,
 	}
 	if down {
 		res.SinkUnavailable = true
-		res.Backoff = r.sink.wentDown(cause, deferred)
+		res.Backoff = p.sink.wentDown(cause, deferred)
 	}
 	if sent || answered && !down {
-		r.sink.answered()
+		p.sink.answered()
 	}
 	return down, finished
 }

@@ -94,9 +94,9 @@ func FuzzDecode(f *testing.F) {
 		if maxAttempts < 1 {
 			maxAttempts = 1 // Config.validate guarantees it
 		}
-		r := &Relay{cfg: Config{MaxAttempts: maxAttempts}}
+		p := &pipeline{cfg: Config{MaxAttempts: maxAttempts}}
 		x := fuzzRow(id, topic, key, payload, headers, attempt, createdKind, createdAt)
-		msg, err := r.decode(x)
+		msg, err := p.decode(x)
 		if msg.ID != x.id {
 			t.Fatalf("decode returned id %s for row %s", msg.ID, x.id)
 		}
@@ -113,7 +113,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		x.headers = canonical
-		if msg, err = r.decode(x); err != nil {
+		if msg, err = p.decode(x); err != nil {
 			checkRejection(t, x, err, maxAttempts, finite, true)
 		} else {
 			checkAccepted(t, x, msg, maxAttempts, finite)
@@ -245,9 +245,9 @@ func FuzzDecodeWriterHeaders(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		r := &Relay{cfg: Config{MaxAttempts: 10}}
+		p := &pipeline{cfg: Config{MaxAttempts: 10}}
 		x := fuzzRow(nil, "orders", nil, []byte("p"), stored, 1, createdFinite, 0)
-		msg, err := r.decode(x)
+		msg, err := p.decode(x)
 		if err != nil {
 			t.Fatalf("decode rejected headers the writer stores (%s): %v", stored, err)
 		}

@@ -123,9 +123,9 @@ const ClaimOrdered ClaimMode = "ordered"
 
 // observe passes e to the configured Observer, if any. With none it costs
 // a nil check.
-func (r *Relay) observe(e Event) {
-	if r.obs != nil {
-		r.obs.Observe(e)
+func (p *pipeline) observe(e Event) {
+	if p.obs != nil {
+		p.obs.Observe(e)
 	}
 }
 

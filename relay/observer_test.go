@@ -144,9 +144,9 @@ func TestObserverSeesWhatTheRelayDoes(t *testing.T) {
 // Reporting to no Observer, or to one that does nothing, allocates nothing.
 func TestObserveAllocatesNothing(t *testing.T) {
 	for name, obs := range map[string]Observer{"none": nil, "no-op": ObserverFunc(func(Event) {})} {
-		r := &Relay{obs: obs}
+		p := &pipeline{obs: obs}
 		allocs := testing.AllocsPerRun(1000, func() {
-			r.observe(Event{Kind: EventRecorded, Claim: ClaimLease, Rows: 100, Duration: time.Millisecond, Result: BatchResult{Claimed: 100, Sent: 100}})
+			p.observe(Event{Kind: EventRecorded, Claim: ClaimLease, Rows: 100, Duration: time.Millisecond, Result: BatchResult{Claimed: 100, Sent: 100}})
 		})
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per event, want 0", name, allocs)

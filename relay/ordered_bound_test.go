@@ -105,7 +105,7 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 	c := &shardClaims{r: r, shard: shard, lessee: "lessee"}
 	for _, want := range []int{r.cfg.BatchMin / 2, r.cfg.BatchMin / 4} {
 		limit := r.orderedSizes.next()
-		_, _, err := r.processIn(ctx, c, limit, r.orderedSizes, nil, r.live.orderedSlot(0))
+		_, _, err := r.pipe.processIn(ctx, c, limit, r.orderedSizes, nil, r.live.orderedSlot(0))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("claim of %d rows behind a lock: %v, want a timeout", limit, err)
 		}

@@ -37,7 +37,7 @@ func TestOutageIsLoggedOnceAndThenAtASlowCadence(t *testing.T) {
 	for range 3 { // three batches, as several workers would
 		var out outcome
 		var res BatchResult
-		r.classify(msgs, []error{unavailable, unavailable}, publishWhole, false, &out, &res)
+		r.pipe.classify(msgs, []error{unavailable, unavailable}, publishWhole, false, &out, &res)
 		if !res.SinkUnavailable || len(out.retries) != 2 || out.retries[0].delay != 0 || !out.retries[0].refund {
 			t.Fatalf("batch during the outage: result %+v, retries %+v; want both deferred, due at once, attempt given back", res, out.retries)
 		}

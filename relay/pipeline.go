@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +15,21 @@ import (
 // The pipeline moves one batch: claim → decode → publish → classify →
 // record. A claimer (claim.go) decides how rows are claimed, held and
 // recorded; the rest is the same for every claim strategy.
+
+// pipeline is one batch's path: claim, decode, publish, classify the
+// results, record the outcome (pipeline.go, rounds.go, classify.go,
+// record.go). Run's loops and ProcessBatch send their batches through it.
+type pipeline struct {
+	cfg        Config
+	pub        Publisher
+	obs        Observer // cfg.Observer
+	store      store
+	log        *slog.Logger
+	sink       *breaker // the sink's outage state (outage.go)
+	tokens     *tokens
+	keyBatches bool         // pub takes several events of one key per call (KeyBatcher)
+	batches    atomic.Int32 // batches between their claim and their recorded outcome
+}
 
 // ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
 // publishes them and records the outcome. It is exported for callers that
@@ -44,7 +60,7 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	if r.cfg.Claim == ClaimLock {
 		c = r.locks
 	}
-	return r.process(ctx, c, limit, nil)
+	return r.pipe.process(ctx, c, limit, nil)
 }
 
 // process runs the pipeline once: it claims up to limit rows with c (BatchSize when
@@ -52,8 +68,8 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 // nil, is called once the publish is over, before the outcome is recorded
 // (Run lets another worker claim then); it is not called when the claim
 // finds nothing or fails.
-func (r *Relay) process(ctx context.Context, c claimer, limit int, published func()) (BatchResult, error) {
-	res, _, err := r.processIn(ctx, c, limit, nil, published, nil)
+func (p *pipeline) process(ctx context.Context, c claimer, limit int, published func()) (BatchResult, error) {
+	res, _, err := p.processIn(ctx, c, limit, nil, published, nil)
 	return res, err
 }
 
@@ -65,9 +81,9 @@ func (r *Relay) process(ctx context.Context, c claimer, limit int, published fun
 // as soon as it is known, so that another worker's next claim follows it.
 // full reports a claim that came back full (claimBytes.full): more rows
 // may wait.
-func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batchSizer, published func(), slot *atomic.Int64) (res BatchResult, full bool, err error) {
+func (p *pipeline) processIn(ctx context.Context, c claimer, limit int, sizes *batchSizer, published func(), slot *atomic.Int64) (res BatchResult, full bool, err error) {
 	if limit <= 0 {
-		limit = r.cfg.BatchSize
+		limit = p.cfg.BatchSize
 	}
 	if ctx.Err() != nil {
 		return BatchResult{}, false, nil
@@ -75,13 +91,13 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 	// Statements outlive ctx, within the shutdown bound: a claim whose
 	// result is lost to a cancellation would strand rows until their lease
 	// ends, and an outcome must be recorded.
-	hard, stopHard := shutdownBound(ctx, r.cfg)
+	hard, stopHard := shutdownBound(ctx, p.cfg)
 	defer stopHard()
-	r.batches.Add(1)
-	defer r.batches.Add(-1)
+	p.batches.Add(1)
+	defer p.batches.Add(-1)
 	beat(slot)
 	defer rest(slot)
-	owner := r.tokens.next()
+	owner := p.tokens.next()
 	start := time.Now()
 	b, err := c.claim(ctx, hard, owner, limit)
 	if sizes != nil && errors.Is(err, context.DeadlineExceeded) && hard.Err() == nil {
@@ -91,7 +107,7 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 		return BatchResult{}, false, err
 	}
 	beat(slot)
-	bytes := claimBytesOf(r.cfg)
+	bytes := claimBytesOf(p.cfg)
 	if sizes != nil {
 		sizes.observe(limit, len(b.rows), bytes.rowBytes(b.rows))
 	}
@@ -101,12 +117,12 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 		defer b.end(hard)
 	}
 	b.ph = phases{mode: b.mode, claim: time.Since(start)}
-	r.observe(Event{Kind: EventClaimed, Claim: b.mode, Rows: len(b.rows), Duration: b.ph.claim, Topics: r.claimedTopics(b.rows)})
+	p.observe(Event{Kind: EventClaimed, Claim: b.mode, Rows: len(b.rows), Duration: b.ph.claim, Topics: p.claimedTopics(b.rows)})
 	if len(b.rows) == 0 {
 		return BatchResult{}, false, nil
 	}
 	res = BatchResult{Claimed: len(b.rows)}
-	out := r.publish(ctx, hard, b, &res)
+	out := p.publish(ctx, hard, b, &res)
 	if published != nil {
 		published()
 	}
@@ -117,7 +133,7 @@ func (r *Relay) processIn(ctx context.Context, c claimer, limit int, sizes *batc
 		return res, full, err
 	}
 	b.ph.record = time.Since(start)
-	r.logBatch(res, b.ph, out.retries, out.failures, out.topics)
+	p.logBatch(res, b.ph, out.retries, out.failures, out.topics)
 	return res, full, nil
 }
 
@@ -143,10 +159,10 @@ type outcome struct {
 // (HeadOfLineWait), unless the event failed for good or was parked
 // (HeadOfLinePark), in which case the key goes on. Rounds stop at
 // shutdown and when the sink is down; events not attempted are released.
-func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) outcome {
-	out := outcome{topics: r.newTopicTally()}
-	q := r.decodeAll(b, &out)
-	stop := r.keepLeases(hard, b.renew)
+func (p *pipeline) publish(ctx, hard context.Context, b *batch, res *BatchResult) outcome {
+	out := outcome{topics: p.newTopicTally()}
+	q := p.decodeAll(b, &out)
+	stop := p.keepLeases(hard, b.renew)
 	published := 0 // messages handed to the sink, over all rounds
 	for ctx.Err() == nil {
 		msgs := q.next()
@@ -154,7 +170,7 @@ func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) o
 			break
 		}
 		start := time.Now()
-		results, cut := r.publishOnce(ctx, msgs)
+		results, cut := p.publishOnce(ctx, msgs)
 		b.ph.publish += time.Since(start)
 		beat(b.slot)
 		published += len(msgs)
@@ -166,7 +182,7 @@ func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) o
 				out.topics.add(m.Topic, tallyReleased, 1)
 			}
 		}
-		down, finished := r.classify(msgs, results, cut, b.park, &out, res)
+		down, finished := p.classify(msgs, results, cut, b.park, &out, res)
 		for i := range msgs {
 			if !finished[i] { // the key waits behind this event
 				behind := q.drop(msgs[i])
@@ -180,7 +196,7 @@ func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) o
 	}
 	stop()
 	if published > 0 {
-		r.observe(Event{Kind: EventPublished, Claim: b.mode, Rows: published, Duration: b.ph.publish})
+		p.observe(Event{Kind: EventPublished, Claim: b.mode, Rows: published, Duration: b.ph.publish})
 	}
 	out.released = append(out.released, q.rest(out.topics)...)
 	return out
@@ -205,13 +221,13 @@ const (
 // cancelled (shutdown) the call gets ShutdownTimeout more. A Publish that
 // does not return within abandonAfter of its context's end is left
 // running, and its results are nil.
-func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results []error, cut publishCut) {
-	sctx, stop := outlive(ctx, r.cfg.ShutdownTimeout)
+func (p *pipeline) publishOnce(ctx context.Context, msgs []outbox.Message) (results []error, cut publishCut) {
+	sctx, stop := outlive(ctx, p.cfg.ShutdownTimeout)
 	defer stop()
-	pctx, cancel := context.WithTimeout(sctx, r.cfg.PublishTimeout)
+	pctx, cancel := context.WithTimeout(sctx, p.cfg.PublishTimeout)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- r.pub.Publish(pctx, msgs) }()
+	go func() { done <- p.pub.Publish(pctx, msgs) }()
 	var err error
 	select {
 	case err = <-done:
@@ -221,8 +237,8 @@ func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results
 		case err = <-done:
 			t.Stop()
 		case <-t.C:
-			r.log.Warn("the sink did not return from a publish after its deadline; its claim keeps its lease (its rows', or an ordered batch's shard's) until it ends",
-				"rows", len(msgs), "lease", r.cfg.Lease)
+			p.log.Warn("the sink did not return from a publish after its deadline; its claim keeps its lease (its rows', or an ordered batch's shard's) until it ends",
+				"rows", len(msgs), "lease", p.cfg.Lease)
 			return nil, publishAbandoned
 		}
 	}
@@ -239,12 +255,12 @@ func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results
 // rows longer than that. stop waits for a renewal in flight instead of
 // cancelling it: a lock claim's renewal runs in the claim's transaction,
 // which a cancelled statement would abort.
-func (r *Relay) keepLeases(hard context.Context, renew func(context.Context) (int, error)) (stop func()) {
+func (p *pipeline) keepLeases(hard context.Context, renew func(context.Context) (int, error)) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(r.cfg.Lease / 3)
+		t := time.NewTicker(p.cfg.Lease / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -254,15 +270,15 @@ func (r *Relay) keepLeases(hard context.Context, renew func(context.Context) (in
 				// A renewal may take up to a lease: a lock claim's runs on
 				// the claim's connection, which pgx closes when a statement
 				// outlives its deadline, ending the transaction.
-				hctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+				hctx, cancel := context.WithTimeout(hard, p.cfg.Lease)
 				lost, err := renew(hctx)
 				cancel()
 				switch {
 				case err != nil:
-					r.log.Warn("extending lease failed", "error", err)
+					p.log.Warn("extending lease failed", "error", err)
 				case lost > 0:
-					r.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", lost)
-					r.observe(Event{Kind: EventLeaseLost, Rows: lost})
+					p.log.Warn("lease lost while publishing; another claim may publish these rows too", "rows", lost)
+					p.observe(Event{Kind: EventLeaseLost, Rows: lost})
 				}
 			}
 		}

@@ -15,8 +15,8 @@ import (
 // shutdown cancels. The write-back gets its own deadline, a lease from
 // now: the publish may have run longer than a lease while the heartbeat
 // kept the rows.
-func (r *Relay) recordLeased(hard context.Context, owner string, tids []pgtype.TID, out *outcome, res *BatchResult) error {
-	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+func (p *pipeline) recordLeased(hard context.Context, owner string, tids []pgtype.TID, out *outcome, res *BatchResult) error {
+	wctx, cancel := context.WithTimeout(hard, p.cfg.Lease)
 	defer cancel()
 	steps := []struct {
 		what  string
@@ -24,13 +24,13 @@ func (r *Relay) recordLeased(hard context.Context, owner string, tids []pgtype.T
 		n     int
 		do    func(context.Context) (int, error)
 	}{
-		{"sent", &res.Sent, len(out.sent), func(ctx context.Context) (int, error) { return r.store.markSent(ctx, owner, out.sent, tids) }},
-		{"retry", &res.Retried, len(out.retries), func(ctx context.Context) (int, error) { return r.store.markRetry(ctx, owner, out.retries) }},
-		{"failed", &res.Failed, len(out.failures), func(ctx context.Context) (int, error) { return r.store.markFailed(ctx, owner, out.failures) }},
-		{"release", &res.Released, len(out.released), func(ctx context.Context) (int, error) { return r.store.release(ctx, owner, out.released) }},
+		{"sent", &res.Sent, len(out.sent), func(ctx context.Context) (int, error) { return p.store.markSent(ctx, owner, out.sent, tids) }},
+		{"retry", &res.Retried, len(out.retries), func(ctx context.Context) (int, error) { return p.store.markRetry(ctx, owner, out.retries) }},
+		{"failed", &res.Failed, len(out.failures), func(ctx context.Context) (int, error) { return p.store.markFailed(ctx, owner, out.failures) }},
+		{"release", &res.Released, len(out.released), func(ctx context.Context) (int, error) { return p.store.release(ctx, owner, out.released) }},
 	}
 	for _, step := range steps {
-		fenced, err := r.retryWrite(wctx, step.do)
+		fenced, err := p.retryWrite(wctx, step.do)
 		if err != nil {
 			return fmt.Errorf("record outcome (%s) of %d claimed rows: %w; they return after the lease", step.what, res.Claimed, err)
 		}
@@ -42,7 +42,7 @@ func (r *Relay) recordLeased(hard context.Context, owner string, tids []pgtype.T
 
 // retryWrite runs a write-back until it succeeds or ctx (bounded by the
 // lease) ends: a failed write-back would make the rows publish twice.
-func (r *Relay) retryWrite(ctx context.Context, do func(context.Context) (int, error)) (int, error) {
+func (p *pipeline) retryWrite(ctx context.Context, do func(context.Context) (int, error)) (int, error) {
 	b := newExponential(50*time.Millisecond, 2*time.Second)
 	for {
 		fenced, err := do(ctx)
@@ -50,26 +50,26 @@ func (r *Relay) retryWrite(ctx context.Context, do func(context.Context) (int, e
 			return fenced, err
 		}
 		d := b.NextBackOff()
-		r.log.Warn("recording outcome failed; retrying", "error", err, "retry_in", d)
+		p.log.Warn("recording outcome failed; retrying", "error", err, "retry_in", d)
 		sleep(ctx, d)
 	}
 }
 
 // logBatch logs a batch whose outcome is recorded, and reports it to the
 // Observer.
-func (r *Relay) logBatch(res BatchResult, ph phases, retries []retry, failures []failure, topics *topicTally) {
-	r.observe(Event{Kind: EventRecorded, Claim: ph.mode, Result: res, Duration: ph.record, Topics: topics.result(res)})
-	r.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
+func (p *pipeline) logBatch(res BatchResult, ph phases, retries []retry, failures []failure, topics *topicTally) {
+	p.observe(Event{Kind: EventRecorded, Claim: ph.mode, Result: res, Duration: ph.record, Topics: topics.result(res)})
+	p.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
 		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced, "abandoned", res.Abandoned,
 		"claim_ms", ms(ph.claim), "publish_ms", ms(ph.publish), "record_ms", ms(ph.record))
 	if len(retries) > 0 && !res.SinkUnavailable { // Run logs an outage once, not every probe
-		r.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
+		p.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
 	}
 	for _, f := range failures {
-		r.log.Error("event failed permanently", "id", f.id, "reason", f.error)
+		p.log.Error("event failed permanently", "id", f.id, "reason", f.error)
 	}
 	if res.Fenced > 0 {
-		r.log.Warn("outcome not recorded for rows another claim holds now (lease lost)", "rows", res.Fenced)
+		p.log.Warn("outcome not recorded for rows another claim holds now (lease lost)", "rows", res.Fenced)
 	}
 }
 

@@ -18,9 +18,7 @@ import (
 // same table.
 type Relay struct {
 	cfg    Config
-	pub    Publisher
 	prober Prober   // pub, when it can be probed
-	obs    Observer // cfg.Observer
 	store  store    // every statement, on the caller's pool or database
 	pg     *pgStore // store on PostgreSQL, for what only it offers; nil on MySQL
 	log    *slog.Logger
@@ -41,15 +39,12 @@ type Relay struct {
 	retention  *retention
 	partitions *partitionManager
 
-	sink    *breaker     // the sink: up, down since when, or on trial (outage.go)
-	batches atomic.Int32 // batches between their claim and their recorded outcome
+	sink *breaker  // the sink: up, down since when, or on trial (outage.go)
+	pipe *pipeline // a batch's claim, publish and write-back
 	// sizes is the unordered workers' adaptive batch size, orderedSizes the
 	// ordered loop's (batch_size.go).
 	sizes, orderedSizes *batchSizer
-	// keyBatches: pub takes several events of one key per call
-	// (KeyBatcher), so ordered batches are published in one round.
-	keyBatches bool
-	live       *liveness // the claim loops' progress, for Liveness
+	live                *liveness // the claim loops' progress, for Liveness
 }
 
 // BatchResult counts what happened to one claimed batch.
@@ -134,18 +129,14 @@ func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
 func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *Relay {
 	r := &Relay{
 		cfg:    cfg,
-		pub:    pub,
 		store:  st,
 		pg:     pg,
 		log:    cfg.Logger.With("relay_id", cfg.ID, "table", table),
 		bell:   newBell(),
 		turns:  newTurns(),
-		obs:    cfg.Observer,
 		live:   newLiveness(cfg),
 		tokens: newTokens(cfg.ID),
 	}
-	r.retention = &retention{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens, observe: r.observe}
-	r.partitions = &partitionManager{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens}
 	r.leases = &leaseClaims{r: r}
 	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
 	if pg != nil && cfg.Ordering.allTopics() {
@@ -158,12 +149,15 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 		r.bell.ring()
 		r.turns.signal()
 	}
-	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.observe, wake)
+	r.pipe = &pipeline{cfg: cfg, pub: pub, obs: cfg.Observer, store: st, log: r.log, tokens: r.tokens, keyBatches: keyBatches(pub)}
+	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.pipe.observe, wake)
+	r.pipe.sink = r.sink
+	r.retention = &retention{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens, observe: r.pipe.observe}
+	r.partitions = &partitionManager{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens}
 	if pg != nil && !cfg.NoListen { // MySQL has no LISTEN/NOTIFY: it polls
 		r.listener = &listener{pg: pg, backoffMin: cfg.OutageBackoffMin, backoffMax: cfg.OutageBackoffMax, log: r.log, wake: wake}
 	}
 	r.prober, _ = pub.(Prober)
-	r.keyBatches = keyBatches(pub)
 	return r
 }
 

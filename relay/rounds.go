@@ -113,7 +113,7 @@ func idsOf(msgs []outbox.Message) []uuid.UUID {
 // rows go to out.failures. An unordered batch is published oldest first
 // (UUIDv7 ids sort by creation time); an ordered one in the order its
 // transactions wrote it.
-func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
+func (p *pipeline) decodeAll(b *batch, out *outcome) *rounds {
 	rows := b.rows
 	if b.ordered {
 		rows = slices.Clone(rows)
@@ -123,7 +123,7 @@ func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
 	}
 	msgs := make([]outbox.Message, 0, len(rows))
 	for _, row := range rows {
-		msg, err := r.decode(row)
+		msg, err := p.decode(row)
 		if err != nil {
 			out.failures = append(out.failures, failure{row.id, err.Error()})
 			out.topics.add(row.topic, tallyFailed, 1)
@@ -135,7 +135,7 @@ func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
 		slices.SortFunc(msgs, func(a, b outbox.Message) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 		return &rounds{all: msgs}
 	}
-	if r.keyBatches {
+	if p.keyBatches {
 		return &rounds{all: msgs, keyed: true}
 	}
 	q := &rounds{queues: map[string][]outbox.Message{}}
@@ -152,13 +152,13 @@ func (r *Relay) decodeAll(b *batch, out *outcome) *rounds {
 // decode turns a claimed row into a message; an error means the row is
 // too large, malformed or rescued too often, and goes to failed with that
 // reason.
-func (r *Relay) decode(x row) (outbox.Message, error) {
+func (p *pipeline) decode(x row) (outbox.Message, error) {
 	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt.Time}
-	if claimBytesOf(r.cfg).tooLarge(&x) {
-		return msg, fmt.Errorf("event too large: %d bytes of payload, key and headers exceed the limit of %d (MaxEventBytes); the relay did not read them", x.size, r.cfg.MaxEventBytes)
+	if claimBytesOf(p.cfg).tooLarge(&x) {
+		return msg, fmt.Errorf("event too large: %d bytes of payload, key and headers exceed the limit of %d (MaxEventBytes); the relay did not read them", x.size, p.cfg.MaxEventBytes)
 	}
-	if x.attempt > r.cfg.MaxAttempts {
-		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, r.cfg.MaxAttempts)
+	if x.attempt > p.cfg.MaxAttempts {
+		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, p.cfg.MaxAttempts)
 	}
 	if !x.createdAt.Valid || x.createdAt.InfinityModifier != pgtype.Finite {
 		return msg, errors.New("malformed row: created_at is not a finite time")

@@ -153,7 +153,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		if probe {
 			sizes = nil // a probe's one row says nothing of the backlog
 		}
-		res, full, err := r.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
+		res, full, err := r.pipe.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
 		done()
 		switch {
 		case err != nil && r.store.fatal(err):
@@ -178,7 +178,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			sleep(ctx, r.cfg.PollInterval) // nothing to probe with yet
 		case probe:
 			r.sink.answered() // an answer of the message's own
-		case res.Claimed == 0 && r.batches.Load() == 0:
+		case res.Claimed == 0 && r.pipe.batches.Load() == 0:
 			// Nothing to publish here, and no batch is being published
 			// or recorded: an outage on trial is over, nothing waits for
 			// the sink any more.

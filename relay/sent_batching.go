@@ -98,7 +98,7 @@ func (q *sentBatching) flush(ctx context.Context) {
 	for _, sb := range q.take() {
 		ctx, cancel := context.WithTimeout(ctx, r.cfg.Lease)
 		start := time.Now()
-		fenced, err := r.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sb.owner, sb.ids, sb.tids) })
+		fenced, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sb.owner, sb.ids, sb.tids) })
 		cancel()
 		if err != nil {
 			r.log.Error("recording sent rows failed; they are published again after their lease", "rows", len(sb.ids), "error", err)
@@ -113,5 +113,5 @@ func (q *sentBatching) flush(ctx context.Context) {
 func (q *sentBatching) done(sb sentBatch, fenced int) {
 	sb.res.Sent = len(sb.ids) - fenced
 	sb.res.Fenced += fenced
-	q.r.logBatch(sb.res, sb.ph, nil, nil, sb.topics)
+	q.r.pipe.logBatch(sb.res, sb.ph, nil, nil, sb.topics)
 }

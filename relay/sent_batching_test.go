@@ -68,7 +68,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	r.stream.sent = newSentBatching(r, time.Hour) // no timer: only a claim or flush marks rows
 
 	insertRows(t, pool, table, 3)
-	res, err := r.process(ctx, r.stream, 0, nil)
+	res, err := r.pipe.process(ctx, r.stream, 0, nil)
 	if err != nil || res.Claimed != 3 || res.Sent != 0 {
 		t.Fatalf("first batch = %+v, %v; want 3 claimed, none marked sent yet", res, err)
 	}
@@ -86,7 +86,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	}
 
 	insertRows(t, pool, table, 2)
-	res, err = r.process(ctx, r.stream, 0, nil)
+	res, err = r.pipe.process(ctx, r.stream, 0, nil)
 	if err != nil || res.Claimed != 2 {
 		t.Fatalf("second batch = %+v, %v; want 2 claimed", res, err)
 	}
@@ -132,7 +132,7 @@ func TestLargeBatchesDoNotRide(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "large", BatchSize: 1000})
 	r.stream.sent = newSentBatching(r, time.Hour) // no timer: a waiting batch would stay processing
 	insertRows(t, pool, table, sentBatchMax+1)
-	res, err := r.process(context.Background(), r.stream, sentBatchMax, nil)
+	res, err := r.pipe.process(context.Background(), r.stream, sentBatchMax, nil)
 	if err != nil || res.Claimed != sentBatchMax || res.Sent != sentBatchMax {
 		t.Fatalf("batch = %+v, %v; want %d claimed and sent", res, err, sentBatchMax)
 	}
@@ -157,7 +157,7 @@ func TestRidersAreMarkedWithoutAClaim(t *testing.T) {
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "alone"})
 	insertRows(t, pool, table, 2)
-	if res, err := r.process(context.Background(), r.stream, 0, nil); err != nil || res.Claimed != 2 {
+	if res, err := r.pipe.process(context.Background(), r.stream, 0, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("batch = %+v, %v; want 2 claimed", res, err)
 	}
 	testdb.AwaitSent(t, pool, table, 2, 20*time.Second)
@@ -217,11 +217,11 @@ func TestRunClaimsLookForLapsedLeasesEveryQuarterSecond(t *testing.T) {
 	if !r.stream.lapsedDue() || r.stream.lapsedDue() {
 		t.Fatal("lapsedDue: want true once, then false within lapsedEvery")
 	}
-	if res, err := r.process(ctx, r.stream, 0, nil); err != nil || res.Claimed != 0 {
+	if res, err := r.pipe.process(ctx, r.stream, 0, nil); err != nil || res.Claimed != 0 {
 		t.Fatalf("claim right after another looked = %+v, %v; want the lapsed row left for later", res, err)
 	}
 	r.stream.lapsedAt = r.stream.lapsedAt.Add(-lapsedEvery)
-	if res, err := r.process(ctx, r.stream, 0, nil); err != nil || res.Claimed != 1 {
+	if res, err := r.pipe.process(ctx, r.stream, 0, nil); err != nil || res.Claimed != 1 {
 		t.Fatalf("claim lapsedEvery later = %+v, %v; want the lapsed row rescued", res, err)
 	}
 	r.stream.sent.flush(context.Background())

@@ -39,8 +39,8 @@ type topicTally struct {
 const tallyIndexFrom = 8
 
 // newTopicTally returns a tally when the relay has an Observer, else nil.
-func (r *Relay) newTopicTally() *topicTally {
-	if r.obs == nil {
+func (p *pipeline) newTopicTally() *topicTally {
+	if p.obs == nil {
 		return nil
 	}
 	return &topicTally{}
@@ -171,8 +171,8 @@ func shareOut(counts []TopicCount, field func(*TopicCount) *int, fenced, intende
 
 // claimedTopics counts claimed rows by topic, for EventClaimed; nil
 // without an Observer.
-func (r *Relay) claimedTopics(rows []row) []TopicCount {
-	if r.obs == nil || len(rows) == 0 {
+func (p *pipeline) claimedTopics(rows []row) []TopicCount {
+	if p.obs == nil || len(rows) == 0 {
 		return nil
 	}
 	t := &topicTally{}

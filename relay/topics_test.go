@@ -123,8 +123,8 @@ func TestTopicTallyInvalidTopics(t *testing.T) {
 	if outbox.ValidateTopic(InvalidTopic) == nil {
 		t.Errorf("%q is a valid topic: a topic could be mistaken for the invalid ones", InvalidTopic)
 	}
-	r := &Relay{obs: ObserverFunc(func(Event) {})}
-	claimed := r.claimedTopics([]row{{topic: "acc.p\xffA"}, {topic: "ok"}, {topic: "bad topic!"}})
+	r := &Relay{pipe: &pipeline{obs: ObserverFunc(func(Event) {})}}
+	claimed := r.pipe.claimedTopics([]row{{topic: "acc.p\xffA"}, {topic: "ok"}, {topic: "bad topic!"}})
 	if want := []TopicCount{{Topic: InvalidTopic, Claimed: 2}, {Topic: "ok", Claimed: 1}}; !slices.Equal(claimed, want) {
 		t.Errorf("claimed = %+v, want %+v", claimed, want)
 	}
@@ -213,7 +213,7 @@ func TestEventTopicsAddUpToTheBatch(t *testing.T) {
 // topics by topic costs the pipeline when an Observer is set: the claimed
 // counts, each row's outcome, and the result.
 func BenchmarkTopicTally1000(b *testing.B) {
-	r := &Relay{obs: ObserverFunc(func(Event) {})}
+	r := &Relay{pipe: &pipeline{obs: ObserverFunc(func(Event) {})}}
 	rows := make([]row, 1000)
 	topics := []string{"orders", "users", "payments"}
 	for i := range rows {
@@ -221,8 +221,8 @@ func BenchmarkTopicTally1000(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = r.claimedTopics(rows)
-		t := r.newTopicTally()
+		_ = r.pipe.claimedTopics(rows)
+		t := r.pipe.newTopicTally()
 		for i := range rows {
 			t.add(rows[i].topic, tallySent, 1)
 		}
