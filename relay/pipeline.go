@@ -27,8 +27,9 @@ type pipeline struct {
 	log        *slog.Logger
 	sink       *breaker // the sink's outage state (outage.go)
 	tokens     *tokens
-	keyBatches bool         // pub takes several events of one key per call (KeyBatcher)
-	batches    atomic.Int32 // batches between their claim and their recorded outcome
+	keyBatches bool          // pub takes several events of one key per call (KeyBatcher)
+	batches    atomic.Int32  // batches between their claim and their recorded outcome
+	took       atomic.Uint64 // claims that took rows so far
 }
 
 // ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
@@ -121,6 +122,7 @@ func (p *pipeline) processIn(ctx context.Context, c claimer, limit int, sizes *b
 	if len(b.rows) == 0 {
 		return BatchResult{}, false, nil
 	}
+	p.took.Add(1)
 	res = BatchResult{Claimed: len(b.rows)}
 	out := p.publish(ctx, hard, b, &res)
 	if published != nil {

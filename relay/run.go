@@ -153,7 +153,11 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		if probe {
 			sizes = nil // a probe's one row says nothing of the backlog
 		}
+		// alone: no other batch was in flight or took rows during this
+		// one, so that an empty claim means nothing waits.
+		took, idle := r.pipe.took.Load(), r.pipe.batches.Load() == 0
 		res, full, err := r.pipe.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
+		alone := idle && r.pipe.batches.Load() == 0 && r.pipe.took.Load() == took
 		done()
 		switch {
 		case err != nil && r.store.fatal(err):
@@ -178,10 +182,11 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			sleep(ctx, r.cfg.PollInterval) // nothing to probe with yet
 		case probe:
 			r.sink.answered() // an answer of the message's own
-		case res.Claimed == 0 && r.pipe.batches.Load() == 0:
-			// Nothing to publish here, and no batch is being published
-			// or recorded: an outage on trial is over, nothing waits for
-			// the sink any more.
+		case res.Claimed == 0 && alone:
+			// Nothing to publish, and no batch was published or recorded
+			// meanwhile (one's rows, given back while this claim ran,
+			// would be missed): an outage on trial is over, nothing
+			// waits for the sink any more.
 			r.sink.endTrial()
 			fallthrough
 		case !full:
