@@ -27,14 +27,14 @@ func TestPartitionedClaimsPlanOnlyThePartitionsFromTheirBound(t *testing.T) {
 	pool, table, parts := partitionedWithPending(t, 1)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
 	from := floorAt(parts[2].From.Add(claimBoundMargin))
-	bound, err := r.pg.claimBound(ctx, from)
+	bound, err := pgOf(r).claimBound(ctx, from)
 	if err != nil || bound == nil || *bound != [16]byte(parts[2].Lower()) {
 		t.Fatalf("claimBound = %v, %v; want the first id of partition %s", bound, err, parts[2].Name)
 	}
-	if b, err := r.pg.claimBound(ctx, bottom); err != nil || b != nil {
+	if b, err := pgOf(r).claimBound(ctx, bottom); err != nil || b != nil {
 		t.Errorf("claimBound from the bottom = %v, %v; want none", b, err)
 	}
-	q, err := r.pg.claimStatement(ctx)
+	q, err := pgOf(r).claimStatement(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPartitionedClaimsPlanOnlyThePartitionsFromTheirBound(t *testing.T) {
 
 	plain, ptable := testdb.NewUnpartitioned(t)
 	pr := quietRelay(t, plain, nopPublisher{}, Config{Table: ptable})
-	if b, err := pr.pg.claimBound(ctx, floorAt(time.Now())); err != nil || b != nil {
+	if b, err := pgOf(pr).claimBound(ctx, floorAt(time.Now())); err != nil || b != nil {
 		t.Errorf("claimBound on an unpartitioned table = %v, %v; want none", b, err)
 	}
 }
@@ -131,7 +131,7 @@ func TestRunSendsRowsBelowTheClaimBound(t *testing.T) {
 	r.stream.lease.mu.Lock()
 	from := r.stream.floor
 	r.stream.lease.mu.Unlock()
-	bound, err := r.pg.claimBound(ctx, from)
+	bound, err := pgOf(r).claimBound(ctx, from)
 	old := uuid.UUID(migrations.BoundID(time.Now().Add(-2 * time.Hour)))
 	old[15] = 1
 	if err != nil || bound == nil || string(old[:]) >= string(bound[:]) {

@@ -103,7 +103,7 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ids := insertSized(t, pool, table)
 		ctx := context.Background()
-		l, err := r.pg.claimLocked(ctx, 10)
+		l, err := pgOf(r).claimLocked(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,16 +118,16 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		cfg.Table, cfg.Ordering = table, Ordering{Topics: []string{"*"}, Shards: 1}
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ctx := context.Background()
-		if err := r.pg.ensureShards(ctx, 1); err != nil {
+		if err := pgOf(r).ensureShards(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		ids := insertSized(t, pool, table)
 		awaitReady(t, pool, table)
-		shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+		shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
 		if err != nil || !ok {
 			t.Fatalf("leaseShard = %v, %v", ok, err)
 		}
-		claimed, _, err := r.pg.claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
+		claimed, _, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -309,7 +309,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	}
 	reads := func(from floor) int {
 		t.Helper()
-		return claimPages(t, pool, r.pg.q.claim, from, nil)
+		return claimPages(t, pool, pgOf(r).q.claim, from, nil)
 	}
 	cycles(30)
 	early := reads(c.floor)
@@ -336,12 +336,12 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, topics := r.pg.orderedTopics()
-	looked := statementPages(t, pool, r.pg.q.lookBelow, 1000, c.floor.due, c.floor.id, all, topics, nil)
+	all, topics := pgOf(r).orderedTopics()
+	looked := statementPages(t, pool, pgOf(r).q.lookBelow, 1000, c.floor.due, c.floor.id, all, topics, nil)
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}
-	plan := explainBuffers(t, pool, r.pg.q.claim, 100, "test#1", 30000, c.floor.due, c.floor.id, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
+	plan := explainBuffers(t, pool, pgOf(r).q.claim, 100, "test#1", 30000, c.floor.due, c.floor.id, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
 	swept, found := plan.pages("")
 	if !found {
 		t.Fatalf("the claim's plan has no index scan: %+v", plan)
@@ -370,7 +370,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	for i := range rows {
 		ids[i] = rows[i].id
 	}
-	q := r.pg.q.markSent
+	q := pgOf(r).q.markSent
 	byStatus := strings.Replace(q, "(status = 'processing') IS TRUE", "status = 'processing'", 1)
 	if byStatus == q {
 		t.Fatal("mark_sent.sql no longer tests the status as this test expects")

@@ -10,12 +10,15 @@ import (
 // is written in that transaction (store_lock.go). Nothing is written
 // before the publish, so an event costs one row version instead of two
 // (docs/architecture.md#claim-modes).
-type lockClaims struct{ r *Relay }
+type lockClaims struct {
+	r  *Relay
+	db lockStore
+}
 
 func (c lockClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
 	cctx, cancel := context.WithTimeout(hard, c.r.cfg.Lease)
 	defer cancel()
-	l, err := c.r.pg.claimLocked(cctx, limit)
+	l, err := c.db.claimLocked(cctx, limit)
 	if err != nil {
 		return nil, err
 	}

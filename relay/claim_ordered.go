@@ -32,7 +32,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 		woken := r.bell.next()
 		lessee := r.tokens.next()
 		lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-		shard, ok, err := r.pg.leaseShard(lctx, lessee)
+		shard, ok, err := r.shards.leaseShard(lctx, lessee)
 		cancel()
 		switch {
 		case err != nil:
@@ -149,7 +149,7 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	start := time.Now()
-	claimed, got, err := r.pg.claimOrdered(cctx, owner, limit, c.shard, c.lessee, c.prior())
+	claimed, got, err := r.shards.claimOrdered(cctx, owner, limit, c.shard, c.lessee, c.prior())
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 		park:    r.cfg.Ordering.HeadOfLine == HeadOfLinePark,
 		// The shard's lease is the claim's hold on its rows.
 		renew: func(ctx context.Context) (int, error) {
-			held, err := r.pg.extendShard(ctx, c.shard, c.lessee)
+			held, err := r.shards.extendShard(ctx, c.shard, c.lessee)
 			if err != nil || held {
 				return 0, err
 			}
@@ -220,14 +220,14 @@ func (c *shardClaims) handBack(hard context.Context) error {
 	ctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	if c.waiting == nil {
-		_, err := r.pg.handBack(ctx, c.shard, c.lessee, nil)
+		_, err := r.shards.handBack(ctx, c.shard, c.lessee, nil)
 		return err
 	}
 	start := time.Now()
 	var got recorded
 	_, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) {
 		var err error
-		got, err = r.pg.handBack(ctx, c.shard, c.lessee, c.prior())
+		got, err = r.shards.handBack(ctx, c.shard, c.lessee, c.prior())
 		return 0, err
 	})
 	if err != nil {
@@ -246,7 +246,7 @@ func (c *shardClaims) record(hard context.Context, w orderedWrite, res *BatchRes
 	var got recorded
 	_, err := r.pipe.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
-		got, err = r.pg.recordOrdered(ctx, w)
+		got, err = r.shards.recordOrdered(ctx, w)
 		return 0, err
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 40, 4)
-	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -59,7 +59,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	// sorted the rows by key for their runs.
 	claim := func() (claimed int, runs bool) {
 		t.Helper()
-		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedHead,
+		lines := explainAnalyzed(t, pool, pgOf(r).q.claimOrderedHead,
 			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20), firstWindow(20, 1024), 4<<20, 16<<20)
 		// The top node fetches the rows claimed.
 		claimed = planCount(t, lines[0], "rows=")
@@ -77,7 +77,7 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	// fast returns how many rows the statement without the runs claims.
 	fast := func() int {
 		t.Helper()
-		lines := explainAnalyzed(t, pool, r.pg.q.claimOrderedFast,
+		lines := explainAnalyzed(t, pool, pgOf(r).q.claimOrderedFast,
 			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20), firstWindow(20, 1024), 4<<20, 16<<20)
 		claimed := planCount(t, lines[0], "rows=")
 		if strings.Contains(strings.Join(lines, "\n"), "head_all") {
@@ -127,11 +127,11 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
 	if err != nil || !ok || shard != 0 {
 		t.Fatalf("leaseShard = %d, %v, %v; want shard 0", shard, ok, err)
 	}
-	claimed, _, err := r.pg.claimOrdered(ctx, "owner", 500, shard, "lessee", nil)
+	claimed, _, err := pgOf(r).claimOrdered(ctx, "owner", 500, shard, "lessee", nil)
 	rows := claimed.rows
 	if err != nil || len(rows) < 100 {
 		t.Fatalf("claimOrdered = %d rows, %v; want the shard's few hundred", len(rows), err)
@@ -153,7 +153,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	}
 	explain := func(out *outcome) []string {
 		t.Helper()
-		q, args := r.pg.recordStatement(&orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(rows)})
+		q, args := pgOf(r).recordStatement(&orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(rows)})
 		return explainAnalyzed(t, pool, q, args...)
 	}
 	// read returns the most rows one scan of the table read, and whether
@@ -217,7 +217,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	}
 	write(10) // transaction 2
 	write(10) // transaction 3
-	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -231,7 +231,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	}
 	claim := func(r *Relay, limit int) orderedClaim {
 		t.Helper()
-		c, _, err := r.pg.claimOrdered(ctx, "owner", limit, shard, "lessee", nil)
+		c, _, err := pgOf(r).claimOrdered(ctx, "owner", limit, shard, "lessee", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	}
 	record := func(c orderedClaim, out *outcome) {
 		t.Helper()
-		got, err := r.pg.recordOrdered(ctx, orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)})
+		got, err := pgOf(r).recordOrdered(ctx, orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)})
 		if err != nil || got.sent != len(out.sent) || got.retried != len(out.retries) {
 			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.sent), len(out.retries))
 		}
@@ -336,8 +336,8 @@ func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 	exec("UPDATE " + shards + " SET locked_until = now() - interval '2 seconds' WHERE shard = 3")
 
 	// Every shard has work: the lease looks at one shard only.
-	all, topics := r.pg.orderedTopics()
-	lines := explainAnalyzed(t, pool, r.pg.q.leaseShard, 60000, "probe", 4, all, topics)
+	all, topics := pgOf(r).orderedTopics()
+	lines := explainAnalyzed(t, pool, pgOf(r).q.leaseShard, 60000, "probe", 4, all, topics)
 	// The look for a shard's pending rows (the first EXISTS) runs once.
 	looked := -1
 	for i, l := range lines {
@@ -353,7 +353,7 @@ func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 	exec("DELETE FROM " + table.Ident() + " WHERE bucket * 4 / 1024 = 1")
 	var got []int
 	for i := range 4 {
-		shard, ok, err := r.pg.leaseShard(ctx, fmt.Sprintf("owner-%d", i))
+		shard, ok, err := pgOf(r).leaseShard(ctx, fmt.Sprintf("owner-%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +375,7 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 	ctx := context.Background()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ordered", Ordering: Ordering{Topics: []string{"*"}, Shards: shards}})
-	if err := r.pg.ensureShards(ctx, shards); err != nil {
+	if err := pgOf(r).ensureShards(ctx, shards); err != nil {
 		t.Fatal(err)
 	}
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
@@ -439,7 +439,7 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 30, 3)
-	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -476,11 +476,11 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 		return &orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)}
 	}
 
-	first, got, err := r.pg.claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
+	first, got, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
 	if err != nil || len(first.rows) != 10 || got != (recorded{}) {
 		t.Fatalf("first claim = %d rows, %+v, %v; want 10 rows, nothing written", len(first.rows), got, err)
 	}
-	second, got, err := r.pg.claimOrdered(ctx, "owner", 10, shard, "lessee", sent(first))
+	second, got, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", sent(first))
 	if err != nil || got.sent != 10 {
 		t.Fatalf("second claim = %+v, %v; want the first claim's 10 rows written sent", got, err)
 	}
@@ -494,13 +494,13 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 	}
 
 	// A claim that fails (a limit the server refuses) writes nothing.
-	if _, _, err := r.pg.claimOrdered(ctx, "owner", -1, shard, "lessee", sent(second)); err == nil {
+	if _, _, err := pgOf(r).claimOrdered(ctx, "owner", -1, shard, "lessee", sent(second)); err == nil {
 		t.Fatal("claim with limit -1 succeeded; want an error")
 	}
 	if s := status(second.rows); s["pending"] != 10 {
 		t.Fatalf("second claim's rows after a failed claim: %v; want 10 pending", s)
 	}
-	got, err = r.pg.handBack(ctx, shard, "lessee", sent(second))
+	got, err = pgOf(r).handBack(ctx, shard, "lessee", sent(second))
 	if err != nil || got.sent != 10 {
 		t.Fatalf("handBack = %+v, %v; want the second claim's 10 rows written sent", got, err)
 	}
@@ -532,7 +532,7 @@ func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
 		}),
 	})
 	lessee := r.tokens.next()
-	shard, ok, err := r.pg.leaseShard(ctx, lessee)
+	shard, ok, err := pgOf(r).leaseShard(ctx, lessee)
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}

@@ -65,7 +65,7 @@ func benchCycle(b *testing.B, ordered bool) {
 	}
 	r := quietRelay(b, pool, nopPublisher{}, cfg)
 	if ordered {
-		if err := r.pg.ensureShards(ctx, cfg.Ordering.Shards); err != nil {
+		if err := pgOf(r).ensureShards(ctx, cfg.Ordering.Shards); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -133,7 +133,7 @@ func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 // write-back (all sent) rides on the next claim or the hand-back.
 func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 	ctx := context.Background()
-	shard, ok, err := r.pg.leaseShard(ctx, "cycle-lease")
+	shard, ok, err := pgOf(r).leaseShard(ctx, "cycle-lease")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 		prior = nil
 	}
 	for n < budget {
-		claimed, got, err := r.pg.claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease", prior)
+		claimed, got, err := pgOf(r).claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease", prior)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 			break
 		}
 	}
-	got, err := r.pg.handBack(ctx, shard, "cycle-lease", prior)
+	got, err := pgOf(r).handBack(ctx, shard, "cycle-lease", prior)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -150,14 +150,14 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{sent: ids})
-	plan := explainPlan(t, pool, r.pg.q.markSentByTID, tids, "tid#1")
+	plan := explainPlan(t, pool, pgOf(r).q.markSentByTID, tids, "tid#1")
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("mark-sent of %d tuple ids on a table of %d rows:\n%s\nwant a Tid Scan", n, n, plan)
 	}
 	// The array as such: the planner reads the table whole (if it no
 	// longer does, the sub-select is no longer needed).
-	bare := strings.Replace(r.pg.q.markSentByTID, "ANY (ARRAY(SELECT unnest($1::tid[])))", "ANY ($1::tid[])", 1)
-	if bare == r.pg.q.markSentByTID {
+	bare := strings.Replace(pgOf(r).q.markSentByTID, "ANY (ARRAY(SELECT unnest($1::tid[])))", "ANY ($1::tid[])", 1)
+	if bare == pgOf(r).q.markSentByTID {
 		t.Fatal("mark_sent_by_tid.sql no longer passes its tuple ids through a sub-select")
 	}
 	if p := explainPlan(t, pool, bare, tids, "tid#1"); !strings.Contains(p, "Seq Scan") {
@@ -179,19 +179,19 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	tids := claimedTIDs(rows)
 	lo, hi := idRange(pgIDs(ids))
 	none := [][16]byte{}
-	plan := explainPlan(t, pool, r.pg.q.recordOrdered, 0, "lessee", "owner", pgIDs(ids),
+	plan := explainPlan(t, pool, pgOf(r).q.recordOrdered, 0, "lessee", "owner", pgIDs(ids),
 		none, []int64{}, []string{}, []int32{}, none, []string{}, lo, hi, none, tids, nil)
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("ordered write-back of %d sent rows by tuple id:\n%s\nwant a Tid Scan", n, plan)
 	}
-	plan = explainPlan(t, pool, r.pg.q.claimOrderedHead, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20)
+	plan = explainPlan(t, pool, pgOf(r).q.claimOrderedHead, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20)
 	if !strings.Contains(plan, "Tid Scan") {
 		t.Errorf("ordered claim:\n%s\nwant its rows fetched by a Tid Scan", plan)
 	}
-	if !strings.Contains(r.pg.q.claimOrderedHeadPartitioned, "NULL::tid") {
+	if !strings.Contains(pgOf(r).q.claimOrderedHeadPartitioned, "NULL::tid") {
 		t.Error("the ordered claim for a partitioned table returns tuple ids, which name a row in each partition")
 	}
-	if plan := explainPlan(t, pool, r.pg.q.claimOrderedHeadPartitioned, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20); strings.Contains(plan, "Tid Scan") {
+	if plan := explainPlan(t, pool, pgOf(r).q.claimOrderedHeadPartitioned, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20); strings.Contains(plan, "Tid Scan") {
 		t.Errorf("ordered claim for a partitioned table:\n%s\nwant its rows fetched by primary key", plan)
 	}
 }

@@ -24,7 +24,7 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 	read := func(t *testing.T, shape string, n int) (lease, claim int) {
 		pool, table := testdb.NewUnpartitioned(t)
 		r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "bound", Ordering: Ordering{Topics: []string{"orders"}, Shards: 1}})
-		if err := r.pg.ensureShards(ctx, 1); err != nil {
+		if err := pgOf(r).ensureShards(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		// n rows of the shape, then 10 due rows of other keys.
@@ -43,8 +43,8 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 			t.Fatal(err)
 		}
 		awaitReady(t, pool, table)
-		all, topics := r.pg.orderedTopics()
-		p := explainBuffers(t, pool, r.pg.q.leaseShard, int64(60000), "bound#1", 1, all, topics)
+		all, topics := pgOf(r).orderedTopics()
+		p := explainBuffers(t, pool, pgOf(r).q.leaseShard, int64(60000), "bound#1", 1, all, topics)
 		lease = p.SharedHit + p.SharedRead
 		if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'bound#1', locked_until = now() + interval '1 hour'"); err != nil {
 			t.Fatal(err)
@@ -53,14 +53,14 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 		// when each takes nothing.
 		buckets := bucketsOf(0, 1)
 		args := []any{limit, "bound#2", int64(60000), 0, "bound#1", buckets, all, topics, headWindow(limit),
-			firstWindow(limit, len(buckets)), r.pg.bytes.batch, r.pg.bytes.event}
+			firstWindow(limit, len(buckets)), pgOf(r).bytes.batch, pgOf(r).bytes.event}
 		for _, q := range []struct {
 			sql  string
 			args []any
 		}{
-			{r.pg.q.claimOrderedFast, args},
-			{r.pg.q.claimOrderedHead, args},
-			{r.pg.q.claimOrdered, append(args, secondWindow(limit))},
+			{pgOf(r).q.claimOrderedFast, args},
+			{pgOf(r).q.claimOrderedHead, args},
+			{pgOf(r).q.claimOrdered, append(args, secondWindow(limit))},
 		} {
 			p := explainBuffers(t, pool, q.sql, q.args...)
 			claim += p.SharedHit + p.SharedRead
@@ -90,7 +90,7 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 10, 10)
 	r.cfg.Lease = time.Second // the claim's time bound
-	shard, ok, err := r.pg.leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -124,7 +124,7 @@ func TestOrderedClaimReadsLessWhenSmaller(t *testing.T) {
 	ctx := context.Background()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "small", Ordering: Ordering{Topics: []string{"orders"}, Shards: 64}})
-	if err := r.pg.ensureShards(ctx, 64); err != nil {
+	if err := pgOf(r).ensureShards(ctx, 64); err != nil {
 		t.Fatal(err)
 	}
 	q := `INSERT INTO ` + table.Ident() + ` (topic, key, payload, next_retry_at)
@@ -142,12 +142,12 @@ func TestOrderedClaimReadsLessWhenSmaller(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'small#1', locked_until = now() + interval '1 hour' WHERE shard = 0"); err != nil {
 		t.Fatal(err)
 	}
-	all, topics := r.pg.orderedTopics()
+	all, topics := pgOf(r).orderedTopics()
 	buckets := bucketsOf(0, 64)
 	claim := func(limit int) int {
 		args := []any{limit, "small#2", int64(60000), 0, "small#1", buckets, all, topics, headWindow(limit),
-			firstWindow(limit, len(buckets)), r.pg.bytes.batch, r.pg.bytes.event, secondWindow(limit)}
-		p := explainBuffers(t, pool, r.pg.q.claimOrdered, args...)
+			firstWindow(limit, len(buckets)), pgOf(r).bytes.batch, pgOf(r).bytes.event, secondWindow(limit)}
+		p := explainBuffers(t, pool, pgOf(r).q.claimOrdered, args...)
 		return p.SharedHit + p.SharedRead
 	}
 	big, small := claim(100), claim(4)

@@ -18,9 +18,9 @@ import (
 // same table.
 type Relay struct {
 	cfg    Config
-	prober Prober   // pub, when it can be probed
-	store  store    // every statement, on the caller's pool or database
-	pg     *pgStore // store on PostgreSQL, for what only it offers; nil on MySQL
+	prober Prober     // pub, when it can be probed
+	store  store      // every statement, on the caller's pool or database
+	shards shardStore // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
 	log    *slog.Logger
 	tokens *tokens // numbers claims (locked_by)
 	bell   *bell   // rung when an insert into the table commits
@@ -130,7 +130,6 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 	r := &Relay{
 		cfg:    cfg,
 		store:  st,
-		pg:     pg,
 		log:    cfg.Logger.With("relay_id", cfg.ID, "table", table),
 		bell:   newBell(),
 		turns:  newTurns(),
@@ -142,7 +141,12 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 	if pg != nil && cfg.Ordering.allTopics() {
 		r.stream.dueKeyless = pg.dueKeyless
 	}
-	r.locks = lockClaims{r}
+	if pg != nil {
+		r.locks = lockClaims{r: r, db: pg}
+		if cfg.Ordering.enabled() {
+			r.shards = pg
+		}
+	}
 	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	wake := func() { // an insert committed, or the sink answers again
@@ -155,7 +159,7 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 	r.retention = &retention{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens, observe: r.pipe.observe}
 	r.partitions = &partitionManager{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens}
 	if pg != nil && !cfg.NoListen { // MySQL has no LISTEN/NOTIFY: it polls
-		r.listener = &listener{pg: pg, backoffMin: cfg.OutageBackoffMin, backoffMax: cfg.OutageBackoffMax, log: r.log, wake: wake}
+		r.listener = &listener{db: pg, backoffMin: cfg.OutageBackoffMin, backoffMax: cfg.OutageBackoffMax, log: r.log, wake: wake}
 	}
 	r.prober, _ = pub.(Prober)
 	return r

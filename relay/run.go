@@ -2,8 +2,6 @@ package relay
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 )
@@ -51,22 +49,24 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	if r.cfg.Ordering.enabled() {
-		if err := r.pg.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
+		if err := r.shards.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
 			return err
 		}
 	}
 	if r.prober != nil {
 		r.sink.check(ctx, r.prober)
 	}
-	if r.pg == nil {
-		// No notifications to wake it: polling alone finds new rows.
+	if r.listener == nil && !r.cfg.NoListen {
+		// No notifications to wake it (MySQL): polling alone finds new rows.
 		r.log.Info("no LISTEN/NOTIFY on this database; polling", "poll_interval", r.cfg.PollInterval)
-	} else if unset := unsetSettings(r.pg.pool.Config().ConnConfig.RuntimeParams); len(unset) > 0 {
-		// A shared pool the caller did not pass through ConfigurePool:
-		// the relay works, but its statements may be planned badly (with
-		// jit on, a 1,000,000-row backlog made each ordered claim spend
-		// 70 ms compiling its plan).
-		r.log.Warn("the pool does not set the relay's session settings; call relay.ConfigurePool on its config", "unset", slices.Sorted(maps.Keys(unset)))
+	}
+	if pg, ok := r.store.(interface{ unsetSessionSettings() []string }); ok {
+		if unset := pg.unsetSessionSettings(); len(unset) > 0 {
+			// A shared pool the caller did not pass through
+			// ConfigurePool: the relay works, but its statements may be
+			// planned badly (jit compiling each ordered claim's plan).
+			r.log.Warn("the pool does not set the relay's session settings; call relay.ConfigurePool on its config", "unset", unset)
+		}
 	}
 	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "batch_min", r.cfg.BatchMin, "workers", r.cfg.Workers, "lease", r.cfg.Lease, "poll_interval", r.cfg.PollInterval,
 		"ordered_topics", r.cfg.Ordering.Topics, "retention", r.retention.describe())

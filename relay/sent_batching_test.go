@@ -46,6 +46,14 @@ func statusOf(t *testing.T, pool *pgxpool.Pool, table outbox.Table) map[string][
 	return out
 }
 
+// pgOf returns r's store on PostgreSQL (under a test's wrapper, if any).
+func pgOf(r *Relay) *pgStore {
+	if c, ok := r.store.(*countingClaims); ok {
+		return c.store.(*pgStore)
+	}
+	return r.store.(*pgStore)
+}
+
 // quietRelay returns a relay of cfg that publishes to pub and logs nothing.
 func quietRelay(t testing.TB, pool *pgxpool.Pool, pub Publisher, cfg Config) *Relay {
 	t.Helper()

@@ -16,10 +16,11 @@ import (
 // write-back is fenced by that token, and the database's clock times every
 // lease (docs/architecture.md#the-store).
 //
-// What only PostgreSQL offers (ordered delivery, lock claims, LISTEN
-// wake-ups, partitioned tables, VACUUM after retention)
-// is pgStore's own, reached through Relay.pg, which is nil on other
-// databases; New refuses a configuration that needs it there.
+// What only PostgreSQL offers is pgStore's own, behind the small
+// interfaces below (ordered delivery, lock claims, LISTEN wake-ups) or
+// held by the service that uses it (partitioned tables and VACUUM:
+// retention.go, partitions.go); New refuses a configuration that needs
+// it on another database.
 type store interface {
 	// ready checks that the database answers and that the table's schema
 	// is the one this relay needs.
@@ -64,7 +65,29 @@ type store interface {
 	finishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error)
 }
 
-var _ store = (*pgStore)(nil)
+// shardStore is ordered delivery's part of a store (store_ordered.go,
+// docs/ordering.md): shard leases, claims in key order under a shard's
+// lease, and write-backs fenced by it.
+type shardStore interface {
+	ensureShards(ctx context.Context, shards int) error
+	leaseShard(ctx context.Context, owner string) (shard int, ok bool, err error)
+	extendShard(ctx context.Context, shard int, owner string) (held bool, err error)
+	claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *orderedWrite) (orderedClaim, recorded, error)
+	recordOrdered(ctx context.Context, w orderedWrite) (recorded, error)
+	handBack(ctx context.Context, shard int, owner string, prior *orderedWrite) (recorded, error)
+}
+
+// lockStore claims rows under locks held in an open transaction
+// (store_lock.go, ClaimLock).
+type lockStore interface {
+	claimLocked(ctx context.Context, limit int) (*lockedRows, error)
+}
+
+var (
+	_ store      = (*pgStore)(nil)
+	_ shardStore = (*pgStore)(nil)
+	_ lockStore  = (*pgStore)(nil)
+)
 
 // ErrUnsupported is returned, wrapped, for what the relay offers on
 // PostgreSQL only (ordered delivery, lock claims, partitioned tables)

@@ -34,7 +34,7 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 		ids[i] = rows[i].id
 	}
 	lo, hi := idRange(ids)
-	q := r.pg.q
+	q := pgOf(r).q
 	for _, tc := range []struct {
 		name string
 		sql  string
@@ -182,7 +182,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
 	// The plain table's statement, run here by mistake, claims nothing.
-	q := r.pg.q
+	q := pgOf(r).q
 	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), bottom.due, bottom.id, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
 	if err != nil {
 		t.Fatal(err)

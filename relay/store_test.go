@@ -184,8 +184,8 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 		q    string
 		args []any
 	}{
-		{"mark retry", r.pg.q.markRetry, []any{rids, delays, errs, refunds, "retry#1", lo, hi}},
-		{"mark failed", r.pg.q.markFailed, []any{rids, errs, "retry#1", lo, hi}},
+		{"mark retry", pgOf(r).q.markRetry, []any{rids, delays, errs, refunds, "retry#1", lo, hi}},
+		{"mark failed", pgOf(r).q.markFailed, []any{rids, errs, "retry#1", lo, hi}},
 	} {
 		lines := explainAnalyzed(t, pool, c.q, c.args...)
 		plan := strings.Join(lines, "\n")

@@ -57,7 +57,9 @@ const settleMin = 5 * time.Millisecond
 // for inserts committed while it was not listening. It has a connection of
 // its own, outside the pool. While it cannot listen, polling carries on.
 type listener struct {
-	pg                     *pgStore
+	db interface {
+		listen(ctx context.Context, connected, notified func()) error
+	}
 	backoffMin, backoffMax time.Duration // OutageBackoffMin, OutageBackoffMax
 	log                    *slog.Logger
 	wake                   func()
@@ -68,7 +70,7 @@ func (l *listener) loop(ctx context.Context) {
 	b := newExponential(l.backoffMin, l.backoffMax)
 	failing := false
 	for ctx.Err() == nil {
-		err := l.pg.listen(ctx, func() {
+		err := l.db.listen(ctx, func() {
 			if failing {
 				l.log.Info("listening for notifications again")
 				failing = false
