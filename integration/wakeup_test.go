@@ -42,7 +42,10 @@ func TestCommitWakesIdleRelay(t *testing.T) {
 			b.awaitListening()
 			msg := outbox.Message{Topic: "orders", Key: []byte("k"), Payload: []byte("first")}
 			id := b.write(msg)[0]
-			await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "a commit did not wake the relay")
+			// Well within the minute of a poll: an ordered row waits for
+			// transactions of other tests on the server to end (the
+			// horizon), and is looked for again at most a second apart.
+			await(t, 30*time.Second, func() bool { return b.row(id).Status == "sent" }, "a commit did not wake the relay")
 
 			// Kill the listening session: the relay reconnects, and the
 			// next commit wakes it again.
@@ -50,7 +53,7 @@ func TestCommitWakesIdleRelay(t *testing.T) {
 			b.awaitListening()
 			msg.Payload = []byte("second")
 			id = b.write(msg)[0]
-			await(t, 10*time.Second, func() bool { return b.row(id).Status == "sent" }, "a commit after the reconnect did not wake the relay")
+			await(t, 30*time.Second, func() bool { return b.row(id).Status == "sent" }, "a commit after the reconnect did not wake the relay")
 			if err := rr.stop(t); err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 	hard, stopHard := shutdownBound(ctx, r.cfg)
 	defer stopHard()
 	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
-	var settle time.Duration // > 0: re-checking after a wake-up
+	var settle settling
 	for ctx.Err() == nil {
 		if r.prober != nil && r.sink.isDown() {
 			r.sink.await(ctx, false) // breaker.watch probes
@@ -45,16 +45,10 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 			// A commit that woke us may not be ready yet, because an older
 			// transaction elsewhere on the server still runs (the horizon,
 			// docs/ordering.md), and its end sends no notification: after
-			// a wake-up, look again soon, backing off towards PollInterval.
-			wait := r.cfg.PollInterval
-			if settle > 0 {
-				wait = min(settle, wait)
-				if settle *= 2; settle >= r.cfg.PollInterval {
-					settle = 0
-				}
-			}
-			if idle(ctx, wait, woken) {
-				settle = settleMin
+			// a wake-up, look again soon, backing off to settleMax, for
+			// one PollInterval.
+			if idle(ctx, settle.wait(r.cfg.PollInterval, time.Now()), woken) {
+				settle.woken(time.Now())
 			}
 			continue
 		}

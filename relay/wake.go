@@ -48,9 +48,33 @@ func idle(ctx context.Context, d time.Duration, woken <-chan struct{}) bool {
 	return false
 }
 
-// settleMin is the first re-check after a wake-up found no ordered row
-// ready; see runOrdered.
-const settleMin = 5 * time.Millisecond
+// settling is the ordered loop's looks after a wake-up that found no row
+// ready: the first settleMin later, then doubling up to settleMax apart,
+// for one poll interval; then every poll interval again.
+type settling struct {
+	next  time.Duration // the next wait; 0: not settling
+	since time.Time     // the wake-up
+}
+
+const (
+	settleMin = 5 * time.Millisecond
+	settleMax = time.Second
+)
+
+// woken starts the looks after a wake-up at now.
+func (s *settling) woken(now time.Time) { s.next, s.since = settleMin, now }
+
+// wait returns how long to wait before the next look, at now, with the
+// poll interval poll.
+func (s *settling) wait(poll time.Duration, now time.Time) time.Duration {
+	if s.next == 0 || now.Sub(s.since) >= poll {
+		s.next = 0
+		return poll
+	}
+	w := min(s.next, poll)
+	s.next = min(2*s.next, settleMax)
+	return w
+}
 
 // listener keeps a LISTEN session on the table's channel (migration 003)
 // and calls wake for every notification, and once each time it connects,

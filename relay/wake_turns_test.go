@@ -117,3 +117,30 @@ func TestPollWait(t *testing.T) {
 		t.Errorf("rows after idling: %v, want PollMin", got)
 	}
 }
+
+// After a wake-up that found no ordered row ready, the loop looks again
+// soon and at most settleMax apart for one poll interval, however long
+// that is: a row held back by a transaction elsewhere goes out within
+// about a second of its end, not a doubling wait later. Then it polls.
+func TestSettlingLooksAtMostASecondApart(t *testing.T) {
+	t.Parallel()
+	const poll = time.Minute
+	var s settling
+	if w := s.wait(poll, time.Now()); w != poll {
+		t.Fatalf("before a wake-up: wait %v, want the poll interval", w)
+	}
+	start := time.Now()
+	s.woken(start)
+	now, looks := start, 0
+	for now.Sub(start) < poll {
+		w := s.wait(poll, now)
+		if w > settleMax {
+			t.Fatalf("%v after the wake-up: wait %v, want at most %v", now.Sub(start), w, settleMax)
+		}
+		now = now.Add(w)
+		looks++
+	}
+	if w := s.wait(poll, now); w != poll {
+		t.Fatalf("%v after the wake-up (%d looks): wait %v, want the poll interval again", now.Sub(start), looks, w)
+	}
+}
