@@ -56,7 +56,7 @@ func TestOrderedClaimDecidesOnItsFirstRead(t *testing.T) {
 	}
 	claim := func() (claimed int, prefix bool, statements int) {
 		t.Helper()
-		c, e := claimExplained(t, r, shard, "lessee", 20, windowsFor(20, Buckets))
+		c, e := claimExplained(t, pgOf(r), shard, "lessee", 20, windowsFor(20, Buckets))
 		return len(c.rows), c.prefix, len(e.plans)
 	}
 	if n, prefix, st := claim(); n != 20 || !prefix || st != 2 {

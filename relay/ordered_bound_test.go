@@ -52,7 +52,7 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 		// The claim's steps: every read runs, since the rows read are not
 		// ready.
 		buckets := bucketsOf(0, 1)
-		c, e := claimExplained(t, r, 0, "bound#1", limit, windowsFor(limit, len(buckets)))
+		c, e := claimExplained(t, pgOf(r), 0, "bound#1", limit, windowsFor(limit, len(buckets)))
 		if len(e.plans) != 4 {
 			t.Fatalf("the claim ran %d statements (claimed %d rows), want its three reads and the take", len(e.plans), len(c.rows))
 		}
@@ -136,7 +136,7 @@ func TestOrderedClaimReadsLessWhenSmaller(t *testing.T) {
 	}
 	buckets := bucketsOf(0, 64)
 	claim := func(limit int) int {
-		_, e := claimExplained(t, r, 0, "small#1", limit, windowsFor(limit, len(buckets)))
+		_, e := claimExplained(t, pgOf(r), 0, "small#1", limit, windowsFor(limit, len(buckets)))
 		return e.buffers()
 	}
 	big, small := claim(100), claim(4)

@@ -45,13 +45,13 @@ func (e *explaining) buffers() int {
 	return n
 }
 
-// claimExplained runs an ordered claim of limit rows of shard, leased
+// claimExplained runs s's ordered claim of limit rows of shard, leased
 // to lessee, with the windows w under explaining, in a transaction it
 // rolls back.
-func claimExplained(t *testing.T, r *Relay, shard int, lessee string, limit int, w claimWindows) (orderedClaim, *explaining) {
+func claimExplained(t *testing.T, s *pgStore, shard int, lessee string, limit int, w claimWindows) (orderedClaim, *explaining) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := pgOf(r).pool.Begin(ctx)
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func claimExplained(t *testing.T, r *Relay, shard int, lessee string, limit int,
 		t.Fatal(err)
 	}
 	e := &explaining{t: t, tx: tx}
-	c, _, err := pgOf(r).claimOrderedIn(ctx, e, "owner", limit, shard, lessee, nil, w)
+	c, _, err := s.claimOrderedIn(ctx, e, "owner", limit, shard, lessee, nil, w)
 	if err != nil {
 		t.Fatal(err)
 	}
