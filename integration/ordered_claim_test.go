@@ -31,45 +31,6 @@ const (
 	claimBytes = 1 << 30
 )
 
-// fullClaimSQL picks rows as the ordered claim does, from a read of every
-// unfinished row of the shard's buckets $2 (of the ordered topics $3/$4):
-// the $1 oldest rows of the runs of ready rows at the head of each key.
-// It is the reference the claim, which reads in bounded passes, must
-// agree with; it only reads.
-const fullClaimSQL = `
-WITH unfinished AS (
-    SELECT o.id, o.topic, o.key, o.tx,
-           o.next_retry_at <= now()
-           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
-    FROM {{table}} AS o
-    WHERE o.bucket = ANY($2::smallint[])
-      AND o.status = 'pending'
-      AND o.bucket IS NOT NULL
-      AND ($3::bool OR o.topic = ANY($4::text[]))
-    UNION ALL
-    SELECT o.id, o.topic, o.key, o.tx,
-           o.locked_until < now()
-           AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready
-    FROM {{table}} AS o
-    WHERE o.status = 'processing'
-      AND o.bucket = ANY($2::smallint[])
-      AND ($3::bool OR o.topic = ANY($4::text[]))
-),
-runs AS (
-    SELECT id, tx,
-           bool_and(ready) OVER (
-               PARTITION BY topic, key
-               ORDER BY tx, id
-               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-           ) AS claimable
-    FROM unfinished
-)
-SELECT id
-FROM runs
-WHERE claimable
-ORDER BY tx, id
-LIMIT $1`
-
 // shardZero lists the buckets of shard 0 of claimShards: 0 to 63.
 func shardZero() []int16 {
 	var b []int16
@@ -133,18 +94,35 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// claimQuery claims on db, as claimLessee, the up to limit rows of shard
-// 0 that fullClaimSQL picks, with the claim's last step
-// (relay/sql/postgres/ordered_take.sql; the relay's steps before it,
-// which pick the rows, are relay's tests'). Its rows are those the
-// statement returns.
+// claimQuery claims on db, as claimLessee, up to limit rows of shard 0
+// with the claim's first read (relay/sql/postgres/ordered_head.sql) and
+// its last step (ordered_take.sql): the rows read up to the first that is
+// not ready, which is what the relay's steps between them pick when every
+// key's rows are ready (those steps are relay's tests'). Its rows are
+// those the take returns.
 func (b *bundle) claimQuery(db querier, limit int) (pgx.Rows, error) {
 	b.t.Helper()
-	rows, err := db.Query(b.ctx, b.sql(fullClaimSQL), limit, shardZero(), true, nil)
+	var seen, floor *int64
+	var ids [][16]byte
+	rows, err := db.Query(b.ctx, b.relaySQL("ordered_head"), pgx.NamedArgs{"shard": 0, "first_bucket": 0, "last_bucket": 1024/claimShards - 1,
+		"all_topics": true, "topics": []string{}, "window": limit})
 	if err != nil {
 		return nil, err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	var id *[16]byte
+	var ready, inFlight *bool
+	var skip any
+	stop := false
+	_, err = pgx.ForEachRow(rows, []any{&skip, &id, &skip, &skip, &skip, &ready, &inFlight, &seen, &floor}, func() error {
+		if id == nil || *inFlight {
+			return nil
+		}
+		stop = stop || !*ready
+		if !stop {
+			ids = append(ids, *id)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +131,7 @@ func (b *bundle) claimQuery(db querier, limit int) (pgx.Rows, error) {
 		lo, hi = slices.MinFunc(ids, bytesCompare), slices.MaxFunc(ids, bytesCompare)
 	}
 	return db.Query(b.ctx, b.relaySQL("ordered_take"), pgx.NamedArgs{"shard": 0, "lessee": claimLessee, "owner": "claim#1",
-		"lease_ms": 60000, "ids": ids, "revive": [][16]byte{}, "lo": lo, "hi": hi, "seen": nil, "floor": nil,
+		"lease_ms": 60000, "ids": ids, "revive": [][16]byte{}, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
 		"batch_bytes": claimBytes, "event_bytes": claimBytes})
 }
 

@@ -109,9 +109,18 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 	var seen, floor *int64
 	b.Queue(s.q.orderedHead, pgx.NamedArgs{"shard": shard, "first_bucket": buckets[0], "last_bucket": buckets[len(buckets)-1],
 		"all_topics": all, "topics": topics, "window": w.head}).Query(func(rows pgx.Rows) error {
-		var x readRow
-		_, err := pgx.ForEachRow(rows, []any{&x.bucket, &x.id, &x.topic, &x.key, &x.tx, &x.ready, &x.inFlight, &seen, &floor}, func() error {
-			x.key = slices.Clone(x.key)
+		// NULL but for the bounds when it read no row.
+		var bucket *int16
+		var id *[16]byte
+		var topic *string
+		var key []byte
+		var tx *int64
+		var ready, processing *bool
+		_, err := pgx.ForEachRow(rows, []any{&bucket, &id, &topic, &key, &tx, &ready, &processing, &seen, &floor}, func() error {
+			if bucket == nil {
+				return nil
+			}
+			x := readRow{bucket: *bucket, id: *id, topic: *topic, key: slices.Clone(key), tx: *tx, ready: *ready, inFlight: *processing}
 			if x.inFlight {
 				inFlight = append(inFlight, x)
 			} else {

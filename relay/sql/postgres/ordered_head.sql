@@ -25,7 +25,9 @@
 -- ordered later) and the horizon (a running transaction may still commit
 -- rows): no row of the shard below it can be pending, now or later. The
 -- claim's last step writes it (ordered_take.sql). All three come from
--- this statement's one snapshot.
+-- this statement's one snapshot. When it reads no row, it returns one
+-- row with the bounds and NULL for the rest, so that a claim of a drained
+-- shard still raises the floor.
 WITH shard AS (
     SELECT floor_tx AS seen, coalesce(floor_tx, '0') AS floor_tx
     FROM {{shards}}
@@ -62,7 +64,8 @@ bounds AS (
                  pg_snapshot_xmin(pg_current_snapshot()))::text::bigint AS floor
 )
 SELECT r.bucket, r.id, r.topic, r.key, (r.tx::text)::bigint, r.ready, r.in_flight, b.seen, b.floor
-FROM (
+FROM bounds AS b
+LEFT JOIN (
     SELECT h.bucket, h.id, h.topic, h.key, h.tx, h.ready, false AS in_flight
     FROM (
         SELECT o.bucket, o.id, o.topic, o.key, o.tx,
@@ -81,5 +84,4 @@ FROM (
     SELECT bucket, id, topic, key, tx, ready, true
     FROM processing
     WHERE ordered
-) AS r
-CROSS JOIN bounds AS b
+) AS r ON true
