@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/admin"
@@ -65,15 +66,11 @@ func (b *bundle) recordSent(lessee string, ids, unknown []uuid.UUID) int {
 func (b *bundle) recordSentAt(lessee string, ids []uuid.UUID, tids []pgtype.TID, unknown []uuid.UUID) int {
 	b.t.Helper()
 	sorted := slices.SortedFunc(slices.Values(ids), compareUUID)
-	var sent, retried, failed int
-	err := b.pool.QueryRow(b.ctx, b.relaySQL("record_ordered"), 0, lessee, "claim#1", ids,
-		[]uuid.UUID{}, []int64{}, []string{}, []int32{}, []uuid.UUID{}, []string{},
-		sorted[0], sorted[len(sorted)-1], unknown, tids, nil).Scan(&sent, &retried, &failed)
+	var sent int
+	err := b.pool.QueryRow(b.ctx, b.relaySQL("record_ordered"), pgx.NamedArgs{"shard": 0, "lessee": lessee, "owner": "claim#1",
+		"sent": ids, "lo": sorted[0], "hi": sorted[len(sorted)-1], "unknown": unknown, "tids": tids, "raise": nil}).Scan(&sent)
 	if err != nil {
 		b.t.Fatalf("record: %v", err)
-	}
-	if retried != 0 || failed != 0 {
-		b.t.Fatalf("record of sent rows wrote %d retried and %d failed", retried, failed)
 	}
 	return sent
 }
@@ -101,7 +98,7 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10, claimBytes, claimBytes, 4096)
+	rows, err := b.claimQuery(tx, 10)
 	if err != nil {
 		b.fatalIn(tx, "claim: %v", err)
 	}
@@ -111,7 +108,7 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 		var id uuid.UUID
 		var attempt int
 		var skip any
-		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &attempt, &skip, &skip, &skip, &skip, &skip); err != nil {
+		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &attempt, &skip, &skip, &skip, &skip); err != nil {
 			b.fatalIn(tx, "claim: %v", err)
 		}
 		claimed, attempts = append(claimed, id), append(attempts, attempt)
@@ -255,7 +252,7 @@ func TestMigration009DownFencesReadClaims(t *testing.T) {
 	b.leaseShardZero()
 	b.write(outbox.Message{Topic: "orders", Key: []byte(b.keysIn(0, 1)[0]), Payload: []byte("x")})
 	claim := func() error {
-		rows, err := b.pool.Query(b.ctx, b.claimSQL(), 10, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 10, 10, claimBytes, claimBytes, 4096)
+		rows, err := b.claimQuery(b.pool, 10)
 		if err != nil {
 			return err
 		}
@@ -282,7 +279,11 @@ func (b *bundle) claimShardZero(rollback bool) []uuid.UUID {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	ids := b.claimIn(tx, b.claimSQL(), 10, claimWindows{head: 10, window: 10}, nil)
+	rows, err := b.claimQuery(tx, 10)
+	if err != nil {
+		b.fatalIn(tx, "claim: %v", err)
+	}
+	ids := b.claimedIDs(tx, rows)
 	end := tx.Commit
 	if rollback {
 		end = tx.Rollback

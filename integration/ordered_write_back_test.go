@@ -36,7 +36,7 @@ func TestOrderedWriteBackMarksMovedRowsByID(t *testing.T) {
 	await(t, time.Minute, func() bool { return len(b.claimShardZero(true)) == len(ids) }, "the rows never became claimable")
 
 	// Claim the key's first two rows, with their tuple ids.
-	rows, err := b.pool.Query(b.ctx, b.claimSQL(), 2, "claim#1", 60000, 0, claimLessee, shardZero(), true, nil, 2, 2, claimBytes, claimBytes, 4096)
+	rows, err := b.claimQuery(b.pool, 2)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -46,7 +46,7 @@ func TestOrderedWriteBackMarksMovedRowsByID(t *testing.T) {
 		var id uuid.UUID
 		var tid pgtype.TID
 		var skip any
-		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &tid, &skip); err != nil {
+		if err := rows.Scan(&id, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip, &tid); err != nil {
 			t.Fatalf("claim: %v", err)
 		}
 		sent, tids = append(sent, id), append(tids, tid)

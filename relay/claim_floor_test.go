@@ -465,6 +465,8 @@ type planNode struct {
 	IndexName  string     `json:"Index Name"`
 	SharedHit  int        `json:"Shared Hit Blocks"`
 	SharedRead int        `json:"Shared Read Blocks"`
+	Rows       float64    `json:"Actual Rows"`
+	Removed    float64    `json:"Rows Removed by Filter"`
 	Plans      []planNode `json:"Plans"`
 }
 

@@ -144,10 +144,12 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 	defer cancel()
 	start := time.Now()
 	claimed, got, err := r.shards.claimOrdered(cctx, owner, limit, c.shard, c.lessee, c.prior())
+	if got.written {
+		c.written(got, time.Since(start))
+	}
 	if err != nil {
 		return nil, err
 	}
-	c.written(got, time.Since(start))
 	rows := claimed.rows
 	b := &batch{
 		mode:    ClaimOrdered,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -40,13 +41,12 @@ func TestWithoutOutcomeListsTheRowsNoOutcomeNames(t *testing.T) {
 	}
 }
 
-// When every row the first pass reads is ready, the claim takes the
-// oldest of them without computing the keys' runs (head_fast in
-// claim_ordered.sql); when a key's head waits for its retry, it computes
-// them and leaves that key's rows behind. The statement without the runs
-// (fastOnly) takes the same rows in the first case and nothing in the
-// second.
-func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
+// The claim's first read decides it whether or not a row is ready: when
+// every row it reads is ready, it takes the oldest of them, the shard's
+// oldest rows (prefix); when a key's head waits for its retry, it leaves
+// that key's rows behind. Either way it runs two statements, the read and
+// the take, and no read bucket by bucket.
+func TestOrderedClaimDecidesOnItsFirstRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 40, 4)
@@ -54,53 +54,21 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
-	// claim runs the first pass under EXPLAIN ANALYZE in a transaction
-	// rolled back, and returns how many rows it claimed and whether it
-	// sorted the rows by key for their runs.
-	claim := func() (claimed int, runs bool) {
+	claim := func() (claimed int, prefix bool, statements int) {
 		t.Helper()
-		lines := explainAnalyzed(t, pool, pgOf(r).q.claimOrderedHead,
-			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20), firstWindow(20, 1024), 4<<20, 16<<20)
-		// The top node fetches the rows claimed.
-		claimed = planCount(t, lines[0], "rows=")
-		sorted := -1
-		for i, l := range lines {
-			if strings.Contains(l, "Sort Key: head_all.topic, head_all.key") {
-				sorted = i
-			}
-		}
-		if sorted < 1 {
-			t.Fatalf("no sort by key in the claim's plan:\n%s", strings.Join(lines, "\n"))
-		}
-		return claimed, !strings.Contains(lines[sorted-1], "never executed")
+		c, e := claimExplained(t, pgOf(r), shard, "lessee", 20, windowsFor(20, Buckets))
+		return len(c.rows), c.prefix, len(e.plans)
 	}
-	// fast returns how many rows the statement without the runs claims.
-	fast := func() int {
-		t.Helper()
-		lines := explainAnalyzed(t, pool, pgOf(r).q.claimOrderedFast,
-			20, "owner", 60000, shard, "lessee", bucketsOf(shard, 1), true, []string{}, headWindow(20), firstWindow(20, 1024), 4<<20, 16<<20)
-		claimed := planCount(t, lines[0], "rows=")
-		if strings.Contains(strings.Join(lines, "\n"), "head_all") {
-			t.Fatalf("the statement without the runs reads on:\n%s", strings.Join(lines, "\n"))
-		}
-		return claimed
-	}
-	if n, runs := claim(); n != 20 || runs {
-		t.Errorf("every row ready: claimed %d rows, runs computed %v; want 20, false", n, runs)
-	}
-	if n := fast(); n != 20 {
-		t.Errorf("every row ready: the statement without the runs claimed %d rows, want 20", n)
+	if n, prefix, st := claim(); n != 20 || !prefix || st != 2 {
+		t.Errorf("every row ready: claimed %d rows, prefix %v, in %d statements; want 20, true, 2", n, prefix, st)
 	}
 	// Key k0's head waits for its retry: its 10 rows stay, the others'
 	// 30 are claimable.
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() + interval '1 hour' WHERE id = (SELECT id FROM "+table.Ident()+" WHERE key = 'k0' ORDER BY tx, id LIMIT 1)"); err != nil {
 		t.Fatal(err)
 	}
-	if n, runs := claim(); n != 20 || !runs {
-		t.Errorf("a head waiting: claimed %d rows, runs computed %v; want 20, true", n, runs)
-	}
-	if n := fast(); n != 0 {
-		t.Errorf("a head waiting: the statement without the runs claimed %d rows, want none", n)
+	if n, prefix, st := claim(); n != 20 || prefix || st != 2 {
+		t.Errorf("a head waiting: claimed %d rows, prefix %v, in %d statements; want 20, false, 2", n, prefix, st)
 	}
 }
 
@@ -108,9 +76,8 @@ func TestOrderedClaimComputesRunsOnlyWhenARowIsNotReady(t *testing.T) {
 // by reading the claim's id range or the table: with statistics that count
 // few pending rows, the planner estimated the range at one row and read
 // it (4,056 rows, for empty lists, in a benchmark on 1,000,000 rows), or
-// read the whole table for 250 retried rows (record_ordered.sql). An
-// outcome of sent rows alone goes through the statement without those two
-// updates.
+// read the whole table for 250 retried rows (record_ordered_retried.sql).
+// An outcome of sent rows alone runs record_ordered.sql alone.
 func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -151,10 +118,15 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 			failures = append(failures, failure{id: x.id, error: "bad"})
 		}
 	}
-	explain := func(out *outcome) []string {
+	// explain returns the plan lines of the write-back's statements.
+	explain := func(out *outcome) (lines []string, statements int) {
 		t.Helper()
-		q, args := pgOf(r).recordStatement(&orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(rows)})
-		return explainAnalyzed(t, pool, q, args...)
+		b := &pgx.Batch{}
+		pgOf(r).queueRecord(b, &orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(rows)}, &recorded{})
+		for _, q := range b.QueuedQueries {
+			lines = append(lines, explainAnalyzed(t, pool, q.SQL, q.Arguments...)...)
+		}
+		return lines, len(b.QueuedQueries)
 	}
 	// read returns the most rows one scan of the table read, and whether
 	// one read it whole.
@@ -176,16 +148,16 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 		{"retried", &outcome{sent: sent, retries: retries}},
 		{"failed", &outcome{sent: sent, failures: failures}},
 	} {
-		lines := explain(c.out)
+		lines, _ := explain(c.out)
 		if most, whole := read(lines); whole || most > len(rows)-half {
 			t.Errorf("%s: a scan read %d rows, the table whole: %v:\n%s\nwant at most the %d rows named",
 				c.name, most, whole, strings.Join(lines, "\n"), len(rows)-half)
 		}
 	}
-	// Sent rows alone: the statement without the retried and failed
-	// updates.
-	lines := explain(&outcome{sent: sent})
-	if n := strings.Count(strings.Join(lines, "\n"), "Update on"); n != 3 {
+	// Sent rows alone: record_ordered.sql without
+	// record_ordered_retried.sql.
+	lines, statements := explain(&outcome{sent: sent})
+	if n := strings.Count(strings.Join(lines, "\n"), "Update on"); n != 3 || statements != 1 {
 		t.Errorf("the write-back of sent rows alone updates %d times:\n%s\nwant 3 (shard row, sent rows by tuple id, moved rows)", n, strings.Join(lines, "\n"))
 	}
 }

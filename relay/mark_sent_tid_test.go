@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
@@ -165,9 +166,10 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 	}
 }
 
-// The ordered claim fetches the rows it picked by tuple id, and its
-// write-back finds the sent rows by theirs: TID scans, not a read of the
-// table, even on a table of a few dozen pages.
+// The ordered write-back finds the sent rows by the tuple ids the claim
+// returned: a TID scan, not a read of the table, even on a table of a few
+// dozen pages. The claim's take fetches the rows it picked by primary key,
+// on a plain table as on a partitioned one.
 func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -178,20 +180,15 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	}
 	tids := claimedTIDs(rows)
 	lo, hi := idRange(pgIDs(ids))
-	none := [][16]byte{}
-	plan := explainPlan(t, pool, pgOf(r).q.recordOrdered, 0, "lessee", "owner", pgIDs(ids),
-		none, []int64{}, []string{}, []int32{}, none, []string{}, lo, hi, none, tids, nil)
+	plan := explainPlan(t, pool, pgOf(r).q.recordOrdered, pgx.NamedArgs{"shard": 0, "lessee": "lessee", "owner": "owner",
+		"sent": pgIDs(ids), "lo": lo, "hi": hi, "unknown": [][16]byte{}, "tids": tids, "raise": nil})
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("ordered write-back of %d sent rows by tuple id:\n%s\nwant a Tid Scan", n, plan)
 	}
-	plan = explainPlan(t, pool, pgOf(r).q.claimOrderedHead, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20)
-	if !strings.Contains(plan, "Tid Scan") {
-		t.Errorf("ordered claim:\n%s\nwant its rows fetched by a Tid Scan", plan)
-	}
-	if !strings.Contains(pgOf(r).q.claimOrderedHeadPartitioned, "NULL::tid") {
-		t.Error("the ordered claim for a partitioned table returns tuple ids, which name a row in each partition")
-	}
-	if plan := explainPlan(t, pool, pgOf(r).q.claimOrderedHeadPartitioned, 500, "owner", 60000, 0, "lessee", bucketsOf(0, 16), true, []string{}, headWindow(500), firstWindow(500, 64), 4<<20, 16<<20); strings.Contains(plan, "Tid Scan") {
-		t.Errorf("ordered claim for a partitioned table:\n%s\nwant its rows fetched by primary key", plan)
+	plan = explainPlan(t, pool, pgOf(r).q.orderedTake, pgx.NamedArgs{"shard": 0, "lessee": "lessee", "owner": "owner", "lease_ms": 60000,
+		"ids": pgIDs(ids[:500]), "revive": [][16]byte{}, "lo": lo, "hi": hi, "seen": nil, "floor": nil,
+		"batch_bytes": 4 << 20, "event_bytes": 16 << 20})
+	if !strings.Contains(plan, "_pkey") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("ordered claim's take:\n%s\nwant its rows fetched by primary key", plan)
 	}
 }

@@ -49,22 +49,14 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 		if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'bound#1', locked_until = now() + interval '1 hour'"); err != nil {
 			t.Fatal(err)
 		}
-		// The claim's three statements, as pgStore.claimOrdered runs them
-		// when each takes nothing.
+		// The claim's steps: every read runs, since the rows read are not
+		// ready.
 		buckets := bucketsOf(0, 1)
-		args := []any{limit, "bound#2", int64(60000), 0, "bound#1", buckets, all, topics, headWindow(limit),
-			firstWindow(limit, len(buckets)), pgOf(r).bytes.batch, pgOf(r).bytes.event}
-		for _, q := range []struct {
-			sql  string
-			args []any
-		}{
-			{pgOf(r).q.claimOrderedFast, args},
-			{pgOf(r).q.claimOrderedHead, args},
-			{pgOf(r).q.claimOrdered, append(args, secondWindow(limit))},
-		} {
-			p := explainBuffers(t, pool, q.sql, q.args...)
-			claim += p.SharedHit + p.SharedRead
+		c, e := claimExplained(t, pgOf(r), 0, "bound#1", limit, windowsFor(limit, len(buckets)))
+		if len(e.plans) != 4 {
+			t.Fatalf("the claim ran %d statements (claimed %d rows), want its three reads and the take", len(e.plans), len(c.rows))
 		}
+		claim = e.buffers()
 		t.Logf("%s, backlog %d: the lease read %d buffers, the claim %d", shape, n, lease, claim)
 		return lease, claim
 	}
@@ -142,13 +134,10 @@ func TestOrderedClaimReadsLessWhenSmaller(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'small#1', locked_until = now() + interval '1 hour' WHERE shard = 0"); err != nil {
 		t.Fatal(err)
 	}
-	all, topics := pgOf(r).orderedTopics()
 	buckets := bucketsOf(0, 64)
 	claim := func(limit int) int {
-		args := []any{limit, "small#2", int64(60000), 0, "small#1", buckets, all, topics, headWindow(limit),
-			firstWindow(limit, len(buckets)), pgOf(r).bytes.batch, pgOf(r).bytes.event, secondWindow(limit)}
-		p := explainBuffers(t, pool, pgOf(r).q.claimOrdered, args...)
-		return p.SharedHit + p.SharedRead
+		_, e := claimExplained(t, pgOf(r), 0, "small#1", limit, windowsFor(limit, len(buckets)))
+		return e.buffers()
 	}
 	big, small := claim(100), claim(4)
 	t.Logf("the claim of 100 rows read %d buffers, of 4 rows %d", big, small)

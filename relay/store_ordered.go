@@ -75,91 +75,12 @@ func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) (hel
 	return tag.RowsAffected() > 0, nil
 }
 
-// orderedClaim is what an ordered claim took.
-type orderedClaim struct {
-	rows []row
-	// prefix reports that rows are the shard's oldest pending rows, in
-	// write order, with every topic ordered (head_fast in
-	// claim_ordered.sql): once they are all sent, none of the shard's
-	// rows below the last one's transaction is pending (raise).
-	prefix bool
+// recorded counts the rows an ordered write-back wrote, by outcome;
+// written reports that it was written (committed).
+type recorded struct {
+	sent, retried, failed int
+	written               bool
 }
-
-// raise returns the transaction the write-back of c may raise its shard's
-// floor to when its outcome is out: the last row's, when c took the
-// shard's oldest rows and every one of them was sent; nil otherwise, so
-// that the floor stays below a row retried, released or without outcome.
-func (c orderedClaim) raise(out *outcome) *int64 {
-	if !c.prefix || len(c.rows) == 0 || len(out.sent) != len(c.rows) {
-		return nil
-	}
-	top := c.rows[0].tx
-	for _, x := range c.rows {
-		top = max(top, x.tx)
-	}
-	return &top
-}
-
-// claimOrdered claims up to limit rows of shard for owner, in write order
-// per key; lessee is the token of the shard lease. prior, when not nil,
-// is the write-back of the shard's last claim: it is written first, in
-// the same transaction and round trip as the claim's first statement, so
-// that the claim sees its rows sent; got counts its rows. On an error
-// nothing is written.
-func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *orderedWrite) (c orderedClaim, got recorded, err error) {
-	fast, head, whole := s.q.claimOrderedFast, s.q.claimOrderedHead, s.q.claimOrdered
-	switch partitioned, err := s.isPartitioned(ctx); {
-	case err != nil:
-		return orderedClaim{}, recorded{}, fmt.Errorf("claim ordered: %w", err)
-	case partitioned:
-		fast, head, whole = s.q.claimOrderedFastPartitioned, s.q.claimOrderedHeadPartitioned, s.q.claimOrderedPartitioned
-	}
-	all, topics := s.orderedTopics()
-	buckets := bucketsOf(shard, s.ordering.Shards)
-	args := []any{limit, owner, s.lease.Milliseconds(), shard, lessee, buckets, all, topics, headWindow(limit),
-		firstWindow(limit, len(buckets)), s.bytes.batch, s.bytes.event}
-	// Each statement reads on where the one before took nothing: the
-	// shard's oldest rows were not all claimable, or the read of its
-	// oldest rows did not decide the claim, or there was nothing to take.
-	b := &pgx.Batch{}
-	s.queueRecord(b, prior, &got)
-	queueClaim(b, &c, fast, args...)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil || len(c.rows) > 0 {
-		return c, got, wrapClaim(err)
-	}
-	if c, err = s.claimOrderedWith(ctx, head, args...); err != nil || len(c.rows) > 0 {
-		return c, got, err
-	}
-	c, err = s.claimOrderedWith(ctx, whole, append(args, secondWindow(limit))...)
-	return c, got, err
-}
-
-// claimOrderedWith runs one of the ordered claim's statements.
-func (s *pgStore) claimOrderedWith(ctx context.Context, claim string, args ...any) (c orderedClaim, err error) {
-	b := &pgx.Batch{}
-	queueClaim(b, &c, claim, args...)
-	return c, wrapClaim(s.pool.SendBatch(ctx, b).Close())
-}
-
-// queueClaim queues one of the ordered claim's statements in b, its rows
-// read into c.
-func queueClaim(b *pgx.Batch, c *orderedClaim, claim string, args ...any) {
-	b.Queue(claim, args...).Query(func(rows pgx.Rows) (err error) {
-		c.rows, err = collectRows(rows, func(x *row, dest []any) []any { return append(dest, &x.tx, &x.tid, &c.prefix) })
-		return err
-	})
-}
-
-// wrapClaim names the ordered claim in err, when err is not nil.
-func wrapClaim(err error) error {
-	if err != nil {
-		return fmt.Errorf("claim ordered: %w", err)
-	}
-	return nil
-}
-
-// recorded counts the rows an ordered write-back wrote, by outcome.
-type recorded struct{ sent, retried, failed int }
 
 // orderedWrite is the write-back of an ordered claim (record_ordered.sql):
 // the outcome out of the claim owner of shard, leased by lessee.
@@ -189,37 +110,31 @@ func (s *pgStore) recordOrdered(ctx context.Context, w orderedWrite) (got record
 	return got, nil
 }
 
-// queueRecord queues the write-back w in b, when w is not nil; its counts
-// are scanned into got.
+// queueRecord queues the write-back w in b, when w is not nil: its sent
+// rows (record_ordered.sql), then its retried and failed rows, when it
+// has any (record_ordered_retried.sql); its counts are scanned into got.
 func (s *pgStore) queueRecord(b *pgx.Batch, w *orderedWrite, got *recorded) {
 	if w == nil {
 		return
 	}
-	record, args := s.recordStatement(w)
-	b.Queue(record, args...).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&got.sent, &got.retried, &got.failed)
-	})
-}
-
-// recordStatement returns the statement that writes w and its arguments:
-// record_ordered.sql, without its retried and failed updates when the
-// outcome has neither (sentOnly).
-func (s *pgStore) recordStatement(w *orderedWrite) (string, []any) {
 	out := w.out
 	retried, delays, errs, refunds := retryColumns(out.retries)
 	failed, failErrs := failureColumns(out.failures)
 	sent := pgIDs(out.sent)
 	lo, hi := idRange(slices.Concat(sent, retried, failed))
-	record := s.q.recordOrdered
+	args := pgx.NamedArgs{"shard": w.shard, "lessee": w.lessee, "owner": w.owner, "sent": sent, "lo": lo, "hi": hi,
+		"unknown": pgIDs(w.unknown), "tids": w.tids, "raise": w.raise}
+	b.Queue(s.q.recordOrdered, args).QueryRow(func(row pgx.Row) error { return row.Scan(&got.sent) })
 	if len(retried) == 0 && len(failed) == 0 {
-		record = s.q.recordOrderedSent
+		return
 	}
-	return record, []any{w.shard, w.lessee, w.owner, sent,
-		retried, delays, errs, refunds, failed, failErrs, lo, hi, pgIDs(w.unknown), w.tids, w.raise}
+	b.Queue(s.q.recordOrderedRetried, pgx.NamedArgs{"shard": w.shard, "lessee": w.lessee, "owner": w.owner, "lo": lo, "hi": hi,
+		"retried": retried, "delays": delays, "errors": errs, "refunds": refunds, "failed": failed, "fail_errors": failErrs,
+	}).QueryRow(func(row pgx.Row) error { return row.Scan(&got.retried, &got.failed) })
 }
 
 // firstWindow is how many pending rows of each of its buckets a claim of
-// limit rows reads first (claim_ordered.sql): twice a bucket's share of
+// limit rows reads first (pickOrdered): twice a bucket's share of
 // limit when the oldest rows are spread evenly over the buckets, plus 8,
 // and never more than limit. A bucket that holds more than that of the
 // oldest rows is read again, up to limit rows, so the window only sets
@@ -229,7 +144,7 @@ func firstWindow(limit, buckets int) int {
 }
 
 // secondWindow is how many rows a claim of limit rows reads in all in its
-// last pass (claim_ordered.sql), bucket by bucket: so far past a key whose
+// last pass (pickOrdered), bucket by bucket: so far past a key whose
 // head is not ready it looks for the keys behind it in its bucket. It is
 // 16 batches' worth, at least 4,096 rows (a few milliseconds to read), and
 // never more than 64 batches' worth: a claim that timed out halves the
@@ -240,7 +155,7 @@ func secondWindow(limit int) int {
 
 // headWindow is how many of the shard's oldest pending rows a claim of
 // limit rows reads first, in write order across its buckets
-// (claim_ordered.sql): the claim, a quarter more for rows that are not
+// (ordered_head.sql): the claim, a quarter more for rows that are not
 // claimable (retrying, or behind a key's row in flight), and 16 for small
 // claims. When the read does not find limit claimable rows before its
 // last row, the claim reads bucket by bucket instead, so the window only

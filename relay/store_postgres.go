@@ -44,20 +44,12 @@ type statements struct {
 	markSentByTID                                              string
 	claimLocked, lockedSent, lockedRetry, lockedFailed         string
 	shardCount, shardCreate, leaseShard, handBack, extendShard string
-	// claimOrderedHead is claim_ordered.sql without its bucket passes
-	// (headOnly), claimOrderedFast without the runs of its first pass
-	// either (fastOnly); the Partitioned forms fetch the rows by primary
-	// key (orderedByPrimaryKey).
-	claimOrdered, claimOrderedHead, claimOrderedFast, recordOrdered string
-	// recordOrderedSent is record_ordered.sql for an outcome of sent rows
-	// alone (sentOnly).
-	recordOrderedSent                                               string
-	claimOrderedPartitioned, claimOrderedHeadPartitioned            string
-	claimOrderedFastPartitioned                                     string
-	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum string
-	backlog, backlogEstimate                                        string
-	dueKeyless                                                      string
-	lookBelow                                                       string
+	// The ordered claim's steps (store_ordered_claim.go) and write-back.
+	orderedHead, orderedBuckets, orderedTake, recordOrdered, recordOrderedRetried string
+	claimJob, deleteSent, recordBatch, finishJob, mayVacuum, vacuum               string
+	backlog, backlogEstimate                                                      string
+	dueKeyless                                                                    string
+	lookBelow                                                                     string
 }
 
 // loadStatements reads the statements for table. read records each file
@@ -77,7 +69,6 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 	text := func(q string) string { return names.Replace(stripComments(q)) }
 	file := func(name string) string { return text(raw(name)) }
 	claim := file("claim")
-	claimOrdered, recordOrdered := raw("claim_ordered"), raw("record_ordered")
 	return statements{
 		claim: claim, claimPartitioned: byPrimaryKey(claim),
 		markSent: file("mark_sent"), markSentByTID: file("mark_sent_by_tid"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
@@ -85,14 +76,9 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
 		shardCount: file("shard_count"), shardCreate: file("shard_create"), leaseShard: file("lease_shard"),
 		handBack: file("hand_back"), extendShard: file("extend_shard"),
-		claimOrdered: text(claimOrdered), claimOrderedHead: text(headOnly(claimOrdered)),
-		claimOrderedPartitioned:     text(orderedByPrimaryKey(claimOrdered)),
-		claimOrderedHeadPartitioned: text(orderedByPrimaryKey(headOnly(claimOrdered))),
-		claimOrderedFast:            text(fastOnly(claimOrdered)),
-		claimOrderedFastPartitioned: text(orderedByPrimaryKey(fastOnly(claimOrdered))),
-		recordOrdered:               text(recordOrdered),
-		recordOrderedSent:           text(sentOnly(recordOrdered)),
-		claimJob:                    file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
+		orderedHead: file("ordered_head"), orderedBuckets: file("ordered_buckets"), orderedTake: file("ordered_take"),
+		recordOrdered: file("record_ordered"), recordOrderedRetried: file("record_ordered_retried"),
+		claimJob: file("claim_job"), deleteSent: file("delete_sent"), recordBatch: file("record_batch"),
 		finishJob: file("finish_job"), mayVacuum: file("may_vacuum"), vacuum: file("vacuum"),
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"), dueKeyless: file("due_keyless"),
 		lookBelow: file("look_below"),
@@ -113,64 +99,6 @@ func byPrimaryKey(claim string) string {
 	}
 	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM taken\n    WHERE o.id = taken.id\n      AND ($11::uuid IS NULL OR o.id >= $11)",
 		returnTID, "o.next_retry_at, NULL::tid").Replace(claim)
-}
-
-// orderedByPrimaryKey turns claim_ordered.sql, which fetches the rows it
-// picked by the tuple ids it read them at, into the claim for a
-// partitioned table, which fetches them by primary key and returns no
-// tuple ids: a tuple id names a row in each partition.
-func orderedByPrimaryKey(claim string) string {
-	const (
-		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM picked))"
-		returnTID = "o.ctid AS tid"
-	)
-	if strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
-		panic("relay: claim_ordered.sql lost its fetch by tuple id") // embedded: a build mistake
-	}
-	return strings.NewReplacer(byTID, "WHERE o.id = ANY (ARRAY(SELECT id FROM picked))",
-		returnTID, "NULL::tid AS tid").Replace(claim)
-}
-
-// headOnly turns claim_ordered.sql into its first pass alone: the
-// statement that decides a claim from the shard's oldest rows and takes
-// nothing when it cannot. It drops the bucket passes, which are only run
-// when needed (pgStore.claimOrdered), and whose planning would double the
-// statement's, and keeps their parameter $10 typed so that the statement
-// takes the same arguments.
-func headOnly(claim string) string {
-	return cut(claim, "claim_ordered.sql", "bucket passes",
-		"bucket_runs AS (\n    SELECT NULL::uuid AS id, NULL::tid AS ctid, NULL::xid8 AS tx\n    WHERE $10::bigint IS NULL AND false\n),\n")
-}
-
-// fastOnly turns claim_ordered.sql into the start of its first pass: the
-// statement that takes the shard's oldest rows when they are all
-// claimable (head_fast) and nothing otherwise. It drops the runs over a
-// longer read as well as the bucket passes (headOnly); in a backlog it is
-// the only statement a claim runs, and plans in about two thirds of the
-// time of the first pass.
-func fastOnly(claim string) string {
-	return cut(cut(headOnly(claim), "claim_ordered.sql", "runs", ""), "claim_ordered.sql", "runs branch", "")
-}
-
-// sentOnly turns record_ordered.sql into the write-back of an outcome
-// that has no retried and no failed rows: it drops their updates, whose
-// planning costs about as much as the rest of the statement, and keeps
-// their parameters typed so that the statement takes the same arguments.
-func sentOnly(record string) string {
-	return cut(record, "record_ordered.sql", "retried and failed",
-		"retried AS (\n    SELECT 1\n    WHERE $5::uuid[] IS NULL AND $6::bigint[] IS NULL AND $7::text[] IS NULL AND $8::int[] IS NULL\n      AND false\n),\n"+
-			"failed AS (\n    SELECT 1\n    WHERE $9::uuid[] IS NULL AND $10::text[] IS NULL\n      AND false\n)\n")
-}
-
-// cut replaces the part of the statement file that lies between the mark
-// lines "-- {{part}}" and "-- {{end of part}}", both included, with with.
-func cut(text, file, part, with string) string {
-	from, to := "-- {{"+part+"}}", "-- {{end of "+part+"}}\n"
-	i, j := strings.Index(text, from), strings.Index(text, to)
-	if strings.Count(text, from) != 1 || strings.Count(text, to) != 1 || j < i {
-		panic("relay: " + file + " lost its marks of " + part) // embedded: a build mistake
-	}
-	return text[:i] + with + text[j+len(to):]
 }
 
 // stripComments drops the lines that are only a comment: the files'
