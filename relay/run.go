@@ -149,11 +149,12 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		// The turn ends when the publish does: another worker may claim
 		// what committed meanwhile while this one records.
 		done := sync.OnceFunc(r.turns.done)
-		sizes := r.sizes
+		sizes, c := r.sizes, claimer(invitingClaims{claims, r.turns, claimBytesOf(r.cfg)})
 		if probe {
-			sizes = nil // a probe's one row says nothing of the backlog
+			// A probe's one row says nothing of the backlog.
+			sizes, c = nil, claims
 		}
-		res, full, err := r.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
+		res, full, err := r.processIn(ctx, c, limit, sizes, done, r.live.slot(worker))
 		done()
 		switch {
 		case err != nil && r.store.fatal(err):
@@ -188,9 +189,8 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			wait = pollWait(r.cfg, r.listener != nil, wait, res.Claimed > 0)
 			r.turns.await(ctx, woken, wait)
 		default:
-			// A full batch: more rows likely wait. Another worker may
-			// claim them while this one publishes.
-			r.turns.invite()
+			// A full batch: more rows likely wait. Its claim invited
+			// another worker already; this one claims again at once.
 			wait = pollWait(r.cfg, r.listener != nil, wait, true)
 		}
 	}
