@@ -260,21 +260,32 @@ func (b *bundle) rows(where string, args ...any) []rowState {
 	return out
 }
 
-// statuses counts rows by status.
-func (b *bundle) statuses() map[string]int {
-	b.t.Helper()
+// statuses counts rows by status when it is formatted: a message built
+// before a wait (an await's arguments) shows the counts at its failure,
+// not those before the wait.
+func (b *bundle) statuses() fmt.Stringer { return statusCounts{b} }
+
+type statusCounts struct{ b *bundle }
+
+func (s statusCounts) String() string {
+	m, err := s.b.countStatuses()
+	if err != nil {
+		return "(count statuses: " + err.Error() + ")"
+	}
+	return fmt.Sprint(m)
+}
+
+// countStatuses counts rows by status.
+func (b *bundle) countStatuses() (map[string]int, error) {
 	rs, err := b.pool.Query(b.ctx, b.sql("SELECT status, count(*) FROM {{table}} GROUP BY status"))
 	if err != nil {
-		b.t.Fatalf("count statuses: %v", err)
+		return nil, err
 	}
 	m := map[string]int{}
 	var status string
 	var n int
 	_, err = pgx.ForEachRow(rs, []any{&status, &n}, func() error { m[status] = n; return nil })
-	if err != nil {
-		b.t.Fatalf("count statuses: %v", err)
-	}
-	return m
+	return m, err
 }
 
 // write commits msgs in one transaction and returns their ids.

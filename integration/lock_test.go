@@ -176,7 +176,11 @@ WHERE status = 'pending' AND attempt = 0 AND locked_by IS NULL AND locked_until 
 			}
 		}
 	}
-	if got := b.statuses(); got["sent"] != 2 || got["pending"] != 1 || got["failed"] != 1 {
+	got, err := b.countStatuses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["sent"] != 2 || got["pending"] != 1 || got["failed"] != 1 {
 		t.Errorf("statuses %v, want 2 sent, 1 pending, 1 failed", got)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // delivers every event exactly once. The backlog arrives while both
 // workers are idle, in one transaction (one notification), and the relay
 // polls once a minute: the second worker claims because the first one's
-// full batch invited it.
+// full claim invited it, while the first batch is published.
 func TestWorkersPublishBatchesSideBySide(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -51,7 +51,9 @@ func TestWorkersPublishBatchesSideBySide(t *testing.T) {
 	rr := b.startRelay(s, relay.Config{BatchSize: 50, Workers: 2, PollInterval: slowPoll})
 	b.awaitListening()
 	ids := b.writeN(400, "orders", "w")
-	await(t, time.Minute, func() bool { return b.count("status = 'sent'") == len(ids) }, "not all sent: %v", b.statuses())
+	// 30s: below the poll and the PublishTimeout (a minute each) that end
+	// the wait when no worker was invited.
+	await(t, 30*time.Second, func() bool { return b.count("status = 'sent'") == len(ids) }, "not all sent: %v", b.statuses())
 	if err := rr.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -149,14 +149,15 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		// The turn ends when the publish does: another worker may claim
 		// what committed meanwhile while this one records.
 		done := sync.OnceFunc(r.turns.done)
-		sizes := r.sizes
+		sizes, c := r.sizes, claimer(invitingClaims{claims, r.turns, claimBytesOf(r.cfg)})
 		if probe {
-			sizes = nil // a probe's one row says nothing of the backlog
+			// A probe's one row says nothing of the backlog.
+			sizes, c = nil, claims
 		}
 		// alone: no other batch was in flight or took rows during this
 		// one, so that an empty claim means nothing waits.
 		took, idle := r.pipe.took.Load(), r.pipe.batches.Load() == 0
-		res, full, err := r.pipe.processIn(ctx, claims, limit, sizes, done, r.live.slot(worker))
+		res, full, err := r.pipe.processIn(ctx, c, limit, sizes, done, r.live.slot(worker))
 		alone := idle && r.pipe.batches.Load() == 0 && r.pipe.took.Load() == took
 		done()
 		switch {
@@ -193,9 +194,8 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 			wait = pollWait(r.cfg, r.listener != nil, wait, res.Claimed > 0)
 			r.turns.await(ctx, woken, wait)
 		default:
-			// A full batch: more rows likely wait. Another worker may
-			// claim them while this one publishes.
-			r.turns.invite()
+			// A full batch: more rows likely wait. Its claim invited
+			// another worker already; this one claims again at once.
 			wait = pollWait(r.cfg, r.listener != nil, wait, true)
 		}
 	}

@@ -21,9 +21,10 @@ import (
 //     holds them back for about a poll interval at most: polls still run;
 //   - a poll is skipped when another worker's claim started within the last
 //     half PollInterval;
-//   - a worker whose claim filled its batch invites another one: more rows
-//     are likely waiting, so an idle worker claims the next batch while
-//     this one publishes.
+//   - a worker whose claim filled its batch invites another one as soon
+//     as the claim returns (invitingClaims): more rows are likely
+//     waiting, so an idle worker claims the next batch while this one
+//     publishes.
 type turns struct {
 	mu       sync.Mutex
 	ch       chan struct{} // closed by the next signal or invitation
@@ -147,4 +148,20 @@ func (t *turns) await(ctx context.Context, woken <-chan struct{}, d time.Duratio
 			poll.Reset(d)
 		}
 	}
+}
+
+// invitingClaims are a worker's claims (not its probes): one that comes
+// back full invites another worker before its batch is published.
+type invitingClaims struct {
+	claimer
+	turns *turns
+	bytes claimBytes
+}
+
+func (c invitingClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
+	b, err := c.claimer.claim(ctx, hard, owner, limit)
+	if b != nil && c.bytes.full(limit, b.rows) {
+		c.turns.invite()
+	}
+	return b, err
 }

@@ -1,8 +1,13 @@
 package relay
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 func closed(ch <-chan struct{}) bool {
@@ -143,4 +148,67 @@ func TestSettlingLooksAtMostASecondApart(t *testing.T) {
 	if w := s.wait(poll, now); w != poll {
 		t.Fatalf("%v after the wake-up (%d looks): wait %v, want the poll interval again", now.Sub(start), looks, w)
 	}
+}
+
+// overlapPublisher holds each publish until a second one has started, or
+// its context ends.
+type overlapPublisher struct {
+	n      atomic.Int32
+	second chan struct{}
+}
+
+func (p *overlapPublisher) Publish(ctx context.Context, _ []outbox.Message) error {
+	if p.n.Add(1) == 2 {
+		close(p.second)
+	}
+	select {
+	case <-p.second:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (p *overlapPublisher) Close() error { return nil }
+
+// A claim that comes back full invites an idle worker at once, to claim
+// the next batch while the first is published. The relay here polls once
+// an hour and the sink holds the first publish until a second one starts:
+// only the invitation can make them overlap.
+func TestFullClaimInvitesAWorkerWhileItPublishes(t *testing.T) {
+	t.Parallel()
+	pool, table := testdb.New(t)
+	var claims atomic.Int32
+	r := quietRelay(t, pool, &overlapPublisher{second: make(chan struct{})}, Config{
+		Table: table, Workers: 2, BatchSize: 10, BatchMin: 10,
+		PollInterval: time.Hour, PublishTimeout: time.Hour,
+		Observer: ObserverFunc(func(e Event) {
+			if e.Kind == EventClaimed {
+				claims.Add(1)
+			}
+		}),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	// Both workers are idle: each claimed once (finding nothing), the
+	// listener connected and no batch is in flight.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.turns.mu.Lock()
+		idle := claims.Load() >= 2 && r.turns.signals > 0 && r.turns.busy == 0
+		r.turns.mu.Unlock()
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the workers did not become idle within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	insertRows(t, pool, table, 20)
+	testdb.AwaitSent(t, pool, table, 20, time.Minute)
 }
