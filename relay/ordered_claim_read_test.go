@@ -76,20 +76,7 @@ func shardZero() []int16 { return bucketsOf(0, claimShards) }
 
 // keysIn returns n keys of bucket, in a fixed order.
 func (b *claimBundle) keysIn(bucket int16, n int) []string {
-	b.t.Helper()
-	rows, err := b.pool.Query(b.ctx, `
-		SELECT k
-		FROM (SELECT 'key-' || g AS k FROM generate_series(1, 200000) AS g) AS c
-		WHERE (hashtextextended(encode(convert_to(k, 'UTF8'), 'hex'), 0) & 1023) = $1
-		LIMIT $2`, bucket, n)
-	if err != nil {
-		b.t.Fatalf("keys of bucket %d: %v", bucket, err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(keys) != n {
-		b.t.Fatalf("keys of bucket %d: %v, %v", bucket, keys, err)
-	}
-	return keys
+	return testdb.KeysIn(b.t, b.pool, bucket, n)
 }
 
 // fatalIn ends the test after rolling tx back.
