@@ -48,11 +48,11 @@ func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error
 	return r.process(ctx, c, limit, nil)
 }
 
-// process runs the pipeline once: it claims up to limit rows with c (BatchSize when
-// limit <= 0), publishes them and records the outcome. published, when not
-// nil, is called once the publish is over, before the outcome is recorded
-// (Run lets another worker claim then); it is not called when the claim
-// finds nothing or fails.
+// process runs the pipeline once: it claims up to limit rows with c
+// (BatchSize when limit <= 0), publishes them and records the outcome.
+// published, when not nil, is called once the publish is over, before the
+// outcome is recorded (Run lets another worker claim then); it is not called
+// when the claim finds nothing or fails.
 func (r *Relay) process(ctx context.Context, c claimer, limit int, published func()) (BatchResult, error) {
 	res, _, err := r.processIn(ctx, c, limit, nil, published, nil)
 	return res, err
@@ -137,18 +137,17 @@ type outcome struct {
 	topics *topicTally
 }
 
-// publish decodes a batch's rows and publishes the messages in rounds
-// while b.renew keeps the claim's hold on them, and returns the outcome to
-// record; it counts the outage and abandoned rows in res. An unordered
-// batch is one round. An ordered batch's rounds carry at most one event
-// per key (or, for a KeyBatcher sink, every event of the batch in one
-// round, in write order), and a key's next event goes out only after the
-// previous one was acknowledged; a key whose event did not get through
-// stops there: its
-// later events are released untouched and wait behind it
-// (HeadOfLineWait), unless the event failed for good or was parked
-// (HeadOfLinePark), in which case the key goes on. Rounds stop at
-// shutdown and when the sink is down; events not attempted are released.
+// publish decodes a batch's rows and publishes the messages in rounds while
+// b.renew keeps the claim's hold on them, and returns the outcome to record;
+// it counts the outage and abandoned rows in res. An unordered batch is one
+// round. An ordered batch's rounds carry at most one event per key (or, for a
+// publishers.KeyBatcher sink, every event of the batch in one round, in write
+// order), and a key's next event goes out only after the previous one was
+// acknowledged; a key whose event did not get through stops there: its later
+// events are released untouched and wait behind it (HeadOfLineWait), unless
+// the event failed for good or was parked (HeadOfLinePark), in which case the
+// key goes on. Rounds stop at shutdown and when the sink is down; events not
+// attempted are released.
 func (r *Relay) publish(ctx, hard context.Context, b *batch, res *BatchResult) outcome {
 	out := outcome{topics: r.newTopicTally()}
 	q := r.decodeAll(b, &out)
@@ -238,13 +237,13 @@ func (r *Relay) publishOnce(ctx context.Context, msgs []outbox.Message) (results
 	return publishers.PerMessage(err, len(msgs)), cut
 }
 
-// keepLeases calls renew every Lease/3 until stop is called, under hard,
-// the batch's shutdown bound. renew keeps a claim's hold on its rows and
-// returns how many rows it had lost. Callers stop it as soon as their publishes, each
-// bounded by PublishTimeout, are over: a stuck publish does not hold its
-// rows longer than that. stop waits for a renewal in flight instead of
-// cancelling it: a lock claim's renewal runs in the claim's transaction,
-// which a cancelled statement would abort.
+// keepLeases calls renew every Lease/3 until stop is called, under hard, the
+// batch's shutdown bound. renew keeps a claim's hold on its rows and returns
+// how many rows it had lost. Callers stop it as soon as their publishes, each
+// bounded by PublishTimeout, are over: a stuck publish does not hold its rows
+// longer than that. stop waits for a renewal in flight instead of cancelling
+// it: a lock claim's renewal runs in the claim's transaction, which a
+// cancelled statement would abort.
 func (r *Relay) keepLeases(hard context.Context, renew func(context.Context) (int, error)) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})

@@ -10,18 +10,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// Relay moves committed outbox rows to a Publisher. Create it with New and
-// start it with Run; several Relays (in one process or many) may serve the
-// same table.
+// Relay moves committed outbox rows to a publishers.Publisher. Create it with
+// New and start it with Run; several Relays (in one process or many) may
+// serve the same table.
 type Relay struct {
 	cfg    Config
-	pub    Publisher
-	prober Prober   // pub, when it can be probed
-	obs    Observer // cfg.Observer
-	store  store    // every statement, on the caller's pool or database
-	pg     *pgStore // store on PostgreSQL, for what only it offers; nil on MySQL
+	pub    publishers.Publisher
+	prober publishers.Prober // pub, when it can be probed
+	obs    Observer          // cfg.Observer
+	store  store             // every statement, on the caller's pool or database
+	pg     *pgStore          // store on PostgreSQL, for what only it offers; nil on MySQL
 	log    *slog.Logger
 	seq    atomic.Uint64 // numbers claims, for their tokens
 	bell   *bell         // rung when an insert into the table commits
@@ -41,7 +43,7 @@ type Relay struct {
 	// ordered loop's (batch_size.go).
 	sizes, orderedSizes *batchSizer
 	// keyBatches: pub takes several events of one key per call
-	// (KeyBatcher), so ordered batches are published in one round.
+	// (publishers.KeyBatcher), so ordered batches are published in one round.
 	keyBatches bool
 	live       *liveness // the claim loops' progress, for Liveness
 }
@@ -78,7 +80,7 @@ type BatchResult struct {
 // New returns a Relay that reads pool and publishes to pub. It does not
 // touch the database; Run checks the schema. The caller keeps ownership of
 // pool and pub and closes them after Run returns.
-func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
+func New(pool *pgxpool.Pool, pub publishers.Publisher, cfg Config) (*Relay, error) {
 	if pool == nil || pub == nil {
 		return nil, errors.New("relay: pool and publisher are required")
 	}
@@ -98,7 +100,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 // (docs/ordering.md#mysql-and-mariadb) and lock claims. It does not touch
 // the database; Run checks the server and the schema. The caller keeps
 // ownership of db and pub.
-func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
+func NewMySQL(db *sql.DB, pub publishers.Publisher, cfg Config) (*Relay, error) {
 	if db == nil || pub == nil {
 		return nil, errors.New("relay: database and publisher are required")
 	}
@@ -125,7 +127,7 @@ func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
 
 // newRelay returns the relay of cfg (defaults applied, valid) on st; pg
 // is st on PostgreSQL, nil elsewhere. table names the table in logs.
-func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *Relay {
+func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table string) *Relay {
 	r := &Relay{
 		cfg:   cfg,
 		pub:   pub,
@@ -149,7 +151,7 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 		r.bell.ring()
 		r.turns.signal()
 	})
-	r.prober, _ = pub.(Prober)
+	r.prober, _ = pub.(publishers.Prober)
 	r.keyBatches = keyBatches(pub)
 	// Claim numbers start at a random point, so that replicas mistakenly
 	// given the same ID still write distinct locked_by tokens.

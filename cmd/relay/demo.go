@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/demo"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -153,7 +154,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	cfg.Sink = sink
-	cfg.Publisher = func(rc relay.Config) (relay.Publisher, error) {
+	cfg.Publisher = func(rc relay.Config) (publishers.Publisher, error) {
 		return settings.open(rc, logger.With("relay", rc.ID), stdout)
 	}
 	_, err = demo.Run(ctx, cfg)

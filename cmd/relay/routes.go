@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/route"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -114,7 +115,7 @@ func (o *runOptions) checkRoutes(rules []route.Rule, rc relay.Config) error {
 
 // openRoutes opens every sink rules use and returns a router over them. On
 // an error it closes the sinks it opened.
-func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slog.Logger, stdout io.Writer) (relay.Publisher, error) {
+func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slog.Logger, stdout io.Writer) (publishers.Publisher, error) {
 	opened := map[string]route.Sink{}
 	closeAll := func() {
 		for _, s := range opened {
@@ -147,7 +148,7 @@ func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slo
 
 // openSink opens the publisher relay run publishes to: the router over the
 // sinks of --route, or the one --sink names.
-func (o *runOptions) openSink(rc relay.Config, logger *slog.Logger, stdout io.Writer) (relay.Publisher, error) {
+func (o *runOptions) openSink(rc relay.Config, logger *slog.Logger, stdout io.Writer) (publishers.Publisher, error) {
 	if len(o.rules) > 0 {
 		return o.openRoutes(o.rules, rc, logger, stdout)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -47,7 +48,7 @@ func (k *kafkaFlags) check(rc relay.Config) error {
 
 // open returns the Kafka publisher and logs its configuration (the SASL
 // password redacted).
-func (k *kafkaFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+func (k *kafkaFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	cfg := k.cfg
 	cfg.Logger = logger
 	p, err := kafka.New(cfg)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -93,7 +94,7 @@ func (n *natsFlags) check(relay.Config) error {
 
 // open returns the NATS publisher and logs its configuration (secrets
 // redacted). It does not connect: the first publish or probe does.
-func (n *natsFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+func (n *natsFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	cfg := n.cfg
 	cfg.Logger = logger
 	p, err := natssink.New(cfg)

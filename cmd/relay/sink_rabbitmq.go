@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -99,7 +100,7 @@ func (r *rabbitmqFlags) check(relay.Config) error {
 // open returns the RabbitMQ publisher and logs its configuration (the
 // password redacted). It does not connect: the first publish or probe
 // does.
-func (r *rabbitmqFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+func (r *rabbitmqFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	cfg := r.cfg
 	cfg.Logger = logger
 	p, err := rabbitmq.New(cfg)

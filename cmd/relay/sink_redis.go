@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -103,7 +104,7 @@ func (r *redisFlags) check(relay.Config) error {
 
 // open returns the Redis publisher and logs its configuration (passwords
 // redacted). go-redis' own log lines go to logger at Debug level.
-func (r *redisFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+func (r *redisFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	redisstream.SetClientLogger(logger)
 	p, err := redisstream.New(r.cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	stdoutsink "github.com/outboxrelay/outboxrelay/publishers/stdout"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -21,6 +22,6 @@ type stdoutSettings struct{}
 
 func (stdoutSettings) check(relay.Config) error { return nil }
 
-func (stdoutSettings) open(_ relay.Config, _ *slog.Logger, stdout io.Writer) (relay.Publisher, error) {
+func (stdoutSettings) open(_ relay.Config, _ *slog.Logger, stdout io.Writer) (publishers.Publisher, error) {
 	return stdoutsink.New(stdout), nil
 }

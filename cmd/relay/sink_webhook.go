@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/webhook"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -134,7 +135,7 @@ func (w *webhookFlags) check(relay.Config) error {
 
 // open returns the webhook publisher and logs its configuration (secrets
 // and header values redacted).
-func (w *webhookFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+func (w *webhookFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	p, err := webhook.New(w.cfg)
 	if err != nil {
 		return nil, webhookUsage(err)

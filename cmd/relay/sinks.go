@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -49,7 +50,7 @@ type sinkSettings interface {
 	check(rc relay.Config) error
 	// open returns the sink's publisher; check has passed. It logs the
 	// sink's configuration, without secrets, and may not connect yet.
-	open(rc relay.Config, logger *slog.Logger, stdout io.Writer) (relay.Publisher, error)
+	open(rc relay.Config, logger *slog.Logger, stdout io.Writer) (publishers.Publisher, error)
 }
 
 // sinkNamed returns the registered sink called name.

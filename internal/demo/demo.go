@@ -28,6 +28,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -45,7 +46,7 @@ type Config struct {
 	// Publisher returns a new publisher for the relay configured by rc,
 	// one per relay: the sink the relays publish to, configured to reach
 	// what Sink prepared. Run closes each. Required.
-	Publisher func(rc relay.Config) (relay.Publisher, error)
+	Publisher func(rc relay.Config) (publishers.Publisher, error)
 	// Topic receives the events. Sink creates its destination.
 	Topic string
 	// Events is how many events the writers attempt, committed or not.

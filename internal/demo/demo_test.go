@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
@@ -23,43 +24,43 @@ import (
 type testSink struct {
 	name string
 	// open returns the Sink for topic and the relays' publishers.
-	open func(t *testing.T, topic string) (Sink, func(relay.Config) (relay.Publisher, error))
+	open func(t *testing.T, topic string) (Sink, func(relay.Config) (publishers.Publisher, error))
 }
 
 // The brokers of this machine, or those the variables the sinks' own
 // tests read name.
 var testSinks = []testSink{
-	{"kafka", func(t *testing.T, topic string) (Sink, func(relay.Config) (relay.Publisher, error)) {
+	{"kafka", func(t *testing.T, topic string) (Sink, func(relay.Config) (publishers.Publisher, error)) {
 		k, err := NewKafka(nil, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return k, func(relay.Config) (relay.Publisher, error) { return kafka.New(kafka.Config{Brokers: k.Brokers()}) }
+		return k, func(relay.Config) (publishers.Publisher, error) { return kafka.New(kafka.Config{Brokers: k.Brokers()}) }
 	}},
-	{"nats", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
+	{"nats", func(t *testing.T, _ string) (Sink, func(relay.Config) (publishers.Publisher, error)) {
 		cfg := natssink.Config{URLs: []string{env("OUTBOX_TEST_NATS_URL", natssink.DefaultURL)}}
-		return NewNATS(NATSConfig{URLs: cfg.URLs}), func(relay.Config) (relay.Publisher, error) { return natssink.New(cfg) }
+		return NewNATS(NATSConfig{URLs: cfg.URLs}), func(relay.Config) (publishers.Publisher, error) { return natssink.New(cfg) }
 	}},
-	{"rabbitmq", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
+	{"rabbitmq", func(t *testing.T, _ string) (Sink, func(relay.Config) (publishers.Publisher, error)) {
 		cfg := rabbitmq.Config{URL: env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL)}
-		return NewRabbitMQ(RabbitMQConfig{URL: cfg.URL}), func(relay.Config) (relay.Publisher, error) { return rabbitmq.New(cfg) }
+		return NewRabbitMQ(RabbitMQConfig{URL: cfg.URL}), func(relay.Config) (publishers.Publisher, error) { return rabbitmq.New(cfg) }
 	}},
 	// The topic as a routing key on an exchange of its own, which the
 	// demo declares and deletes.
-	{"rabbitmq-exchange", func(t *testing.T, topic string) (Sink, func(relay.Config) (relay.Publisher, error)) {
+	{"rabbitmq-exchange", func(t *testing.T, topic string) (Sink, func(relay.Config) (publishers.Publisher, error)) {
 		cfg := rabbitmq.Config{URL: env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL), Exchange: "x." + topic}
-		return NewRabbitMQ(RabbitMQConfig{URL: cfg.URL, Exchange: cfg.Exchange}), func(relay.Config) (relay.Publisher, error) { return rabbitmq.New(cfg) }
+		return NewRabbitMQ(RabbitMQConfig{URL: cfg.URL, Exchange: cfg.Exchange}), func(relay.Config) (publishers.Publisher, error) { return rabbitmq.New(cfg) }
 	}},
-	{"redis", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
+	{"redis", func(t *testing.T, _ string) (Sink, func(relay.Config) (publishers.Publisher, error)) {
 		cfg := redisstream.Config{URL: "redis://" + env("OUTBOX_TEST_REDIS_ADDR", "127.0.0.1:6379") + "/0", StreamPrefix: "demo-test:"}
-		return NewRedis(RedisConfig{URL: cfg.URL, StreamPrefix: cfg.StreamPrefix}), func(relay.Config) (relay.Publisher, error) { return redisstream.New(cfg) }
+		return NewRedis(RedisConfig{URL: cfg.URL, StreamPrefix: cfg.StreamPrefix}), func(relay.Config) (publishers.Publisher, error) { return redisstream.New(cfg) }
 	}},
-	{"webhook", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
+	{"webhook", func(t *testing.T, _ string) (Sink, func(relay.Config) (publishers.Publisher, error)) {
 		w, err := StartWebhook()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return w, func(relay.Config) (relay.Publisher, error) { return webhook.New(webhook.Config{URL: w.URL()}) }
+		return w, func(relay.Config) (publishers.Publisher, error) { return webhook.New(webhook.Config{URL: w.URL()}) }
 	}},
 }
 
