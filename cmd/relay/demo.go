@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/demo"
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -103,7 +104,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	openDemoSink, known := demoSinks[sinkName]
-	if _, registered := sinkNamed(sinkName); !registered {
+	if _, registered := sinks.Named(sinkName); !registered {
 		known = false
 	}
 	switch {
@@ -149,13 +150,12 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			logger.Warn("demo sink not cleaned up", "sink", sinkName, "error", err)
 		}
 	}()
-	settings := sinkFlags[sinkName]
-	if err := settings.check(cfg.RelayConfig(1)); err != nil {
+	if err := sinkFlags.check(sinkName, cfg.RelayConfig(1)); err != nil {
 		return err
 	}
 	cfg.Sink = sink
 	cfg.Publisher = func(rc relay.Config) (publishers.Publisher, error) {
-		return settings.open(rc, logger.With("relay", rc.ID), stdout)
+		return sinkFlags.open(sinkName, rc, logger.With("relay", rc.ID), stdout)
 	}
 	_, err = demo.Run(ctx, cfg)
 	return err
@@ -165,7 +165,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 func demoSinkNames() []string {
 	var names []string
 	for _, name := range slices.Sorted(maps.Keys(demoSinks)) {
-		if _, ok := sinkNamed(name); ok {
+		if _, ok := sinks.Named(name); ok {
 			names = append(names, name)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 )
 
@@ -49,9 +50,9 @@ func TestDemoEverySink(t *testing.T) {
 // back, has a demo.
 func TestDemoSinksCoverTheRegistry(t *testing.T) {
 	t.Parallel()
-	for _, s := range sinks {
-		if _, ok := demoSinks[s.name]; !ok && s.name != "stdout" {
-			t.Errorf("sink %s has no entry in demoSinks: relay demo --sink %s cannot run", s.name, s.name)
+	for _, s := range sinks.All() {
+		if _, ok := demoSinks[s.Name]; !ok && s.Name != "stdout" {
+			t.Errorf("sink %s has no entry in demoSinks: relay demo --sink %s cannot run", s.Name, s.Name)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package sinks
 
 import (
 	"errors"
@@ -14,11 +14,11 @@ import (
 
 // kafkaSink publishes to Kafka (publishers/kafka); its flags are
 // --kafka-*.
-func init() { registerSink(kafkaSink) }
+func init() { register(kafkaSink) }
 
-var kafkaSink = sink{
-	name: "kafka",
-	flags: func(f *flags) sinkSettings {
+var kafkaSink = Sink{
+	Name: "kafka",
+	Flags: func(f Flags) Settings {
 		k := &kafkaFlags{}
 		k.register(f)
 		return k
@@ -27,13 +27,13 @@ var kafkaSink = sink{
 
 // check builds the kafka.Config and reports every problem of the flags,
 // naming each flag, and of their combination with the relay's settings.
-func (k *kafkaFlags) check(rc relay.Config) error {
+func (k *kafkaFlags) Check(rc relay.Config) error {
 	var errs problems
 	cfg, err := k.config()
 	errs.add(err)
 	cfg.BatchSize = rc.BatchSize // one produce request per partition can carry a whole claimed batch
 	if len(rc.Ordering.Topics) > 0 && cfg.Partitioner == kafka.PartitionerRoundRobin {
-		errs.add(usageError("--kafka-partitioner %s spreads a key over partitions, which breaks --ordered-topics; use murmur2, crc32 or fnv1a", kafka.PartitionerRoundRobin))
+		errs.add(usage("--kafka-partitioner %s spreads a key over partitions, which breaks --ordered-topics; use murmur2, crc32 or fnv1a", kafka.PartitionerRoundRobin))
 	}
 	check := cfg
 	if len(check.Brokers) == 0 { // already reported: check the rest
@@ -48,7 +48,7 @@ func (k *kafkaFlags) check(rc relay.Config) error {
 
 // open returns the Kafka publisher and logs its configuration (the SASL
 // password redacted).
-func (k *kafkaFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
+func (k *kafkaFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	cfg := k.cfg
 	cfg.Logger = logger
 	p, err := kafka.New(cfg)
@@ -70,7 +70,7 @@ type kafkaFlags struct {
 	saslMechanism, saslUsername, saslPassword string
 }
 
-func (k *kafkaFlags) register(f *flags) {
+func (k *kafkaFlags) register(f Flags) {
 	f.String(&k.brokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers, host:port")
 	f.String(&k.partitioner, "kafka-partitioner", kafka.PartitionerMurmur2, "partition by key with murmur2 (Java client default), crc32 (librdkafka), fnv1a (sarama) or round-robin")
 	f.Duration(&k.batchTimeout, "kafka-batch-timeout", kafka.DefaultBatchTimeout, "deprecated and ignored: each publish sends its produce requests at once")
@@ -95,12 +95,12 @@ func (k *kafkaFlags) config() (kafka.Config, error) {
 	}
 	var errs problems
 	if len(cfg.Brokers) == 0 {
-		errs.add(usageError("--kafka-brokers (%s) is required with --sink kafka", envName("kafka-brokers")))
+		errs.add(usage("--kafka-brokers (%s) is required with --sink kafka", EnvName("kafka-brokers")))
 	}
 	if k.tls || k.tlsCA != "" || k.tlsCert != "" || k.tlsKey != "" || k.tlsInsecure {
 		tlsCfg, err := kafka.LoadTLS(k.tlsCA, k.tlsCert, k.tlsKey, k.tlsInsecure)
 		if err != nil {
-			errs.add(usageError("invalid TLS files (--kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key): %v", err))
+			errs.add(usage("invalid TLS files (--kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key): %v", err))
 		}
 		cfg.TLS = tlsCfg
 	}
@@ -148,10 +148,10 @@ func kafkaUsage(err error) error {
 	case !errors.As(err, &ce):
 	case kafkaConfigFlag[ce.Field] != "":
 		name := kafkaConfigFlag[ce.Field]
-		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+		return invalid(name, ce.Reason)
 	case ce.Field == "SASL":
-		return usageError("invalid value for --kafka-sasl-username (%s) or --kafka-sasl-password (%s): %s",
-			envName("kafka-sasl-username"), envName("kafka-sasl-password"), ce.Reason)
+		return usage("invalid value for --kafka-sasl-username (%s) or --kafka-sasl-password (%s): %s",
+			EnvName("kafka-sasl-username"), EnvName("kafka-sasl-password"), ce.Reason)
 	}
-	return usageError("invalid Kafka configuration: %v", err)
+	return usage("invalid Kafka configuration: %v", err)
 }

@@ -1,4 +1,4 @@
-package main
+package sinks
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ import (
 
 // natsSink publishes to NATS JetStream streams (publishers/nats); its
 // flags are --nats-*.
-func init() { registerSink(natsSink) }
+func init() { register(natsSink) }
 
-var natsSink = sink{
-	name:  "nats",
-	about: "NATS JetStream",
-	flags: func(f *flags) sinkSettings {
+var natsSink = Sink{
+	Name:  "nats",
+	About: "NATS JetStream",
+	Flags: func(f Flags) Settings {
 		n := &natsFlags{}
 		n.register(f)
 		return n
@@ -36,7 +36,7 @@ type natsFlags struct {
 	maxInFlight                       int
 }
 
-func (n *natsFlags) register(f *flags) {
+func (n *natsFlags) register(f Flags) {
 	f.String(&n.url, "nats-url", natssink.DefaultURL, "comma-separated NATS server URLs, nats://host:port (tls://, ws://, wss:// too); one connection, to one of them")
 	f.String(&n.creds, "nats-creds", "", "NATS credentials file (user JWT and NKey seed)")
 	f.String(&n.user, "nats-user", "", "NATS user name")
@@ -51,7 +51,7 @@ func (n *natsFlags) register(f *flags) {
 
 // check builds the natssink.Config and reports every problem of the flags,
 // naming each flag.
-func (n *natsFlags) check(relay.Config) error {
+func (n *natsFlags) Check(relay.Config) error {
 	var errs problems
 	cfg := natssink.Config{
 		URLs:            splitList(n.url),
@@ -63,18 +63,18 @@ func (n *natsFlags) check(relay.Config) error {
 		MaxInFlight:     n.maxInFlight,
 	}
 	if len(cfg.URLs) == 0 {
-		errs.add(usageError("--nats-url (%s) is required with --sink nats: a comma-separated list of nats://host:port", envName("nats-url")))
+		errs.add(usage("--nats-url (%s) is required with --sink nats: a comma-separated list of nats://host:port", EnvName("nats-url")))
 	}
 	if n.publishTimeout <= 0 {
-		errs.add(usageError("invalid value for --nats-publish-timeout (%s): %v is not a positive duration", envName("nats-publish-timeout"), n.publishTimeout))
+		errs.add(usage("invalid value for --nats-publish-timeout (%s): %v is not a positive duration", EnvName("nats-publish-timeout"), n.publishTimeout))
 	}
 	if n.maxInFlight <= 0 {
-		errs.add(usageError("invalid value for --nats-max-in-flight (%s): %d is not at least 1", envName("nats-max-in-flight"), n.maxInFlight))
+		errs.add(usage("invalid value for --nats-max-in-flight (%s): %d is not at least 1", EnvName("nats-max-in-flight"), n.maxInFlight))
 	}
 	if n.tlsCA != "" || n.tlsCert != "" || n.tlsKey != "" {
 		tlsCfg, err := natssink.LoadTLS(n.tlsCA, n.tlsCert, n.tlsKey)
 		if err != nil {
-			errs.add(usageError("invalid TLS files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key): %v", err))
+			errs.add(usage("invalid TLS files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key): %v", err))
 		}
 		cfg.TLS = tlsCfg
 	}
@@ -94,7 +94,7 @@ func (n *natsFlags) check(relay.Config) error {
 
 // open returns the NATS publisher and logs its configuration (secrets
 // redacted). It does not connect: the first publish or probe does.
-func (n *natsFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
+func (n *natsFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	cfg := n.cfg
 	cfg.Logger = logger
 	p, err := natssink.New(cfg)
@@ -149,13 +149,13 @@ func natsUsage(err error) error {
 	switch {
 	case !errors.As(err, &ce):
 	case ce.Field == "CredentialsFile" && strings.Contains(ce.Reason, "at most one"):
-		return usageError("--nats-creds (%s), --nats-user (%s) with --nats-password (%s), and --nats-token (%s): %s",
-			envName("nats-creds"), envName("nats-user"), envName("nats-password"), envName("nats-token"), ce.Reason)
+		return usage("--nats-creds (%s), --nats-user (%s) with --nats-password (%s), and --nats-token (%s): %s",
+			EnvName("nats-creds"), EnvName("nats-user"), EnvName("nats-password"), EnvName("nats-token"), ce.Reason)
 	case ce.Field == "CredentialsFile":
-		return usageError("invalid value for --nats-creds (%s): %s", envName("nats-creds"), ce.Reason)
+		return usage("invalid value for --nats-creds (%s): %s", EnvName("nats-creds"), ce.Reason)
 	case natsConfigFlag[ce.Field] != "":
 		name := natsConfigFlag[ce.Field]
-		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+		return invalid(name, ce.Reason)
 	}
-	return usageError("invalid NATS configuration: %v", err)
+	return usage("invalid NATS configuration: %v", err)
 }

@@ -1,4 +1,4 @@
-package main
+package sinks
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ import (
 
 // webhookSink POSTs each event to an HTTP endpoint (publishers/webhook);
 // its flags are --webhook-*.
-func init() { registerSink(webhookSink) }
+func init() { register(webhookSink) }
 
-var webhookSink = sink{
-	name:  "webhook",
-	about: "HTTP POST per event, Standard Webhooks signatures",
-	flags: func(f *flags) sinkSettings {
+var webhookSink = Sink{
+	Name:  "webhook",
+	About: "HTTP POST per event, Standard Webhooks signatures",
+	Flags: func(f Flags) Settings {
 		w := &webhookFlags{}
 		w.register(f)
 		return w
@@ -41,13 +41,13 @@ type webhookFlags struct {
 // webhookHeader is one --webhook-header.
 type webhookHeader struct{ name, value string }
 
-func (w *webhookFlags) register(f *flags) {
+func (w *webhookFlags) register(f Flags) {
 	f.String(&w.url, "webhook-url", "", "URL every event is POSTed to; {topic} in its path or query is replaced by the event's topic, e.g. https://hooks.example.com/events/{topic}")
 	f.String(&w.secrets, "webhook-secret", "", "comma-separated Standard Webhooks signing secrets, whsec_<base64 key>; each adds a signature, for rotation (prefer the environment variable; never logged)")
 	f.Duration(&w.timeout, "webhook-timeout", webhook.DefaultTimeout, "bound on one request; an endpoint that has not answered by then fails the event transiently")
 	f.Int(&w.maxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "most requests open at once; one key has at most one")
 	f.String(&w.contentType, "webhook-content-type", webhook.DefaultContentType, "Content-Type of every request")
-	f.add("webhook-header", "header", `header added to every request, "Name: value"; repeat the flag, or put one per line in the variable (values are never logged)`,
+	f.Func("webhook-header", "header", `header added to every request, "Name: value"; repeat the flag, or put one per line in the variable (values are never logged)`,
 		func(s string) error {
 			for line := range strings.SplitSeq(s, "\n") {
 				if strings.TrimSpace(line) == "" {
@@ -67,7 +67,7 @@ func (w *webhookFlags) register(f *flags) {
 				names[i] = h.name
 			}
 			return strings.Join(names, ",")
-		}, false)
+		})
 	f.String(&w.probeURL, "webhook-probe-url", "", "URL the relay GETs while the endpoint is down, wanting 2xx; without it the relay asks the --webhook-url host OPTIONS *")
 	f.String(&w.tlsCA, "webhook-tls-ca", "", "PEM file of the CA that signed the endpoint's certificate (default: system roots)")
 	f.String(&w.tlsCert, "webhook-tls-cert", "", "PEM client certificate for mutual TLS")
@@ -84,7 +84,7 @@ var webhookConfigFlag = map[string]string{
 
 // check builds the webhook.Config and reports every problem of the flags,
 // naming each flag.
-func (w *webhookFlags) check(relay.Config) error {
+func (w *webhookFlags) Check(relay.Config) error {
 	var errs problems
 	cfg := webhook.Config{
 		URL:         w.url,
@@ -95,22 +95,22 @@ func (w *webhookFlags) check(relay.Config) error {
 		ProbeURL:    w.probeURL,
 	}
 	if w.url == "" {
-		errs.add(usageError("--webhook-url (%s) is required for the webhook sink", envName("webhook-url")))
+		errs.add(usage("--webhook-url (%s) is required for the webhook sink", EnvName("webhook-url")))
 		cfg.URL = "http://localhost/" + webhook.TopicPlaceholder // reported: check the rest
 	}
 	if w.timeout <= 0 {
-		errs.add(usageError("invalid value for --webhook-timeout (%s): %v is not positive", envName("webhook-timeout"), w.timeout))
+		errs.add(usage("invalid value for --webhook-timeout (%s): %v is not positive", EnvName("webhook-timeout"), w.timeout))
 		cfg.Timeout = 0
 	}
 	if w.maxInFlight <= 0 {
-		errs.add(usageError("invalid value for --webhook-max-in-flight (%s): %d is less than 1", envName("webhook-max-in-flight"), w.maxInFlight))
+		errs.add(usage("invalid value for --webhook-max-in-flight (%s): %d is less than 1", EnvName("webhook-max-in-flight"), w.maxInFlight))
 		cfg.MaxInFlight = 0
 	}
 	if len(w.headers) > 0 {
 		cfg.Headers = make(map[string]string, len(w.headers))
 		for _, h := range w.headers {
 			if _, dup := cfg.Headers[h.name]; dup {
-				errs.add(usageError("invalid value for --webhook-header (%s): %s is given twice", envName("webhook-header"), h.name))
+				errs.add(usage("invalid value for --webhook-header (%s): %s is given twice", EnvName("webhook-header"), h.name))
 			}
 			cfg.Headers[h.name] = h.value
 		}
@@ -118,7 +118,7 @@ func (w *webhookFlags) check(relay.Config) error {
 	if w.tlsCA != "" || w.tlsCert != "" || w.tlsKey != "" || w.tlsInsecure {
 		tlsCfg, err := webhook.LoadTLS(w.tlsCA, w.tlsCert, w.tlsKey, w.tlsInsecure)
 		if err != nil {
-			errs.add(usageError("invalid TLS files (--webhook-tls-ca, --webhook-tls-cert, --webhook-tls-key): %v", err))
+			errs.add(usage("invalid TLS files (--webhook-tls-ca, --webhook-tls-cert, --webhook-tls-key): %v", err))
 		}
 		cfg.TLS = tlsCfg
 	}
@@ -135,7 +135,7 @@ func (w *webhookFlags) check(relay.Config) error {
 
 // open returns the webhook publisher and logs its configuration (secrets
 // and header values redacted).
-func (w *webhookFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
+func (w *webhookFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	p, err := webhook.New(w.cfg)
 	if err != nil {
 		return nil, webhookUsage(err)
@@ -150,18 +150,8 @@ func webhookUsage(err error) error {
 	var ce *webhook.ConfigError
 	if errors.As(err, &ce) && webhookConfigFlag[ce.Field] != "" {
 		name := webhookConfigFlag[ce.Field]
-		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+		return invalid(name, ce.Reason)
 	}
-	return usageError("invalid webhook configuration: %v", err)
+	return usage("invalid webhook configuration: %v", err)
 }
 
-// joined returns the errors err joins (errors.Join), or err alone.
-func joined(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}

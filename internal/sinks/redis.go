@@ -1,4 +1,4 @@
-package main
+package sinks
 
 import (
 	"errors"
@@ -13,12 +13,12 @@ import (
 
 // redisSink appends to Redis streams (publishers/redisstream); its flags
 // are --redis-*.
-func init() { registerSink(redisSink) }
+func init() { register(redisSink) }
 
-var redisSink = sink{
-	name:  "redis",
-	about: "Redis streams, one XADD per event",
-	flags: func(f *flags) sinkSettings {
+var redisSink = Sink{
+	Name:  "redis",
+	About: "Redis streams, one XADD per event",
+	Flags: func(f Flags) Settings {
 		r := &redisFlags{}
 		r.register(f)
 		return r
@@ -37,7 +37,7 @@ type redisFlags struct {
 	tlsCA, tlsCert, tlsKey                  string
 }
 
-func (r *redisFlags) register(f *flags) {
+func (r *redisFlags) register(f Flags) {
 	f.String(&r.url, "redis-url", redisstream.DefaultURL, "Redis server: redis://[user[:password]@]host[:port][/db], rediss://... for TLS, or unix:///path/to/redis.sock; no query parameters")
 	f.String(&r.password, "redis-password", "", "Redis password, replacing the URL's (prefer the environment variable; never logged)")
 	f.String(&r.streamPrefix, "redis-stream-prefix", "", "put before each topic to name its stream: the stream key is prefix+topic")
@@ -58,7 +58,7 @@ func (r *redisFlags) register(f *flags) {
 
 // check builds the redisstream.Config and reports every problem of the
 // flags, naming each flag.
-func (r *redisFlags) check(relay.Config) error {
+func (r *redisFlags) Check(relay.Config) error {
 	var errs problems
 	cfg := redisstream.Config{
 		URL:             r.url,
@@ -76,7 +76,7 @@ func (r *redisFlags) check(relay.Config) error {
 	if r.tls || r.tlsCA != "" || r.tlsCert != "" || r.tlsKey != "" || r.tlsInsecure {
 		tlsCfg, err := redisstream.LoadTLS(r.tlsCA, r.tlsCert, r.tlsKey, r.tlsInsecure)
 		if err != nil {
-			errs.add(usageError("invalid TLS files (--redis-tls-ca, --redis-tls-cert, --redis-tls-key): %v", err))
+			errs.add(usage("invalid TLS files (--redis-tls-ca, --redis-tls-cert, --redis-tls-key): %v", err))
 		}
 		cfg.TLS = tlsCfg
 	}
@@ -90,7 +90,7 @@ func (r *redisFlags) check(relay.Config) error {
 		{"redis-dial-timeout", r.dialTimeout == 0}, {"redis-timeout", r.timeout == 0}, {"redis-pool-size", r.poolSize == 0},
 	} {
 		if f.zero {
-			errs.add(usageError("invalid value for --%s (%s): must be positive", f.name, envName(f.name)))
+			errs.add(usage("invalid value for --%s (%s): must be positive", f.name, EnvName(f.name)))
 		}
 	}
 	if p, err := redisstream.New(cfg); err != nil {
@@ -104,7 +104,7 @@ func (r *redisFlags) check(relay.Config) error {
 
 // open returns the Redis publisher and logs its configuration (passwords
 // redacted). go-redis' own log lines go to logger at Debug level.
-func (r *redisFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
+func (r *redisFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	redisstream.SetClientLogger(logger)
 	p, err := redisstream.New(r.cfg)
 	if err != nil {
@@ -135,10 +135,10 @@ func redisUsage(err error) error {
 		var ce *redisstream.ConfigError
 		if errors.As(e, &ce) && redisConfigFlag[ce.Field] != "" {
 			name := redisConfigFlag[ce.Field]
-			errs.add(usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason))
+			errs.add(invalid(name, ce.Reason))
 			continue
 		}
-		errs.add(usageError("invalid Redis configuration: %v", e))
+		errs.add(usage("invalid Redis configuration: %v", e))
 	}
 	return errs.err()
 }

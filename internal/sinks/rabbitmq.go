@@ -1,4 +1,4 @@
-package main
+package sinks
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ import (
 
 // rabbitmqSink publishes to RabbitMQ (publishers/rabbitmq); its flags are
 // --rabbitmq-*.
-func init() { registerSink(rabbitmqSink) }
+func init() { register(rabbitmqSink) }
 
-var rabbitmqSink = sink{
-	name:  "rabbitmq",
-	about: "AMQP 0-9-1, publisher confirms",
-	flags: func(f *flags) sinkSettings {
+var rabbitmqSink = Sink{
+	Name:  "rabbitmq",
+	About: "AMQP 0-9-1, publisher confirms",
+	Flags: func(f Flags) Settings {
 		r := &rabbitmqFlags{}
 		r.register(f)
 		return r
@@ -37,7 +37,7 @@ type rabbitmqFlags struct {
 	tlsInsecure                  bool
 }
 
-func (r *rabbitmqFlags) register(f *flags) {
+func (r *rabbitmqFlags) register(f Flags) {
 	f.String(&r.url, "rabbitmq-url", rabbitmq.DefaultURL, "AMQP URI of the broker, amqp://user:password@host:port/vhost (amqps:// for TLS); percent-encode reserved characters; the password is never logged")
 	f.String(&r.exchange, "rabbitmq-exchange", "", `exchange of the topics without "/", whose topic is the routing key; empty is the default exchange, where the routing key names the queue; a topic "exchange/routing-key" names both`)
 	f.Int(&r.maxInFlight, "rabbitmq-max-in-flight", rabbitmq.DefaultMaxInFlight, "most messages one publish has sent on its channel and not yet had confirmed")
@@ -52,7 +52,7 @@ func (r *rabbitmqFlags) register(f *flags) {
 
 // check builds the rabbitmq.Config and reports every problem of the
 // flags, naming each flag.
-func (r *rabbitmqFlags) check(relay.Config) error {
+func (r *rabbitmqFlags) Check(relay.Config) error {
 	var errs problems
 	cfg := rabbitmq.Config{
 		URL:             r.url,
@@ -73,17 +73,17 @@ func (r *rabbitmqFlags) check(relay.Config) error {
 		{"rabbitmq-dial-timeout", r.dialTimeout > 0, r.dialTimeout},
 	} {
 		if !f.ok {
-			errs.add(usageError("invalid value for --%s (%s): %v is not positive", f.name, envName(f.name), f.v))
+			errs.add(usage("invalid value for --%s (%s): %v is not positive", f.name, EnvName(f.name), f.v))
 		}
 	}
 	if r.tlsCA != "" || r.tlsCert != "" || r.tlsKey != "" || r.tlsInsecure {
 		tlsCfg, err := rabbitmq.LoadTLS(r.tlsCA, r.tlsCert, r.tlsKey, r.tlsInsecure)
 		if err != nil {
-			errs.add(usageError("invalid TLS files (--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key): %v", err))
+			errs.add(usage("invalid TLS files (--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key): %v", err))
 		}
 		cfg.TLS = tlsCfg
 		if u, err := url.Parse(r.url); err == nil && u.Scheme != "amqps" {
-			errs.add(usageError("--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key and --rabbitmq-tls-insecure-skip-verify need an amqps:// --rabbitmq-url (%s)", envName("rabbitmq-url")))
+			errs.add(usage("--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key and --rabbitmq-tls-insecure-skip-verify need an amqps:// --rabbitmq-url (%s)", EnvName("rabbitmq-url")))
 			cfg.TLS = nil
 		}
 	}
@@ -100,7 +100,7 @@ func (r *rabbitmqFlags) check(relay.Config) error {
 // open returns the RabbitMQ publisher and logs its configuration (the
 // password redacted). It does not connect: the first publish or probe
 // does.
-func (r *rabbitmqFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
+func (r *rabbitmqFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	cfg := r.cfg
 	cfg.Logger = logger
 	p, err := rabbitmq.New(cfg)
@@ -150,7 +150,7 @@ func rabbitmqUsage(err error) error {
 	var ce *rabbitmq.ConfigError
 	if errors.As(err, &ce) && rabbitmqConfigFlag[ce.Field] != "" {
 		name := rabbitmqConfigFlag[ce.Field]
-		return usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason)
+		return invalid(name, ce.Reason)
 	}
-	return usageError("invalid RabbitMQ configuration: %v", err)
+	return usage("invalid RabbitMQ configuration: %v", err)
 }
