@@ -154,4 +154,3 @@ func webhookUsage(err error) error {
 	}
 	return usage("invalid webhook configuration: %v", err)
 }
-
