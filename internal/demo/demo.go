@@ -1,13 +1,11 @@
 // Package demo runs the end-to-end demonstration behind `relay demo`: it
 // migrates an outbox table on a real PostgreSQL (or MySQL/MariaDB, for a
-// mysql:// URL), prepares the destination
-// of its topic on a sink (a Sink: Kafka, with an embedded kfake broker
-// unless brokers are given, NATS JetStream, RabbitMQ, Redis streams or a
-// webhook receiver of its own), writes orders and their events in real
-// transactions (some rolled back), runs several relays side by side that
-// publish with the real sink, reads the destination back with the
-// broker's own client and proves that every committed event arrived intact
-// and no rolled-back one did.
+// mysql:// URL), prepares the destination of its topic on a sink with the
+// sink's reader from the registry (internal/sinks), writes orders and
+// their events in real transactions (some rolled back), runs several
+// relays side by side that publish with the real sink, reads the
+// destination back with the broker's own client and proves that every
+// committed event arrived intact and no rolled-back one did.
 package demo
 
 import (
@@ -26,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
@@ -42,7 +41,7 @@ type Config struct {
 	Schema string
 	// Sink prepares the destination of Topic and reads it back. Required.
 	// Run opens it; the caller closes it after Run.
-	Sink Sink
+	Sink sinks.Reader
 	// Publisher returns a new publisher for the relay configured by rc,
 	// one per relay: the sink the relays publish to, configured to reach
 	// what Sink prepared. Run closes each. Required.

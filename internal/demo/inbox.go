@@ -3,6 +3,8 @@ package demo
 import (
 	"sync"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 )
 
 // received is one copy of an event as it arrived.
@@ -22,7 +24,7 @@ func newInbox() *inbox {
 }
 
 // record is the Sink's got function.
-func (c *inbox) record(m Received) {
+func (c *inbox) record(m sinks.Record) {
 	c.mu.Lock()
 	c.got[m.EventID] = append(c.got[m.EventID], received{key: m.Key, payload: m.Payload})
 	// Every Sink reads one key's messages in the order the broker keeps

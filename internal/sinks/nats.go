@@ -1,12 +1,18 @@
 package sinks
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -158,4 +164,84 @@ func natsUsage(err error) error {
 		return invalid(name, ce.Reason)
 	}
 	return usage("invalid NATS configuration: %v", err)
+}
+
+// natsReader reads a JetStream stream capturing the topic as its subject
+// with an ordered consumer; Close deletes the stream.
+type natsReader struct {
+	n      *natsFlags
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream string
+	cc     jetstream.ConsumeContext
+}
+
+// Reader returns a Reader of the servers of --nats-url, with the
+// credentials of the NATS sink's flags.
+func (n *natsFlags) Reader(string) (Reader, error) { return &natsReader{n: n}, nil }
+
+// Open creates the stream OUTBOX_DEMO_<topic's letters and digits>, which
+// captures the subject topic, and consumes it from its first message.
+func (r *natsReader) Open(ctx context.Context, topic string, got func(Record)) (string, error) {
+	opts := []nats.Option{nats.Name("outboxrelay-demo"), nats.Timeout(5 * time.Second)}
+	switch f := r.n; {
+	case f.creds != "":
+		opts = append(opts, nats.UserCredentials(f.creds))
+	case f.user != "":
+		opts = append(opts, nats.UserInfo(f.user, f.password))
+	case f.token != "":
+		opts = append(opts, nats.Token(f.token))
+	}
+	nc, err := nats.Connect(r.n.url, opts...)
+	if err != nil {
+		return "", fmt.Errorf("cannot reach NATS at %s (start nats-server -js, or pass --nats-url): %w", r.n.url, err)
+	}
+	r.nc = nc
+	if r.js, err = jetstream.New(nc); err != nil {
+		return "", fmt.Errorf("nats: %w", err)
+	}
+	name := "OUTBOX_DEMO_" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, topic)
+	s, err := r.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{topic}, Storage: jetstream.FileStorage})
+	if err != nil {
+		return "", fmt.Errorf("nats: create stream %s capturing %s (is JetStream enabled: nats-server -js?): %w", name, topic, err)
+	}
+	r.stream = name
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return "", fmt.Errorf("nats: consumer of stream %s: %w", name, err)
+	}
+	r.cc, err = cons.Consume(func(m jetstream.Msg) {
+		h := m.Headers()
+		key, _ := natssink.Key(h) // a bad key header arrives as a wrong key: corrupted
+		got(Record{EventID: h.Get(outbox.HeaderEventID), Key: string(key), Payload: string(m.Data())})
+	})
+	if err != nil {
+		return "", fmt.Errorf("nats: consume stream %s: %w", name, err)
+	}
+	return fmt.Sprintf("nats:     %s, JetStream stream %s capturing subject %s", nc.ConnectedUrlRedacted(), name, topic), nil
+}
+
+// Close stops the consumer, deletes the stream and disconnects.
+func (r *natsReader) Close() error {
+	if r.cc != nil {
+		r.cc.Stop()
+		<-r.cc.Closed()
+	}
+	var err error
+	if r.stream != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err = r.js.DeleteStream(ctx, r.stream); err != nil {
+			err = fmt.Errorf("nats: delete stream %s: %w", r.stream, err)
+		}
+	}
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	return err
 }

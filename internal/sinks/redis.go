@@ -1,10 +1,15 @@
 package sinks
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
@@ -141,4 +146,88 @@ func redisUsage(err error) error {
 		errs.add(usage("invalid Redis configuration: %v", e))
 	}
 	return errs.err()
+}
+
+// redisReader reads the stream --redis-stream-prefix+topic (the sink's
+// first XADD creates it) with XREAD from its first entry; Close deletes
+// it.
+type redisReader struct {
+	f      *redisFlags
+	rdb    *redis.Client
+	stream string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Reader returns a Reader of the server of --redis-url.
+func (r *redisFlags) Reader(string) (Reader, error) { return &redisReader{f: r}, nil }
+
+// Open deletes the stream StreamPrefix+topic if an earlier run left it and
+// reads it from its first entry.
+func (r *redisReader) Open(ctx context.Context, topic string, got func(Record)) (string, error) {
+	opts, err := redis.ParseURL(r.f.url)
+	if err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	if r.f.password != "" {
+		opts.Password = r.f.password
+	}
+	r.rdb = redis.NewClient(opts)
+	r.stream = r.f.streamPrefix + topic
+	if err := r.rdb.Del(ctx, r.stream).Err(); err != nil {
+		return "", fmt.Errorf("cannot reach Redis at %s (start redis-server, or pass --redis-url): %w", opts.Addr, err)
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		last := "0"
+		for ctx.Err() == nil {
+			// BLOCK a short while so that Close is not kept waiting: go-redis
+			// does not break off a blocked read when ctx ends.
+			res, err := r.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{r.stream, last}, Count: 1000, Block: 200 * time.Millisecond}).Result()
+			switch {
+			case errors.Is(err, redis.Nil): // nothing new within the block
+				continue
+			case err != nil:
+				if ctx.Err() == nil {
+					select { // a transient error: try again shortly
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+				continue
+			}
+			for _, s := range res {
+				for _, e := range s.Messages {
+					last = e.ID
+					got(Record{EventID: field(e.Values, "event_id"), Key: field(e.Values, "key"), Payload: field(e.Values, "payload")})
+				}
+			}
+		}
+	}()
+	return fmt.Sprintf("redis:    %s, stream %s", opts.Addr, r.stream), nil
+}
+
+func field(values map[string]any, name string) string {
+	s, _ := values[name].(string)
+	return s
+}
+
+// Close stops the reader, deletes the stream and disconnects.
+func (r *redisReader) Close() error {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.wg.Wait()
+	if r.rdb == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.rdb.Del(ctx, r.stream).Err()
+	if err != nil {
+		err = fmt.Errorf("redis: delete stream %s: %w", r.stream, err)
+	}
+	return errors.Join(err, r.rdb.Close())
 }

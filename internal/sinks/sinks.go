@@ -11,9 +11,11 @@ package sinks
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -119,6 +121,37 @@ func Named(name string) (Sink, bool) {
 	}
 	return all[i], true
 }
+
+// Parse returns the settings of s from args, its flags as relay run takes
+// them (without their variables): how a harness points a sink at a broker
+// of its own.
+func (s Sink) Parse(args ...string) (Settings, error) {
+	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	st := s.Flags(flagSet{fs})
+	return st, fs.Parse(args)
+}
+
+// flagSet is Flags on a flag.FlagSet.
+type flagSet struct{ fs *flag.FlagSet }
+
+func (f flagSet) String(p *string, name, def, usage string)      { f.fs.StringVar(p, name, def, usage) }
+func (f flagSet) Int(p *int, name string, def int, usage string) { f.fs.IntVar(p, name, def, usage) }
+func (f flagSet) Bool(p *bool, name string, def bool, usage string) {
+	f.fs.BoolVar(p, name, def, usage)
+}
+func (f flagSet) Duration(p *time.Duration, name string, def time.Duration, usage string) {
+	f.fs.DurationVar(p, name, def, usage)
+}
+func (f flagSet) Func(name, _, usage string, set func(string) error, _ func() string) {
+	f.fs.Func(name, usage, set)
+}
+
+// UniqueTopic returns base with a suffix unique to the run (".r" and 8 hex
+// digits), a valid Kafka topic, NATS subject, RabbitMQ routing key, Redis
+// stream key and URL path segment: a broker that keeps what earlier runs
+// published then gives each run a destination of its own.
+func UniqueTopic(base string) string { return fmt.Sprintf("%s.r%08x", base, rand.Uint32()) }
 
 // EnvName returns the environment variable of a flag: OUTBOX_KAFKA_BROKERS
 // for kafka-brokers.

@@ -1,12 +1,19 @@
 package sinks
 
 import (
+	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/webhook"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -153,4 +160,73 @@ func webhookUsage(err error) error {
 		return invalid(name, ce.Reason)
 	}
 	return usage("invalid webhook configuration: %v", err)
+}
+
+// webhookReader is a webhook receiver: an HTTP server on loopback that
+// records every POST to /demo/<topic> and answers 204 No Content. Other
+// paths get 404, which the sink takes as a permanent failure.
+type webhookReader struct {
+	ln  net.Listener
+	srv *http.Server
+
+	mu    sync.Mutex // serializes got: one key's requests come one by one
+	topic string
+	got   func(Record)
+}
+
+// Reader starts a receiver on a free port of 127.0.0.1 and points
+// --webhook-url at it; a --webhook-url given is refused, as the receiver
+// could not read what reaches another.
+func (w *webhookFlags) Reader(string) (Reader, error) {
+	if w.url != "" {
+		return nil, usage("--sink webhook reads back from a receiver of its own: leave --webhook-url (%s) unset", EnvName("webhook-url"))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("webhook receiver: %w", err)
+	}
+	r := &webhookReader{ln: ln}
+	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = r.srv.Serve(ln) }() // returns at Close
+	w.url = "http://" + ln.Addr().String() + "/demo/" + webhook.TopicPlaceholder
+	return r, nil
+}
+
+// Open starts recording the POSTs for topic.
+func (w *webhookReader) Open(_ context.Context, topic string, got func(Record)) (string, error) {
+	w.mu.Lock()
+	w.topic, w.got = topic, got
+	w.mu.Unlock()
+	return fmt.Sprintf("webhook:  receiver on http://%s/demo/%s", w.ln.Addr(), topic), nil
+}
+
+func (w *webhookReader) serve(rw http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(rw, "cannot read the body", http.StatusBadRequest)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.got == nil || r.Method != http.MethodPost || r.URL.Path != "/demo/"+w.topic {
+		http.NotFound(rw, r)
+		return
+	}
+	key := r.Header.Get(webhook.HeaderKey)
+	if b64 := r.Header.Get(webhook.HeaderKeyBase64); b64 != "" {
+		raw, _ := base64.StdEncoding.DecodeString(b64) // a bad one arrives as a wrong key: corrupted
+		key = string(raw)
+	}
+	w.got(Record{EventID: r.Header.Get(outbox.HeaderEventID), Key: key, Payload: string(body)})
+	rw.WriteHeader(http.StatusNoContent)
+}
+
+// Close stops the receiver.
+func (w *webhookReader) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("webhook receiver: %w", err)
+	}
+	return nil
 }
