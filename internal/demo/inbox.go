@@ -1,6 +1,9 @@
 package demo
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -34,6 +37,20 @@ func (c *inbox) record(m sinks.Record) {
 	select {
 	case c.notify <- struct{}{}:
 	default:
+	}
+}
+
+// read reads topic back from r into c until the function it returns is
+// called, which then removes topic's destination, logging what fails.
+func (c *inbox) read(ctx context.Context, r sinks.Reader, topic string, log *slog.Logger) func() {
+	readCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Read(readCtx, topic, true, c.record, nil) }()
+	return func() {
+		stop()
+		if err := errors.Join(<-done, r.Remove(context.WithoutCancel(ctx), topic)); err != nil {
+			log.Warn("demo sink not cleaned up", "error", err)
+		}
 	}
 }
 

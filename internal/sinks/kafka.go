@@ -166,12 +166,11 @@ func kafkaUsage(err error) error {
 }
 
 // kafkaReader reads Kafka back with kafka-go, one reader per partition,
-// from the brokers given or an embedded kfake broker.
+// from the brokers given or an embedded kfake broker. Its topics stay on
+// the brokers: Remove leaves them.
 type kafkaReader struct {
 	brokers  []string
 	embedded *kfakebroker.Broker
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
 }
 
 // Reader returns a Reader of --kafka-brokers; without brokers it starts an
@@ -189,41 +188,70 @@ func (k *kafkaFlags) Reader(topic string) (Reader, error) {
 	return &kafkaReader{brokers: b.Addrs(), embedded: b}, nil
 }
 
-// Open creates topic with 3 partitions on brokers given (unless it exists)
-// and reads every partition from its first offset.
-func (k *kafkaReader) Open(ctx context.Context, topic string, got func(Record)) (string, error) {
-	desc := fmt.Sprintf("kafka:    embedded kfake broker on %v, topic %s (3 partitions)", k.brokers, topic)
-	if k.embedded == nil {
-		if err := ensureTopic(ctx, k.brokers, topic); err != nil {
-			return "", err
-		}
-		desc = fmt.Sprintf("kafka:    brokers %v, topic %s", k.brokers, topic)
+// Prepare creates topic with 3 partitions on brokers given, unless it
+// exists.
+func (k *kafkaReader) Prepare(ctx context.Context, topic string) (string, error) {
+	if k.embedded != nil {
+		return fmt.Sprintf("kafka:    embedded kfake broker on %v, topic %s (3 partitions)", k.brokers, topic), nil
 	}
 	conn, err := kafkago.DialContext(ctx, "tcp", k.brokers[0])
 	if err != nil {
-		return "", fmt.Errorf("consumer: dial %s: %w", k.brokers[0], err)
+		return "", fmt.Errorf("dial %s: %w", k.brokers[0], err)
+	}
+	defer conn.Close()
+	ctrl, err := conn.Controller()
+	if err != nil {
+		return "", fmt.Errorf("find controller: %w", err)
+	}
+	cc, err := kafkago.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	if err != nil {
+		return "", fmt.Errorf("dial controller: %w", err)
+	}
+	defer cc.Close()
+	err = cc.CreateTopics(kafkago.TopicConfig{Topic: topic, NumPartitions: 3, ReplicationFactor: 1})
+	if err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
+		return "", fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return fmt.Sprintf("kafka:    brokers %v, topic %s", k.brokers, topic), nil
+}
+
+// Read reads every partition of topic from its first offset, each with a
+// reader of its own; without follow, up to the partition's end when it
+// began.
+func (k *kafkaReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
+	conn, err := kafkago.DialContext(ctx, "tcp", k.brokers[0])
+	if err != nil {
+		return fmt.Errorf("consumer: dial %s: %w", k.brokers[0], err)
 	}
 	parts, err := conn.ReadPartitions(topic)
 	conn.Close()
 	if err != nil {
-		return "", fmt.Errorf("consumer: partitions of %s: %w", topic, err)
+		return fmt.Errorf("consumer: partitions of %s: %w", topic, err)
 	}
-	ctx, k.cancel = context.WithCancel(ctx)
 	var mu sync.Mutex // got is called from one goroutine at a time
-	for _, p := range parts {
+	var wg sync.WaitGroup
+	errs := make([]error, len(parts))
+	for i, p := range parts {
 		r := kafkago.NewReader(kafkago.ReaderConfig{
 			Brokers: k.brokers, Topic: topic, Partition: p.ID,
 			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond,
 			StartOffset: kafkago.FirstOffset,
 		})
-		k.wg.Add(1)
-		go func() {
-			defer k.wg.Done()
+		wg.Go(func() {
 			defer r.Close()
-			for {
+			left := int64(-1) // follow: no end
+			if !follow {
+				if left, errs[i] = r.ReadLag(ctx); errs[i] != nil {
+					return
+				}
+			}
+			for ; left != 0; left-- {
 				m, err := r.ReadMessage(ctx)
 				if err != nil {
-					return // ctx cancelled at Close
+					if !follow {
+						errs[i] = fmt.Errorf("read %s/%d: %w", topic, p.ID, err)
+					}
+					return // with follow, ctx ended
 				}
 				rec := Record{Key: string(m.Key), Payload: string(m.Value)}
 				for _, h := range m.Headers {
@@ -235,43 +263,22 @@ func (k *kafkaReader) Open(ctx context.Context, topic string, got func(Record)) 
 				got(rec)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
-	return desc, nil
+	if ready != nil {
+		ready()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
-// Close stops the readers and the embedded broker.
+// Remove leaves topic: a Kafka topic is not the reader's to delete.
+func (k *kafkaReader) Remove(context.Context, string) error { return nil }
+
+// Close stops the embedded broker.
 func (k *kafkaReader) Close() error {
-	if k.cancel != nil {
-		k.cancel()
-	}
-	k.wg.Wait()
 	if k.embedded != nil {
 		k.embedded.Close()
-	}
-	return nil
-}
-
-// ensureTopic creates topic with 3 partitions on external brokers unless it
-// exists.
-func ensureTopic(ctx context.Context, brokers []string, topic string) error {
-	conn, err := kafkago.DialContext(ctx, "tcp", brokers[0])
-	if err != nil {
-		return fmt.Errorf("dial %s: %w", brokers[0], err)
-	}
-	defer conn.Close()
-	ctrl, err := conn.Controller()
-	if err != nil {
-		return fmt.Errorf("find controller: %w", err)
-	}
-	cc, err := kafkago.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
-	if err != nil {
-		return fmt.Errorf("dial controller: %w", err)
-	}
-	defer cc.Close()
-	err = cc.CreateTopics(kafkago.TopicConfig{Topic: topic, NumPartitions: 3, ReplicationFactor: 1})
-	if err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -166,82 +167,128 @@ func natsUsage(err error) error {
 	return usage("invalid NATS configuration: %v", err)
 }
 
-// natsReader reads a JetStream stream capturing the topic as its subject
-// with an ordered consumer; Close deletes the stream.
+// natsReader reads JetStream streams, one per topic capturing it as its
+// subject, with ordered consumers. It connects with the sink's URL and
+// credentials at its first Prepare.
 type natsReader struct {
-	n      *natsFlags
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	stream string
-	cc     jetstream.ConsumeContext
+	f  *natsFlags
+	nc *nats.Conn
+	js jetstream.JetStream
 }
 
-// Reader returns a Reader of the servers of --nats-url, with the
-// credentials of the NATS sink's flags.
-func (n *natsFlags) Reader(string) (Reader, error) { return &natsReader{n: n}, nil }
+// Reader returns a Reader of the servers of --nats-url.
+func (n *natsFlags) Reader(string) (Reader, error) { return &natsReader{f: n}, nil }
 
-// Open creates the stream OUTBOX_DEMO_<topic's letters and digits>, which
-// captures the subject topic, and consumes it from its first message.
-func (r *natsReader) Open(ctx context.Context, topic string, got func(Record)) (string, error) {
-	opts := []nats.Option{nats.Name("outboxrelay-demo"), nats.Timeout(5 * time.Second)}
-	switch f := r.n; {
-	case f.creds != "":
-		opts = append(opts, nats.UserCredentials(f.creds))
-	case f.user != "":
-		opts = append(opts, nats.UserInfo(f.user, f.password))
-	case f.token != "":
-		opts = append(opts, nats.Token(f.token))
-	}
-	nc, err := nats.Connect(r.n.url, opts...)
-	if err != nil {
-		return "", fmt.Errorf("cannot reach NATS at %s (start nats-server -js, or pass --nats-url): %w", r.n.url, err)
-	}
-	r.nc = nc
-	if r.js, err = jetstream.New(nc); err != nil {
-		return "", fmt.Errorf("nats: %w", err)
-	}
-	name := "OUTBOX_DEMO_" + strings.Map(func(r rune) rune {
+// natsStream names topic's stream: OUTBOX_ and topic's letters and digits,
+// '_' for the rest.
+func natsStream(topic string) string {
+	return "OUTBOX_" + strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 			return r
 		}
 		return '_'
 	}, topic)
-	s, err := r.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{topic}, Storage: jetstream.FileStorage})
-	if err != nil {
-		return "", fmt.Errorf("nats: create stream %s capturing %s (is JetStream enabled: nats-server -js?): %w", name, topic, err)
-	}
-	r.stream = name
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return "", fmt.Errorf("nats: consumer of stream %s: %w", name, err)
-	}
-	r.cc, err = cons.Consume(func(m jetstream.Msg) {
-		h := m.Headers()
-		key, _ := natssink.Key(h) // a bad key header arrives as a wrong key: corrupted
-		got(Record{EventID: h.Get(outbox.HeaderEventID), Key: string(key), Payload: string(m.Data())})
-	})
-	if err != nil {
-		return "", fmt.Errorf("nats: consume stream %s: %w", name, err)
-	}
-	return fmt.Sprintf("nats:     %s, JetStream stream %s capturing subject %s", nc.ConnectedUrlRedacted(), name, topic), nil
 }
 
-// Close stops the consumer, deletes the stream and disconnects.
-func (r *natsReader) Close() error {
-	if r.cc != nil {
-		r.cc.Stop()
-		<-r.cc.Closed()
+// Prepare creates the stream that captures the subject topic, file
+// storage, the server's defaults otherwise.
+func (r *natsReader) Prepare(ctx context.Context, topic string) (string, error) {
+	if r.nc == nil {
+		opts := []nats.Option{nats.Name("outboxrelay-reader"), nats.Timeout(5 * time.Second)}
+		switch f := r.f; {
+		case f.creds != "":
+			opts = append(opts, nats.UserCredentials(f.creds))
+		case f.user != "":
+			opts = append(opts, nats.UserInfo(f.user, f.password))
+		case f.token != "":
+			opts = append(opts, nats.Token(f.token))
+		}
+		nc, err := nats.Connect(r.f.url, opts...)
+		if err != nil {
+			return "", fmt.Errorf("cannot reach NATS at %s (start nats-server -js, or pass --nats-url): %w", r.f.url, err)
+		}
+		if r.js, err = jetstream.New(nc); err != nil {
+			nc.Close()
+			return "", fmt.Errorf("nats: %w", err)
+		}
+		r.nc = nc
 	}
-	var err error
-	if r.stream != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err = r.js.DeleteStream(ctx, r.stream); err != nil {
-			err = fmt.Errorf("nats: delete stream %s: %w", r.stream, err)
+	name := natsStream(topic)
+	if _, err := r.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{topic}, Storage: jetstream.FileStorage}); err != nil {
+		return "", fmt.Errorf("nats: create stream %s capturing %s (is JetStream enabled: nats-server -js?): %w", name, topic, err)
+	}
+	return fmt.Sprintf("nats:     %s, JetStream stream %s capturing subject %s", r.nc.ConnectedUrlRedacted(), name, topic), nil
+}
+
+// natsReadIdle bounds a read to the end that makes no progress.
+const natsReadIdle = 10 * time.Second
+
+func (r *natsReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
+	name := natsStream(topic)
+	var want uint64
+	if !follow {
+		s, err := r.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("nats: stream %s: %w", name, err)
+		}
+		if want = s.CachedInfo().State.Msgs; want == 0 {
+			return nil
 		}
 	}
+	cons, err := r.js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return fmt.Errorf("nats: consumer of stream %s: %w", name, err)
+	}
+	var read atomic.Uint64
+	progress := make(chan struct{}, 1)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		h := m.Headers()
+		key, _ := natssink.Key(h) // a bad key header arrives as a wrong key
+		got(Record{EventID: h.Get(outbox.HeaderEventID), Key: string(key), Payload: string(m.Data())})
+		read.Add(1)
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return fmt.Errorf("nats: consume stream %s: %w", name, err)
+	}
+	defer func() { cc.Stop(); <-cc.Closed() }()
+	if ready != nil {
+		ready()
+	}
+	if follow {
+		<-ctx.Done()
+		return nil
+	}
+	idle := time.NewTimer(natsReadIdle)
+	defer idle.Stop()
+	for read.Load() < want {
+		select {
+		case <-progress:
+			idle.Reset(natsReadIdle)
+		case <-idle.C:
+			return fmt.Errorf("nats: read %d of the %d messages of stream %s, then nothing for %v", read.Load(), want, name, natsReadIdle)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Remove deletes topic's stream.
+func (r *natsReader) Remove(ctx context.Context, topic string) error {
+	if err := r.js.DeleteStream(ctx, natsStream(topic)); err != nil {
+		return fmt.Errorf("nats: delete stream %s: %w", natsStream(topic), err)
+	}
+	return nil
+}
+
+// Close disconnects.
+func (r *natsReader) Close() error {
 	if r.nc != nil {
 		r.nc.Close()
 	}
-	return err
+	return nil
 }

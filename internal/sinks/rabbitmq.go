@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -161,83 +160,78 @@ func rabbitmqUsage(err error) error {
 	return usage("invalid RabbitMQ configuration: %v", err)
 }
 
-// rabbitmqReader declares a queue where the sink routes the topic
-// (rabbitmq.ParseDestination) and consumes it. The queue is exclusive: the
-// broker deletes it when the reader disconnects, even after a crash.
+// rabbitmqReader reads, for each topic, a durable queue where the sink
+// routes it: on the default exchange the queue the routing key names; on
+// another exchange (declared as a topic exchange when it is missing, and
+// deleted with the queue) a queue named after the topic, bound with the
+// routing key. It connects at its first Prepare.
 type rabbitmqReader struct {
-	f               *rabbitmqFlags
-	conn            *amqp.Connection
-	ch              *amqp.Channel
-	createdExchange string
-	wg              sync.WaitGroup
+	f       *rabbitmqFlags
+	conn    *amqp.Connection
+	created map[string]string // topic -> the exchange Prepare declared
 }
 
 // Reader returns a Reader of the broker of --rabbitmq-url, for the
 // routing of --rabbitmq-exchange.
-func (r *rabbitmqFlags) Reader(string) (Reader, error) { return &rabbitmqReader{f: r}, nil }
+func (r *rabbitmqFlags) Reader(string) (Reader, error) {
+	return &rabbitmqReader{f: r, created: map[string]string{}}, nil
+}
 
-// Open declares the destination the sink maps topic to: on the default
-// exchange, the queue the routing key names; on another exchange (which
-// it declares, as a topic exchange, when it is missing, and deletes at
-// Close), a queue of the broker's naming bound with the routing key. It
-// then consumes the queue.
-func (r *rabbitmqReader) Open(ctx context.Context, topic string, got func(Record)) (string, error) {
+// queue returns the queue that receives topic, and where the sink sends it.
+func (r *rabbitmqReader) queue(topic string) (string, rabbitmq.Destination, error) {
 	dest, err := rabbitmq.ParseDestination(topic, r.f.exchange)
+	if dest.Exchange == "" {
+		return dest.RoutingKey, dest, err
+	}
+	return topic, dest, err
+}
+
+// withChannel runs fn on a channel of its own, closed after.
+func (r *rabbitmqReader) withChannel(fn func(*amqp.Channel) error) error {
+	ch, err := r.conn.Channel()
+	if err != nil {
+		return fmt.Errorf("rabbitmq: channel: %w", err)
+	}
+	defer ch.Close()
+	return fn(ch)
+}
+
+func (r *rabbitmqReader) Prepare(_ context.Context, topic string) (string, error) {
+	q, dest, err := r.queue(topic)
 	if err != nil {
 		return "", err
 	}
-	conn, err := amqp.Dial(r.f.url)
-	if err != nil {
-		return "", fmt.Errorf("cannot reach RabbitMQ (start rabbitmq-server, or pass --rabbitmq-url): %w", err)
+	if r.conn == nil {
+		if r.conn, err = amqp.DialConfig(r.f.url, amqp.Config{Properties: amqp.Table{"connection_name": "outboxrelay-reader"}}); err != nil {
+			return "", fmt.Errorf("cannot reach RabbitMQ (start rabbitmq-server, or pass --rabbitmq-url): %w", err)
+		}
 	}
-	r.conn = conn
 	if dest.Exchange != "" {
-		if err := r.ensureExchange(dest.Exchange); err != nil {
+		if err := r.ensureExchange(topic, dest.Exchange); err != nil {
 			return "", err
 		}
 	}
-	if r.ch, err = conn.Channel(); err != nil {
-		return "", fmt.Errorf("rabbitmq: channel: %w", err)
-	}
-	queue := ""
-	if dest.Exchange == "" {
-		queue = dest.RoutingKey
-	}
-	q, err := r.ch.QueueDeclare(queue, false, true, true, false, nil) // not durable, auto-delete, exclusive
-	if err != nil {
-		return "", fmt.Errorf("rabbitmq: declare queue %q: %w", queue, err)
-	}
-	where := fmt.Sprintf("queue %s on the default exchange", q.Name)
-	if dest.Exchange != "" {
-		if err := r.ch.QueueBind(q.Name, dest.RoutingKey, dest.Exchange, false, nil); err != nil {
-			return "", fmt.Errorf("rabbitmq: bind queue %s to exchange %s with routing key %s: %w", q.Name, dest.Exchange, dest.RoutingKey, err)
+	where := fmt.Sprintf("queue %s on the default exchange", q)
+	err = r.withChannel(func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("rabbitmq: declare queue %s: %w", q, err)
 		}
-		where = fmt.Sprintf("queue %s bound to exchange %s with routing key %s", q.Name, dest.Exchange, dest.RoutingKey)
-	}
-	// Consume, not ConsumeWithContext: amqp091-go v1.16 cancels a
-	// consumer whose context ended from a goroutine of its own, and a
-	// channel or connection closed meanwhile then waits forever (Close hung
-	// the demo for 10 minutes in CI). The consumer ends with the connection.
-	deliveries, err := r.ch.Consume(q.Name, "outboxrelay-demo", true, true, false, false, nil) // auto-ack, exclusive
-	if err != nil {
-		return "", fmt.Errorf("rabbitmq: consume queue %s: %w", q.Name, err)
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for d := range deliveries { // ends when the channel closes
-			id, _ := d.Headers[outbox.HeaderEventID].(string)
-			key, _ := d.Headers[rabbitmq.HeaderKey].(string)
-			got(Record{EventID: id, Key: key, Payload: string(d.Body)})
+		if dest.Exchange == "" {
+			return nil
 		}
-	}()
-	return fmt.Sprintf("rabbitmq: %s, topic %s to %s", conn.RemoteAddr(), topic, where), nil
+		where = fmt.Sprintf("queue %s bound to exchange %s with routing key %s", q, dest.Exchange, dest.RoutingKey)
+		if err := ch.QueueBind(q, dest.RoutingKey, dest.Exchange, false, nil); err != nil {
+			return fmt.Errorf("rabbitmq: bind queue %s to exchange %s with routing key %s: %w", q, dest.Exchange, dest.RoutingKey, err)
+		}
+		return nil
+	})
+	return fmt.Sprintf("rabbitmq: %s, topic %s to %s", r.conn.RemoteAddr(), topic, where), err
 }
 
 // ensureExchange declares exchange as a topic exchange unless it exists.
 // A passive declare of a missing exchange closes its channel: it gets one
 // of its own.
-func (r *rabbitmqReader) ensureExchange(exchange string) error {
+func (r *rabbitmqReader) ensureExchange(topic, exchange string) error {
 	ch, err := r.conn.Channel()
 	if err != nil {
 		return fmt.Errorf("rabbitmq: channel: %w", err)
@@ -257,30 +251,108 @@ func (r *rabbitmqReader) ensureExchange(exchange string) error {
 	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, false, false, false, false, nil); err != nil {
 		return fmt.Errorf("rabbitmq: declare exchange %s: %w", exchange, err)
 	}
-	r.createdExchange = exchange
+	r.created[topic] = exchange
 	return nil
 }
 
-// closeTimeout bounds closing the connection.
-const closeTimeout = 2 * time.Second
+// rabbitmqReadIdle bounds a read to the end that makes no progress.
+const rabbitmqReadIdle = 10 * time.Second
 
-// Close stops consuming, deletes the exchange Open declared, and
-// disconnects, which deletes the queue.
+func (r *rabbitmqReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
+	q, _, err := r.queue(topic)
+	if err != nil {
+		return err
+	}
+	return r.withChannel(func(ch *amqp.Channel) error {
+		want := 0
+		if !follow {
+			info, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+			if err != nil {
+				return fmt.Errorf("rabbitmq: queue %s: %w", q, err)
+			}
+			if want = info.Messages; want == 0 {
+				return nil
+			}
+		}
+		if err := ch.Qos(1000, 0, false); err != nil {
+			return fmt.Errorf("rabbitmq: qos: %w", err)
+		}
+		// Consume, not ConsumeWithContext: amqp091-go v1.16 cancels a
+		// consumer whose context ended from a goroutine of its own, and a
+		// channel closed meanwhile then waits forever. The consumer is
+		// cancelled here, and what is still coming drained, before
+		// withChannel closes the channel.
+		const tag = "outboxrelay-reader"
+		deliveries, err := ch.Consume(q, tag, true, false, false, false, nil) // auto-ack
+		if err != nil {
+			return fmt.Errorf("rabbitmq: consume %s: %w", q, err)
+		}
+		defer func() {
+			go func() {
+				for range deliveries { //nolint:revive // draining until the channel closes
+				}
+			}()
+			_ = ch.Cancel(tag, false)
+		}()
+		if ready != nil {
+			ready()
+		}
+		idle := time.NewTimer(rabbitmqReadIdle)
+		defer idle.Stop()
+		for n := 0; follow || n < want; n++ {
+			select {
+			case d, ok := <-deliveries:
+				if !ok {
+					if follow && ctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("rabbitmq: consumer of %s closed after %d messages", q, n)
+				}
+				id, _ := d.Headers[outbox.HeaderEventID].(string)
+				key, _ := d.Headers[rabbitmq.HeaderKey].(string)
+				got(Record{EventID: id, Key: key, Payload: string(d.Body)})
+				idle.Reset(rabbitmqReadIdle)
+			case <-idle.C:
+				if !follow {
+					return fmt.Errorf("rabbitmq: read %d of the %d messages of %s, then nothing for %v", n, want, q, rabbitmqReadIdle)
+				}
+				n--
+			case <-ctx.Done():
+				if follow {
+					return nil
+				}
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+}
+
+// Remove deletes topic's queue, and the exchange Prepare declared for it.
+func (r *rabbitmqReader) Remove(_ context.Context, topic string) error {
+	q, _, err := r.queue(topic)
+	if err != nil {
+		return err
+	}
+	return r.withChannel(func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+			return fmt.Errorf("rabbitmq: delete queue %s: %w", q, err)
+		}
+		if x := r.created[topic]; x != "" {
+			delete(r.created, topic)
+			if err := ch.ExchangeDelete(x, false, false); err != nil {
+				return fmt.Errorf("rabbitmq: delete exchange %s: %w", x, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Close disconnects; the deadline bounds the close handshake with a broker
+// that does not answer.
 func (r *rabbitmqReader) Close() error {
 	if r.conn == nil {
 		return nil
 	}
-	var err error
-	if r.createdExchange != "" {
-		if ch, cerr := r.conn.Channel(); cerr == nil {
-			err = ch.ExchangeDelete(r.createdExchange, false, false)
-			_ = ch.Close()
-		}
-	}
-	// Closing the connection closes the channel and ends the consumer;
-	// the deadline bounds the close handshake with a broker that does
-	// not answer.
-	err = errors.Join(err, r.conn.CloseDeadline(time.Now().Add(closeTimeout)))
-	r.wg.Wait()
-	return err
+	return r.conn.CloseDeadline(time.Now().Add(2 * time.Second))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -149,85 +148,88 @@ func redisUsage(err error) error {
 }
 
 // redisReader reads the stream --redis-stream-prefix+topic (the sink's
-// first XADD creates it) with XREAD from its first entry; Close deletes
-// it.
+// first XADD creates it) with XREAD from its first entry. It connects at
+// its first Prepare.
 type redisReader struct {
-	f      *redisFlags
-	rdb    *redis.Client
-	stream string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	f   *redisFlags
+	rdb *redis.Client
 }
 
 // Reader returns a Reader of the server of --redis-url.
 func (r *redisFlags) Reader(string) (Reader, error) { return &redisReader{f: r}, nil }
 
-// Open deletes the stream StreamPrefix+topic if an earlier run left it and
-// reads it from its first entry.
-func (r *redisReader) Open(ctx context.Context, topic string, got func(Record)) (string, error) {
+// Prepare deletes the stream if an earlier run left it.
+func (r *redisReader) Prepare(ctx context.Context, topic string) (string, error) {
 	opts, err := redis.ParseURL(r.f.url)
 	if err != nil {
 		return "", fmt.Errorf("redis: %w", err)
 	}
-	if r.f.password != "" {
-		opts.Password = r.f.password
+	if r.rdb == nil {
+		if r.f.password != "" {
+			opts.Password = r.f.password
+		}
+		opts.ClientName = "outboxrelay-reader"
+		r.rdb = redis.NewClient(opts)
 	}
-	r.rdb = redis.NewClient(opts)
-	r.stream = r.f.streamPrefix + topic
-	if err := r.rdb.Del(ctx, r.stream).Err(); err != nil {
+	if err := r.Remove(ctx, topic); err != nil {
 		return "", fmt.Errorf("cannot reach Redis at %s (start redis-server, or pass --redis-url): %w", opts.Addr, err)
 	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		last := "0"
-		for ctx.Err() == nil {
-			// BLOCK a short while so that Close is not kept waiting: go-redis
-			// does not break off a blocked read when ctx ends.
-			res, err := r.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{r.stream, last}, Count: 1000, Block: 200 * time.Millisecond}).Result()
-			switch {
-			case errors.Is(err, redis.Nil): // nothing new within the block
-				continue
-			case err != nil:
-				if ctx.Err() == nil {
-					select { // a transient error: try again shortly
-					case <-ctx.Done():
-					case <-time.After(100 * time.Millisecond):
-					}
-				}
-				continue
-			}
-			for _, s := range res {
-				for _, e := range s.Messages {
-					last = e.ID
-					got(Record{EventID: field(e.Values, "event_id"), Key: field(e.Values, "key"), Payload: field(e.Values, "payload")})
-				}
-			}
-		}
-	}()
-	return fmt.Sprintf("redis:    %s, stream %s", opts.Addr, r.stream), nil
+	return fmt.Sprintf("redis:    %s, stream %s", opts.Addr, r.f.streamPrefix+topic), nil
 }
 
+// Read reads with XREAD, up to 10,000 entries at a time; with follow it
+// blocks up to 250ms for the next (go-redis does not break off a blocked
+// read when ctx ends).
+func (r *redisReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
+	if ready != nil {
+		ready() // XREAD from the start of the stream misses nothing
+	}
+	stream, last := r.f.streamPrefix+topic, "0-0"
+	block := time.Duration(-1) // no BLOCK: stop at the end
+	if follow {
+		block = 250 * time.Millisecond
+	}
+	for {
+		res, err := r.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Count: 10000, Block: block}).Result()
+		switch {
+		case ctx.Err() != nil && follow:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, redis.Nil) && follow:
+			continue
+		case errors.Is(err, redis.Nil):
+			return nil
+		case err != nil:
+			return fmt.Errorf("redis: read %s after %s: %w", stream, last, err)
+		}
+		for _, s := range res {
+			for _, e := range s.Messages {
+				last = e.ID
+				got(Record{EventID: field(e.Values, redisstream.FieldEventID), Key: field(e.Values, redisstream.FieldKey), Payload: field(e.Values, redisstream.FieldPayload)})
+			}
+		}
+	}
+}
+
+// field is an entry's field as a string, "" when it has none.
 func field(values map[string]any, name string) string {
 	s, _ := values[name].(string)
 	return s
 }
 
-// Close stops the reader, deletes the stream and disconnects.
-func (r *redisReader) Close() error {
-	if r.cancel != nil {
-		r.cancel()
+// Remove deletes the stream.
+func (r *redisReader) Remove(ctx context.Context, topic string) error {
+	if err := r.rdb.Del(ctx, r.f.streamPrefix+topic).Err(); err != nil {
+		return fmt.Errorf("redis: delete stream %s: %w", r.f.streamPrefix+topic, err)
 	}
-	r.wg.Wait()
+	return nil
+}
+
+// Close disconnects.
+func (r *redisReader) Close() error {
 	if r.rdb == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := r.rdb.Del(ctx, r.stream).Err()
-	if err != nil {
-		err = fmt.Errorf("redis: delete stream %s: %w", r.stream, err)
-	}
-	return errors.Join(err, r.rdb.Close())
+	return r.rdb.Close()
 }

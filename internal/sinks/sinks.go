@@ -63,15 +63,21 @@ type Readable interface {
 // Every Reader reads one key's messages in the order the broker keeps
 // them.
 type Reader interface {
-	// Open creates the destination of topic (a Kafka topic, a JetStream
-	// stream capturing its subject, a queue bound where the RabbitMQ sink
-	// routes it...) and starts reading it from its beginning, handing each
-	// message to got, from one goroutine at a time. It returns a line that
-	// describes the destination. It does not block.
-	Open(ctx context.Context, topic string, got func(Record)) (string, error)
-	// Close stops reading, waits for the reader, and removes what Open
-	// and Reader created (a stream, a queue, an embedded broker, a
-	// receiver). It may be called without Open.
+	// Prepare creates the destination of topic, empty (a Kafka topic, a
+	// JetStream stream capturing the subject, a queue where the RabbitMQ
+	// sink routes it, a stream, a receiver's path), and returns a line
+	// that describes it.
+	Prepare(ctx context.Context, topic string) (string, error)
+	// Read hands got each message of topic's destination from its
+	// beginning, from one goroutine at a time. With follow it reads until
+	// ctx ends (and returns nil then); without, it returns once it read
+	// what the destination held when it began. ready, when not nil, is
+	// called once the reader is in place.
+	Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error
+	// Remove deletes topic's destination.
+	Remove(ctx context.Context, topic string) error
+	// Close releases the connections and what Reader started (an
+	// embedded broker, a receiver).
 	Close() error
 }
 

@@ -163,16 +163,27 @@ func webhookUsage(err error) error {
 }
 
 // webhookReader is a webhook receiver: an HTTP server on loopback that
-// records every POST to /demo/<topic> and answers 204 No Content. Other
-// paths get 404, which the sink takes as a permanent failure.
+// takes POST /hooks/<topic> for the topics prepared and answers 204 No
+// Content once it read the body; other paths get 404, which the sink takes
+// as a permanent failure. What a topic receives waits for its Read.
 type webhookReader struct {
-	ln  net.Listener
-	srv *http.Server
+	ln     net.Listener
+	srv    *http.Server
+	served chan struct{}
 
-	mu    sync.Mutex // serializes got: one key's requests come one by one
-	topic string
-	got   func(Record)
+	mu     sync.Mutex // serializes got: one key's requests come one by one
+	topics map[string]*webhookTopic
 }
+
+// webhookTopic is what one prepared topic received and not yet read, or
+// the function of the Read that follows it.
+type webhookTopic struct {
+	held []Record
+	got  func(Record)
+}
+
+// webhookPath is where the receiver takes a topic's events.
+const webhookPath = "/hooks/"
 
 // Reader starts a receiver on a free port of 127.0.0.1 and points
 // --webhook-url at it; a --webhook-url given is refused, as the receiver
@@ -185,48 +196,90 @@ func (w *webhookFlags) Reader(string) (Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
-	r := &webhookReader{ln: ln}
+	r := &webhookReader{ln: ln, served: make(chan struct{}), topics: map[string]*webhookTopic{}}
 	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = r.srv.Serve(ln) }() // returns at Close
-	w.url = "http://" + ln.Addr().String() + "/demo/" + webhook.TopicPlaceholder
+	go func() {
+		defer close(r.served)
+		_ = r.srv.Serve(ln) // until Close
+	}()
+	w.url = "http://" + ln.Addr().String() + webhookPath + webhook.TopicPlaceholder
 	return r, nil
 }
 
-// Open starts recording the POSTs for topic.
-func (w *webhookReader) Open(_ context.Context, topic string, got func(Record)) (string, error) {
-	w.mu.Lock()
-	w.topic, w.got = topic, got
-	w.mu.Unlock()
-	return fmt.Sprintf("webhook:  receiver on http://%s/demo/%s", w.ln.Addr(), topic), nil
+func (r *webhookReader) Prepare(_ context.Context, topic string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.topics[topic] = &webhookTopic{}
+	return fmt.Sprintf("webhook:  receiver on http://%s%s%s", r.ln.Addr(), webhookPath, topic), nil
 }
 
-func (w *webhookReader) serve(rw http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+func (r *webhookReader) serve(rw http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		http.Error(rw, "cannot read the body", http.StatusBadRequest)
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.got == nil || r.Method != http.MethodPost || r.URL.Path != "/demo/"+w.topic {
-		http.NotFound(rw, r)
-		return
-	}
-	key := r.Header.Get(webhook.HeaderKey)
-	if b64 := r.Header.Get(webhook.HeaderKeyBase64); b64 != "" {
-		raw, _ := base64.StdEncoding.DecodeString(b64) // a bad one arrives as a wrong key: corrupted
+	topic, ok := strings.CutPrefix(req.URL.Path, webhookPath)
+	key := req.Header.Get(webhook.HeaderKey)
+	if b64 := req.Header.Get(webhook.HeaderKeyBase64); b64 != "" {
+		raw, _ := base64.StdEncoding.DecodeString(b64) // a bad one arrives as a wrong key
 		key = string(raw)
 	}
-	w.got(Record{EventID: r.Header.Get(outbox.HeaderEventID), Key: key, Payload: string(body)})
+	rec := Record{EventID: req.Header.Get(outbox.HeaderEventID), Key: key, Payload: string(body)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.topics[topic]
+	switch {
+	case req.Method != http.MethodPost || !ok || t == nil:
+		http.NotFound(rw, req)
+		return
+	case t.got != nil:
+		t.got(rec)
+	default:
+		t.held = append(t.held, rec)
+	}
 	rw.WriteHeader(http.StatusNoContent)
 }
 
-// Close stops the receiver.
-func (w *webhookReader) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := w.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("webhook receiver: %w", err)
+// Read hands over what the receiver took for topic; with follow, it hands
+// the requests to got as they come, until ctx ends.
+func (r *webhookReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
+	r.mu.Lock()
+	t := r.topics[topic]
+	if t == nil {
+		r.mu.Unlock()
+		return fmt.Errorf("webhook receiver: topic %s was not prepared", topic)
+	}
+	for _, rec := range t.held {
+		got(rec)
+	}
+	t.held = nil
+	if follow {
+		t.got = got
+	}
+	r.mu.Unlock()
+	if ready != nil {
+		ready()
+	}
+	if follow {
+		<-ctx.Done()
+		r.mu.Lock()
+		t.got = nil
+		r.mu.Unlock()
 	}
 	return nil
+}
+
+func (r *webhookReader) Remove(_ context.Context, topic string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.topics, topic)
+	return nil
+}
+
+// Close stops the receiver.
+func (r *webhookReader) Close() error {
+	err := r.srv.Close()
+	<-r.served
+	return err
 }
