@@ -47,7 +47,7 @@ var testSinks = []testSink{
 // relay demo wires them.
 func (s testSink) open(t *testing.T, topic string, rc relay.Config) (sinks.Reader, func(relay.Config) (publishers.Publisher, error)) {
 	sk, _ := sinks.Named(s.sink)
-	settings, err := sk.Parse(s.args(topic)...)
+	settings, _, err := sk.Parse(s.args(topic)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,13 +129,26 @@ func Named(name string) (Sink, bool) {
 }
 
 // Parse returns the settings of s from args, its flags as relay run takes
-// them (without their variables): how a harness points a sink at a broker
-// of its own.
-func (s Sink) Parse(args ...string) (Settings, error) {
+// them (without their variables), and the flag set that holds them: how a
+// harness points a sink at a broker of its own, then (Changed) its relays.
+func (s Sink) Parse(args ...string) (Settings, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	st := s.Flags(flagSet{fs})
-	return st, fs.Parse(args)
+	return st, fs, fs.Parse(args)
+}
+
+// Changed returns the flags of fs whose value is not their default, as
+// environment variables (OUTBOX_NATS_URL=...): what points a relay at the
+// broker Parse and Reader (which may start one) settled on.
+func Changed(fs *flag.FlagSet) []string {
+	var env []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := f.Value.String(); v != f.DefValue {
+			env = append(env, EnvName(f.Name)+"="+v)
+		}
+	})
+	return env
 }
 
 // flagSet is Flags on a flag.FlagSet.
