@@ -253,7 +253,7 @@ func (k *kafkaReader) Read(ctx context.Context, topic string, follow bool, got f
 					}
 					return // with follow, ctx ended
 				}
-				rec := Record{Key: string(m.Key), Payload: string(m.Value)}
+				rec := Record{Key: string(m.Key), Payload: string(m.Value), Partition: m.Partition, Offset: m.Offset, Time: m.Time}
 				for _, h := range m.Headers {
 					if h.Key == outbox.HeaderEventID {
 						rec.EventID = string(h.Value)

@@ -244,7 +244,11 @@ func (r *natsReader) Read(ctx context.Context, topic string, follow bool, got fu
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		h := m.Headers()
 		key, _ := natssink.Key(h) // a bad key header arrives as a wrong key
-		got(Record{EventID: h.Get(outbox.HeaderEventID), Key: string(key), Payload: string(m.Data())})
+		rec := Record{EventID: h.Get(outbox.HeaderEventID), Key: string(key), Payload: string(m.Data()), Time: time.Now()}
+		if meta, err := m.Metadata(); err == nil {
+			rec.Offset, rec.Time = int64(meta.Sequence.Stream), meta.Timestamp
+		}
+		got(rec)
 		read.Add(1)
 		select {
 		case progress <- struct{}{}:

@@ -310,7 +310,7 @@ func (r *rabbitmqReader) Read(ctx context.Context, topic string, follow bool, go
 				}
 				id, _ := d.Headers[outbox.HeaderEventID].(string)
 				key, _ := d.Headers[rabbitmq.HeaderKey].(string)
-				got(Record{EventID: id, Key: key, Payload: string(d.Body)})
+				got(Record{EventID: id, Key: key, Payload: string(d.Body), Offset: int64(n), Time: time.Now()})
 				idle.Reset(rabbitmqReadIdle)
 			case <-idle.C:
 				if !follow {

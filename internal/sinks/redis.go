@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -184,7 +186,7 @@ func (r *redisReader) Read(ctx context.Context, topic string, follow bool, got f
 	if ready != nil {
 		ready() // XREAD from the start of the stream misses nothing
 	}
-	stream, last := r.f.streamPrefix+topic, "0-0"
+	stream, last, n := r.f.streamPrefix+topic, "0-0", int64(0)
 	block := time.Duration(-1) // no BLOCK: stop at the end
 	if follow {
 		block = 250 * time.Millisecond
@@ -205,8 +207,11 @@ func (r *redisReader) Read(ctx context.Context, topic string, follow bool, got f
 		}
 		for _, s := range res {
 			for _, e := range s.Messages {
-				last = e.ID
-				got(Record{EventID: field(e.Values, redisstream.FieldEventID), Key: field(e.Values, redisstream.FieldKey), Payload: field(e.Values, redisstream.FieldPayload)})
+				ms, _, _ := strings.Cut(e.ID, "-") // the server's clock when it appended the entry
+				at, _ := strconv.ParseInt(ms, 10, 64)
+				got(Record{EventID: field(e.Values, redisstream.FieldEventID), Key: field(e.Values, redisstream.FieldKey),
+					Payload: field(e.Values, redisstream.FieldPayload), Offset: n, Time: time.UnixMilli(at)})
+				last, n = e.ID, n+1
 			}
 		}
 	}

@@ -1,7 +1,9 @@
 // Package sinks is the registry of the sinks: each file here describes one
 // sink (a package under publishers/) to everything that uses it. relay run
-// (cmd/relay) takes its --sink names, flags and publishers from it, and
-// relay demo (internal/demo) the Reader that reads a sink's events back.
+// (cmd/relay) takes its --sink names, flags and publishers from it; relay
+// demo (internal/demo), relay bench (internal/bench) and the fault harness
+// (integration/chaos) the Reader that reads a sink's events back, built
+// from the same flags.
 //
 // A sink's file declares a Sink value and registers it with one line:
 //
@@ -90,6 +92,15 @@ type Record struct {
 	Key string
 	// Payload is the message's body.
 	Payload string
+	// Partition and Offset place the message in its destination: a key's
+	// messages in the order the destination keeps them. Partition is 0
+	// but on Kafka.
+	Partition int
+	Offset    int64
+	// Time is when the broker stored the message (Kafka: when the producer
+	// built it), or, for a broker that keeps no time, when the reader
+	// received it.
+	Time time.Time
 }
 
 // Flags is where a sink registers its flags: cmd/relay's flag set, in

@@ -180,6 +180,7 @@ type webhookReader struct {
 type webhookTopic struct {
 	held []Record
 	got  func(Record)
+	n    int64 // requests taken
 }
 
 // webhookPath is where the receiver takes a topic's events.
@@ -225,17 +226,18 @@ func (r *webhookReader) serve(rw http.ResponseWriter, req *http.Request) {
 		raw, _ := base64.StdEncoding.DecodeString(b64) // a bad one arrives as a wrong key
 		key = string(raw)
 	}
-	rec := Record{EventID: req.Header.Get(outbox.HeaderEventID), Key: key, Payload: string(body)}
+	rec := Record{EventID: req.Header.Get(outbox.HeaderEventID), Key: key, Payload: string(body), Time: time.Now()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.topics[topic]
-	switch {
-	case req.Method != http.MethodPost || !ok || t == nil:
+	if req.Method != http.MethodPost || !ok || t == nil {
 		http.NotFound(rw, req)
 		return
-	case t.got != nil:
+	}
+	rec.Offset, t.n = t.n, t.n+1
+	if t.got != nil {
 		t.got(rec)
-	default:
+	} else {
 		t.held = append(t.held, rec)
 	}
 	rw.WriteHeader(http.StatusNoContent)
