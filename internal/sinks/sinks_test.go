@@ -2,14 +2,16 @@ package sinks
 
 import (
 	"fmt"
-	"github.com/google/uuid"
-	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/relay"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // Parse reads a sink's flags as relay run does, and Changed returns those
