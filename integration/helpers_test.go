@@ -108,7 +108,7 @@ func (b *bundle) config(cfg relay.Config) relay.Config {
 }
 
 // newRelay builds a relay on the test's table; see config for the defaults.
-func (b *bundle) newRelay(pub relay.Publisher, cfg relay.Config) *relay.Relay {
+func (b *bundle) newRelay(pub publishers.Publisher, cfg relay.Config) *relay.Relay {
 	b.t.Helper()
 	r, err := relay.New(b.pool, pub, b.config(cfg))
 	if err != nil {
@@ -127,7 +127,7 @@ type running struct {
 }
 
 // startRelay runs a new relay until stop is called or the test ends.
-func (b *bundle) startRelay(pub relay.Publisher, cfg relay.Config) *running {
+func (b *bundle) startRelay(pub publishers.Publisher, cfg relay.Config) *running {
 	b.t.Helper()
 	r := b.newRelay(pub, cfg)
 	ctx, cancel := context.WithCancel(b.ctx)

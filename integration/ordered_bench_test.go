@@ -16,6 +16,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -38,7 +39,7 @@ const orderedBenchMinEvents = 20000
 // floor); events/publish is the mean number of messages per Publish call.
 // The modes of one (relays, keys) run next to each other: compare them as
 // a ratio. mode=ordered publishes a key's claimed run in one call, as the
-// Kafka sink allows (relay.KeyBatcher); mode=ordered-per-key hides that
+// Kafka sink allows (publishers.KeyBatcher); mode=ordered-per-key hides that
 // from the relay, which then sends one event per key per call, as it does
 // for sinks without it. See docs/benchmarks.md.
 func BenchmarkOrderedVsUnordered(b *testing.B) {
@@ -56,14 +57,14 @@ func BenchmarkOrderedVsUnordered(b *testing.B) {
 // countingPublisher counts Publish calls and messages on their way to the
 // real sink.
 type countingPublisher struct {
-	relay.Publisher
+	publishers.Publisher
 	calls, msgs *atomic.Int64
-	perKey      bool // hide the sink's relay.KeyBatcher
+	perKey      bool // hide the sink's publishers.KeyBatcher
 }
 
-// KeyBatches answers for the real sink (relay.KeyBatcher), unless perKey.
+// KeyBatches answers for the real sink (publishers.KeyBatcher), unless perKey.
 func (p countingPublisher) KeyBatches() bool {
-	kb, ok := p.Publisher.(relay.KeyBatcher)
+	kb, ok := p.Publisher.(publishers.KeyBatcher)
 	return ok && kb.KeyBatches() && !p.perKey
 }
 

@@ -16,7 +16,7 @@ import (
 
 // orderSink records, in publish order, the payloads it acknowledges; fail
 // decides per message whether to refuse it (nil: acknowledge everything).
-// With keyBatches it is a relay.KeyBatcher and keeps that promise: once a
+// With keyBatches it is a publishers.KeyBatcher and keeps that promise: once a
 // key's message failed other than permanently, the key's later messages in
 // the call are not sent.
 type orderSink struct {
@@ -27,7 +27,7 @@ type orderSink struct {
 	keyBatches bool
 }
 
-// KeyBatches implements relay.KeyBatcher.
+// KeyBatches implements publishers.KeyBatcher.
 func (s *orderSink) KeyBatches() bool { return s.keyBatches }
 
 func (s *orderSink) Publish(_ context.Context, msgs []outbox.Message) error {
@@ -126,7 +126,7 @@ func TestOrderedHeadOfLineWait(t *testing.T) {
 
 // forKeyBatches runs test against a sink that takes one event per key per
 // call and against one that takes a key's run in one call
-// (relay.KeyBatcher): the ordered semantics are the same.
+// (publishers.KeyBatcher): the ordered semantics are the same.
 func forKeyBatches(t *testing.T, test func(t *testing.T, keyBatches bool)) {
 	for _, kb := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keyBatches=%v", kb), func(t *testing.T) {
@@ -177,7 +177,7 @@ func testOrderedHeadOfLineWait(t *testing.T, keyBatches bool) {
 	}
 }
 
-// For a sink that takes a key's run in one call (relay.KeyBatcher), the
+// For a sink that takes a key's run in one call (publishers.KeyBatcher), the
 // ordered loop publishes each key's claimed events together, in write
 // order, instead of one event per key per call.
 func TestOrderedKeyBatchesPublishAKeysRunInOneCall(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -43,7 +44,7 @@ type storeBackend interface {
 	writeOpen(t *testing.T, msgs ...outbox.Message) (res []outbox.Result, end func(commit bool))
 	// newRelay builds a relay on the test's table with cfg (see
 	// storeConfig for the defaults filled in).
-	newRelay(t *testing.T, pub relay.Publisher, cfg relay.Config) *relay.Relay
+	newRelay(t *testing.T, pub publishers.Publisher, cfg relay.Config) *relay.Relay
 	// rows reads every row of the table.
 	rows(t *testing.T) map[uuid.UUID]storeRow
 	// statuses counts rows by status.
@@ -154,7 +155,7 @@ func storeConfig(t *testing.T, table outbox.Table, cfg relay.Config) relay.Confi
 
 // startStoreRelay runs a new relay on s until stop is called or the test
 // ends.
-func startStoreRelay(t *testing.T, s storeBackend, pub relay.Publisher, cfg relay.Config) *running {
+func startStoreRelay(t *testing.T, s storeBackend, pub publishers.Publisher, cfg relay.Config) *running {
 	t.Helper()
 	r := s.newRelay(t, pub, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -280,7 +281,7 @@ func (p *postgresBackend) writeOpen(t *testing.T, msgs ...outbox.Message) ([]out
 	}
 }
 
-func (p *postgresBackend) newRelay(t *testing.T, pub relay.Publisher, cfg relay.Config) *relay.Relay {
+func (p *postgresBackend) newRelay(t *testing.T, pub publishers.Publisher, cfg relay.Config) *relay.Relay {
 	t.Helper()
 	r, err := relay.New(p.pool, pub, storeConfig(t, p.table, cfg))
 	if err != nil {
@@ -473,7 +474,7 @@ func (m *mariadbBackend) writeOpen(t *testing.T, msgs ...outbox.Message) ([]outb
 	}
 }
 
-func (m *mariadbBackend) newRelay(t *testing.T, pub relay.Publisher, cfg relay.Config) *relay.Relay {
+func (m *mariadbBackend) newRelay(t *testing.T, pub publishers.Publisher, cfg relay.Config) *relay.Relay {
 	t.Helper()
 	r, err := relay.NewMySQL(m.db, pub, storeConfig(t, m.table, cfg))
 	if err != nil {

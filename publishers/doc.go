@@ -1,8 +1,9 @@
 // Package publishers holds what every sink shares with the relay: the sink
 // contract, how a sink reports per-message results and how it classifies
 // failures. Each sink lives in its own subpackage (publishers/kafka,
-// publishers/stdout, ...) and implements relay.Publisher, and optionally
-// relay.Prober; this is the one place their contract is written.
+// publishers/stdout, ...) and implements Publisher, and optionally Prober
+// and KeyBatcher, all declared here; this is the one place their contract
+// is written.
 //
 // # Publish
 //
@@ -18,9 +19,10 @@
 // offers per-key order delivers the messages of one key within one call in
 // their order in msgs. A sink that also never sends a key's later message
 // of a call after an earlier one failed (other than permanently)
-// implements relay.KeyBatcher, and ordered delivery gives it a key's whole
-// claimed run in one call; others get one event per key per call. Publish is called from several goroutines at once
-// (the relay's workers) and does not keep msgs after it returns.
+// implements KeyBatcher, and ordered delivery gives it a key's whole
+// claimed run in one call; others get one event per key per call. Publish
+// is called from several goroutines at once (the relay's workers) and does
+// not keep msgs after it returns.
 //
 // # Results
 //
@@ -56,8 +58,8 @@
 // # Prober
 //
 // A sink that can tell cheaply whether it answers, without publishing (a
-// metadata request, a ping), implements relay.Prober: Probe(ctx) returns
-// nil when the sink answers and an Unavailable error otherwise, and honours
+// metadata request, a ping), implements Prober: Probe(ctx) returns nil
+// when the sink answers and an Unavailable error otherwise, and honours
 // ctx. While the sink is down the relay probes it instead of publishing
 // rows.
 //

@@ -100,15 +100,15 @@ type Config struct {
 	// OutageBackoffMin and OutageBackoffMax bound the wait between attempts
 	// while the database is unreachable, and between the one-row batches
 	// that probe a sink that cannot be probed otherwise (one that is not a
-	// Prober); the wait doubles from the first to the second.
+	// publishers.Prober); the wait doubles from the first to the second.
 	// OutageBackoffMin defaults to 100ms.
 	OutageBackoffMin time.Duration
 	// OutageBackoffMax is at most 24h. Defaults to 30s.
 	OutageBackoffMax time.Duration
 	// ProbeInterval is the wait between probes of a sink that is down and
-	// implements Prober (the Kafka sink does: a metadata request that
-	// publishes nothing). It bounds how long after the sink answers again
-	// the relay resumes, however long the outage. Between 1ms and 1m.
+	// implements publishers.Prober (the Kafka sink does: a metadata request
+	// that publishes nothing). It bounds how long after the sink answers
+	// again the relay resumes, however long the outage. Between 1ms and 1m.
 	// Defaults to 250ms.
 	ProbeInterval time.Duration
 	// Ordering turns on per-key ordered delivery for some topics; see
@@ -135,11 +135,11 @@ type Config struct {
 	// 100000. Defaults to 1000.
 	JanitorBatch int
 	// NoVacuum leaves vacuuming the table to autovacuum. By default the
-	// janitor runs VACUUM (SKIP_LOCKED, ANALYZE, TRUNCATE false) on the table after each
-	// retention run that deleted rows, on the replica that ran it, so
-	// that a table autovacuum neglects does not bloat. That takes a role
-	// that owns the table; with any other role the janitor logs one
-	// warning and leaves it to autovacuum.
+	// janitor runs VACUUM (SKIP_LOCKED, ANALYZE, TRUNCATE false) on the table
+	// after each retention run that deleted rows, on the replica that ran it,
+	// so that a table autovacuum neglects does not bloat. That takes a role
+	// that owns the table; with any other role the janitor logs one warning
+	// and leaves it to autovacuum.
 	NoVacuum bool
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger

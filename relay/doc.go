@@ -1,6 +1,6 @@
 // Package relay claims committed outbox rows, publishes them through a
-// Publisher and records the outcome, so that every committed event reaches
-// the sink at least once.
+// publishers.Publisher and records the outcome, so that every committed event
+// reaches the sink at least once.
 //
 // Any number of replicas may run against one table. Each claims a batch in a
 // single statement (due pending rows, plus processing rows whose lease ran
@@ -11,7 +11,8 @@
 // locked_by = token AND status = 'processing': a claim that lost its lease
 // changes nothing. A sink that is down as a whole does not burn attempts: the
 // rows are deferred with their attempt given back, and the relay claims
-// nothing until the sink answers a probe (Prober) or a one-row batch.
+// nothing until the sink answers a probe (publishers.Prober) or a one-row
+// batch.
 //
 // Every batch goes through one pipeline (pipeline.go): claim, decode into
 // publish rounds, publish, classify each message's result, record. A claim

@@ -16,14 +16,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// printer is a Publisher that prints each message and reports it on
-// published.
+// printer is a sink: a publishers.Publisher that prints each message and
+// reports it on published.
 type printer struct {
 	published chan<- outbox.Message
 }
+
+var _ publishers.Publisher = printer{}
 
 func (p printer) Publish(ctx context.Context, msgs []outbox.Message) error {
 	for _, m := range msgs {

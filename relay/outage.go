@@ -7,17 +7,19 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// Sink outages (the breaker). When a batch's results say the sink as a
-// whole is down (sinkDown), the relay enters an outage: its rows go back to pending,
-// due at once and without spending an attempt, and no loop claims rows
-// until the sink answers again. A sink that implements Prober is probed
-// every ProbeInterval by breaker.watch, which publishes nothing; the first
-// answer wakes every loop (see trials below). Other sinks are probed by
-// the first unordered worker with one-row batches, OutageBackoffMin
-// doubling up to OutageBackoffMax apart. One WARN starts an outage, one
-// more comes every outageWarnEvery while it lasts, and one INFO ends it.
+// Sink outages (the breaker). When a batch's results say the sink as a whole
+// is down (sinkDown), the relay enters an outage: its rows go back to
+// pending, due at once and without spending an attempt, and no loop claims
+// rows until the sink answers again. A sink that implements publishers.Prober
+// is probed every ProbeInterval by breaker.watch, which publishes nothing;
+// the first answer wakes every loop (see trials below). Other sinks are
+// probed by the first unordered worker with one-row batches, OutageBackoffMin
+// doubling up to OutageBackoffMax apart. One WARN starts an outage, one more
+// comes every outageWarnEvery while it lasts, and one INFO ends it.
 //
 // A probe that gets an answer does not end the outage by itself: the
 // loops claim again, on trial, and the outage ends when the sink takes a
@@ -62,8 +64,8 @@ type breaker struct {
 	warned   time.Time // when it was last logged
 	// changed is closed and replaced whenever down changes.
 	changed chan struct{}
-	// probes spaces one-row probes of sinks without Prober, and grows
-	// with each consecutive outage batch.
+	// probes spaces one-row probes of sinks without publishers.Prober, and
+	// grows with each consecutive outage batch.
 	probes *backoff.ExponentialBackOff
 }
 
@@ -248,10 +250,10 @@ func (b *breaker) warn(ctx context.Context) {
 	b.log.Warn("sink still unavailable", args...)
 }
 
-// watch probes a Prober sink every ProbeInterval (trialWait) while it is
-// down and puts the outage on trial when it answers. Run runs it for
-// Prober sinks only.
-func (b *breaker) watch(ctx context.Context, p Prober) {
+// watch probes a publishers.Prober sink every ProbeInterval (trialWait) while
+// it is down and puts the outage on trial when it answers. Run runs it for
+// publishers.Prober sinks only.
+func (b *breaker) watch(ctx context.Context, p publishers.Prober) {
 	for ctx.Err() == nil {
 		b.await(ctx, true)
 		for ctx.Err() == nil && b.isDown() {
@@ -275,7 +277,7 @@ func (b *breaker) watch(ctx context.Context, p Prober) {
 
 // check logs at start-up whether the sink answers; one that does not
 // starts the relay in an outage, so that no row is claimed before it does.
-func (b *breaker) check(ctx context.Context, p Prober) {
+func (b *breaker) check(ctx context.Context, p publishers.Prober) {
 	if err := probe(ctx, p); err != nil {
 		if ctx.Err() == nil {
 			b.wentDown(err.Error(), 0)
@@ -286,7 +288,7 @@ func (b *breaker) check(ctx context.Context, p Prober) {
 }
 
 // probe asks the sink once whether it answers, within probeTimeout.
-func probe(ctx context.Context, p Prober) error {
+func probe(ctx context.Context, p publishers.Prober) error {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	return p.Probe(pctx)

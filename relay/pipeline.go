@@ -21,13 +21,13 @@ import (
 // record.go). Run's loops and ProcessBatch send their batches through it.
 type pipeline struct {
 	cfg        Config
-	pub        Publisher
+	pub        publishers.Publisher
 	obs        Observer // cfg.Observer
 	store      store
 	log        *slog.Logger
 	sink       *breaker // the sink's outage state (outage.go)
 	tokens     *tokens
-	keyBatches bool          // pub takes several events of one key per call (KeyBatcher)
+	keyBatches bool          // pub takes several events of one key per call (publishers.KeyBatcher)
 	batches    atomic.Int32  // batches between their claim and their recorded outcome
 	took       atomic.Uint64 // claims that took rows so far
 }
@@ -153,7 +153,7 @@ type outcome struct {
 // while b.renew keeps the claim's hold on them, and returns the outcome to
 // record; it counts the outage and abandoned rows in res. An unordered
 // batch is one round. An ordered batch's rounds carry at most one event
-// per key (or, for a KeyBatcher sink, every event of the batch in one
+// per key (or, for a publishers.KeyBatcher sink, every event of the batch in one
 // round, in write order), and a key's next event goes out only after the
 // previous one was acknowledged; a key whose event did not get through
 // stops there: its

@@ -11,16 +11,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// Relay moves committed outbox rows to a Publisher. Create it with New and
-// start it with Run; several Relays (in one process or many) may serve the
-// same table.
+// Relay moves committed outbox rows to a publishers.Publisher. Create it with
+// New and start it with Run; several Relays (in one process or many) may
+// serve the same table.
 type Relay struct {
 	cfg    Config
-	prober Prober     // pub, when it can be probed
-	store  store      // every statement, on the caller's pool or database
-	shards shardStore // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
+	prober publishers.Prober // pub, when it can be probed
+	store  store             // every statement, on the caller's pool or database
+	shards shardStore        // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
 	log    *slog.Logger
 	tokens *tokens // numbers claims (locked_by)
 	bell   *bell   // rung when an insert into the table commits
@@ -79,7 +81,7 @@ type BatchResult struct {
 // New returns a Relay that reads pool and publishes to pub. It does not
 // touch the database; Run checks the schema. The caller keeps ownership of
 // pool and pub and closes them after Run returns.
-func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
+func New(pool *pgxpool.Pool, pub publishers.Publisher, cfg Config) (*Relay, error) {
 	if pool == nil || pub == nil {
 		return nil, errors.New("relay: pool and publisher are required")
 	}
@@ -99,7 +101,7 @@ func New(pool *pgxpool.Pool, pub Publisher, cfg Config) (*Relay, error) {
 // (docs/ordering.md#mysql-and-mariadb) and lock claims. It does not touch
 // the database; Run checks the server and the schema. The caller keeps
 // ownership of db and pub.
-func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
+func NewMySQL(db *sql.DB, pub publishers.Publisher, cfg Config) (*Relay, error) {
 	if db == nil || pub == nil {
 		return nil, errors.New("relay: database and publisher are required")
 	}
@@ -126,7 +128,7 @@ func NewMySQL(db *sql.DB, pub Publisher, cfg Config) (*Relay, error) {
 
 // newRelay returns the relay of cfg (defaults applied, valid) on st; pg
 // is st on PostgreSQL, nil elsewhere. table names the table in logs.
-func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *Relay {
+func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table string) *Relay {
 	r := &Relay{
 		cfg:    cfg,
 		store:  st,
@@ -161,7 +163,7 @@ func newRelay(st store, pg *pgStore, pub Publisher, cfg Config, table string) *R
 	if pg != nil && !cfg.NoListen { // MySQL has no LISTEN/NOTIFY: it polls
 		r.listener = &listener{db: pg, backoffMin: cfg.OutageBackoffMin, backoffMax: cfg.OutageBackoffMax, log: r.log, wake: wake}
 	}
-	r.prober, _ = pub.(Prober)
+	r.prober, _ = pub.(publishers.Prober)
 	return r
 }
 

@@ -16,8 +16,8 @@ import (
 
 // rounds hands out a batch's messages round by round: all of them at once,
 // or, when ordered, one per key per round, in write order. An ordered batch
-// for a sink that takes a key's events together (KeyBatcher) is one round
-// in write order, and keyed.
+// for a sink that takes a key's events together (publishers.KeyBatcher) is
+// one round in write order, and keyed.
 type rounds struct {
 	all    []outbox.Message            // unordered, or keyed: the one round
 	keyed  bool                        // all is ordered: see heads
@@ -73,14 +73,14 @@ func (q *rounds) rest(t *topicTally) []uuid.UUID {
 	return ids
 }
 
-// heads splits a keyed round's published messages at each key's first
-// message that failed other than permanently: keep are the messages up to
-// and including it (and any acknowledged one after it, which a KeyBatcher
-// does not produce but which was delivered all the same), behind the
-// key's later failed ones. A KeyBatcher did not send those, so they are
-// released untouched and wait behind their key's head, as they would have
-// waited for their own round. A permanent failure stops nothing: its
-// event fails, and the key goes on.
+// heads splits a keyed round's published messages at each key's first message
+// that failed other than permanently: keep are the messages up to and
+// including it (and any acknowledged one after it, which a
+// publishers.KeyBatcher does not produce but which was delivered all the
+// same), behind the key's later failed ones. A publishers.KeyBatcher did not
+// send those, so they are released untouched and wait behind their key's
+// head, as they would have waited for their own round. A permanent failure
+// stops nothing: its event fails, and the key goes on.
 func heads(msgs []outbox.Message, results []error) (keep []outbox.Message, keepResults []error, behind []outbox.Message) {
 	if !slices.ContainsFunc(results, func(err error) bool { return err != nil }) {
 		return msgs, results, nil // every message acknowledged: nothing to split

@@ -126,8 +126,8 @@ func newRowPath(tb testing.TB) *rowPath {
 	prefix := "outboxfuzz-" + hex.EncodeToString(b[:])
 	cleanRedis(tb, prefix+":")
 
-	raw := map[string]relay.Publisher{"stdout": stdout.New(io.Discard)}
-	open := func(name string, p relay.Publisher, err error) {
+	raw := map[string]publishers.Publisher{"stdout": stdout.New(io.Discard)}
+	open := func(name string, p publishers.Publisher, err error) {
 		if err != nil {
 			tb.Fatalf("%s: %v", name, err)
 		}
@@ -270,7 +270,7 @@ func (p *rowPath) run(t *testing.T, idBytes []byte, topic string, key, payload, 
 // result is the first failure of a sink with it, in the order of the
 // sinks. It remembers the ids it was handed since its last reset.
 type everySink struct {
-	all  []relay.Publisher
+	all  []publishers.Publisher
 	mu   sync.Mutex
 	seen map[uuid.UUID]bool
 }

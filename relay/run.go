@@ -23,13 +23,13 @@ import (
 // inserts send at commit and claims at once when one arrives, rather than
 // after PollInterval.
 //
-// While the sink is down Run claims nothing. A sink that implements Prober
-// is probed every ProbeInterval; others are probed with one-row batches,
-// OutageBackoffMin doubling up to OutageBackoffMax apart. When the sink
-// answers, every loop claims again at once, starting with the rows the
-// outage deferred, which are due at once. An outage is logged once when it
-// starts (WARN, with the sink's error), every 30s while it lasts, and once
-// when it ends (INFO, with its length and the rows it deferred).
+// While the sink is down Run claims nothing. A sink that implements
+// publishers.Prober is probed every ProbeInterval; others are probed with
+// one-row batches, OutageBackoffMin doubling up to OutageBackoffMax apart.
+// When the sink answers, every loop claims again at once, starting with the
+// rows the outage deferred, which are due at once. An outage is logged once
+// when it starts (WARN, with the sink's error), every 30s while it lasts, and
+// once when it ends (INFO, with its length and the rows it deferred).
 //
 // Unless Config.KeepSent is set, Run also runs the retention janitor
 // (RunRetention) every JanitorInterval; on cancellation it lets a DELETE

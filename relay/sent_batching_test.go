@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
 // insertRows adds n due pending rows to table.
@@ -55,7 +56,7 @@ func pgOf(r *Relay) *pgStore {
 }
 
 // quietRelay returns a relay of cfg that publishes to pub and logs nothing.
-func quietRelay(t testing.TB, pool *pgxpool.Pool, pub Publisher, cfg Config) *Relay {
+func quietRelay(t testing.TB, pool *pgxpool.Pool, pub publishers.Publisher, cfg Config) *Relay {
 	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r, err := New(pool, pub, cfg)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers/route"
 	"github.com/outboxrelay/outboxrelay/relay"
@@ -83,14 +84,14 @@ func (o *runOptions) config() (runConfig, error) {
 	}
 	o.rules, err = o.routes.parse()
 	errs.add(err)
-	switch _, known := sinkNamed(o.sink); {
+	switch _, known := sinks.Named(o.sink); {
 	case len(o.rules) > 0:
 		if o.f != nil && o.f.isSet("sink") {
 			errs.add(usageError("--sink (%s) and --route set together: with routes each rule names its sink; drop --sink", envName("sink")))
 		}
 		errs.add(o.checkRoutes(o.rules, c.relay))
 	case known:
-		errs.add(o.sinks[o.sink].check(c.relay))
+		errs.add(o.sinks.check(o.sink, c.relay))
 	default:
 		errs.add(usageError("invalid value for --sink (%s): %q; use %s", envName("sink"), o.sink, sinkNames()))
 	}

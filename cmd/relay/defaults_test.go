@@ -483,30 +483,32 @@ var defaultsTo = regexp.MustCompile(`(?i)\bdefaults to (\S+)`)
 // derived ones, DefaultPollMin and DefaultShardBudgetBatches).
 func TestConfigCommentsStateTheDefaults(t *testing.T) {
 	t.Parallel()
-	const file = "relay/config.go"
-	f, err := parser.ParseFile(token.NewFileSet(), "../../"+file, nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := map[string]string{} // field path -> its comment
+	const file = "relay/config.go" // and ordering.go, Ordering's
+	docs := map[string]string{}    // field path -> its comment
 	prefix := map[string]string{"Config": "", "Ordering": "Ordering."}
-	ast.Inspect(f, func(n ast.Node) bool {
-		ts, ok := n.(*ast.TypeSpec)
-		if !ok {
-			return true
+	for _, name := range []string{"../../relay/config.go", "../../relay/ordering.go"} {
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
 		}
-		p, ok := prefix[ts.Name.Name]
-		st, isStruct := ts.Type.(*ast.StructType)
-		if !ok || !isStruct {
-			return false
-		}
-		for _, field := range st.Fields.List {
-			for _, name := range field.Names {
-				docs[p+name.Name] = field.Doc.Text()
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
 			}
-		}
-		return false
-	})
+			p, ok := prefix[ts.Name.Name]
+			st, isStruct := ts.Type.(*ast.StructType)
+			if !ok || !isStruct {
+				return false
+			}
+			for _, field := range st.Fields.List {
+				for _, name := range field.Names {
+					docs[p+name.Name] = field.Doc.Text()
+				}
+			}
+			return false
+		})
+	}
 	derived := map[string]reflect.Value{
 		"PollMin":              reflect.ValueOf(relay.DefaultPollMin),
 		"Ordering.ShardBudget": reflect.ValueOf(relay.DefaultShardBudgetBatches),

@@ -6,54 +6,16 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/demo"
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // defaultDemoURL is the local PostgreSQL of a development machine.
 const defaultDemoURL = "postgres://postgres@127.0.0.1:5432/postgres"
-
-// demoSinks are the sinks relay demo can read back: each returns the
-// demo's view of the sink for topic, reading the sink's flags (those of
-// relay run), and may point them at what it started (an embedded Kafka
-// broker, a webhook receiver). The demo's relays publish with the sink
-// itself, built by the registry from the same flags.
-var demoSinks = map[string]func(f *flags, topic string) (demo.Sink, error){
-	"kafka": func(f *flags, topic string) (demo.Sink, error) {
-		k, err := demo.NewKafka(splitList(flagValue(f, "kafka-brokers")), topic)
-		if err == nil {
-			setFlag(f, "kafka-brokers", strings.Join(k.Brokers(), ","))
-		}
-		return k, err
-	},
-	"nats": func(f *flags, _ string) (demo.Sink, error) {
-		return demo.NewNATS(demo.NATSConfig{
-			URLs: splitList(flagValue(f, "nats-url")), CredentialsFile: flagValue(f, "nats-creds"),
-			User: flagValue(f, "nats-user"), Password: flagValue(f, "nats-password"), Token: flagValue(f, "nats-token"),
-		}), nil
-	},
-	"rabbitmq": func(f *flags, _ string) (demo.Sink, error) {
-		return demo.NewRabbitMQ(demo.RabbitMQConfig{URL: flagValue(f, "rabbitmq-url"), Exchange: flagValue(f, "rabbitmq-exchange")}), nil
-	},
-	"redis": func(f *flags, _ string) (demo.Sink, error) {
-		return demo.NewRedis(demo.RedisConfig{
-			URL: flagValue(f, "redis-url"), Password: flagValue(f, "redis-password"), StreamPrefix: flagValue(f, "redis-stream-prefix"),
-		}), nil
-	},
-	"webhook": func(f *flags, _ string) (demo.Sink, error) {
-		if f.isSet("webhook-url") {
-			return nil, usageError("relay demo --sink webhook POSTs to a receiver of its own: leave --webhook-url (%s) unset", envName("webhook-url"))
-		}
-		w, err := demo.StartWebhook()
-		if err == nil {
-			setFlag(f, "webhook-url", w.URL())
-		}
-		return w, err
-	},
-}
 
 // demoDefaults are the defaults of sink flags in relay demo where they
 // differ from relay run's, or where relay run has none: the services of a
@@ -84,8 +46,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	)
 	f.String(&url, "database-url", defaultDemoURL, "PostgreSQL connection URL; or mysql://user:pass@host:3306/ (or mariadb://) for MySQL 8.0.13+/MariaDB 10.6+, see "+mysqlDocs)
 	f.String(&schema, "schema", "outbox_demo", "schema the demo creates afresh (it is dropped first); on MySQL/MariaDB the database, dropped and created afresh")
-	f.String(&sinkName, "sink", defaultSink, "where the relays publish: "+orList(demoSinkNames(), ", or ")+"; the sink's flags are those of relay run")
 	sinkFlags.register(f)
+	f.String(&sinkName, "sink", defaultSink, "where the relays publish: "+orList(demoSinkNames(sinkFlags), ", or ")+"; the sink's flags are those of relay run")
 	for _, d := range demoDefaults {
 		setDefault(f, d.name, d.value, d.usage)
 	}
@@ -101,10 +63,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	openDemoSink, known := demoSinks[sinkName]
-	if _, registered := sinkNamed(sinkName); !registered {
-		known = false
-	}
+	readable, known := sinkFlags[sinkName].(sinks.Readable)
 	switch {
 	case cfg.Events < 1:
 		return usageError("--events (%s) must be at least 1", envName("events"))
@@ -115,7 +74,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	case cfg.RollbackEvery < 2:
 		return usageError("--rollback-every (%s) must be at least 2", envName("rollback-every"))
 	case !known:
-		return usageError("invalid value for --sink (%s): %q; relay demo reads back %s", envName("sink"), sinkName, orList(demoSinkNames(), " or "))
+		return usageError("invalid value for --sink (%s): %q; relay demo reads back %s", envName("sink"), sinkName, orList(demoSinkNames(sinkFlags), " or "))
 	}
 	logger, err := newLogger(stderr, logFormat, logLevel)
 	if err != nil {
@@ -134,50 +93,40 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 	if sinkName != "kafka" {
-		topic = demo.UniqueTopic(topic)
+		topic = sinks.UniqueTopic(topic)
 	}
 	cfg.DatabaseURL, cfg.Schema, cfg.Topic = url, schema, topic
 	cfg.Out, cfg.Logger = stdout, logger
 
-	sink, err := openDemoSink(f, topic)
+	sink, err := readable.Reader(topic)
 	if err != nil {
-		return err
+		return usageError("%v", err) // a --<sink>-* flag the demo cannot read back from
 	}
 	defer func() {
 		if err := sink.Close(); err != nil {
 			logger.Warn("demo sink not cleaned up", "sink", sinkName, "error", err)
 		}
 	}()
-	settings := sinkFlags[sinkName]
-	if err := settings.check(cfg.RelayConfig(1)); err != nil {
+	if err := sinkFlags.check(sinkName, cfg.RelayConfig(1)); err != nil {
 		return err
 	}
 	cfg.Sink = sink
-	cfg.Publisher = func(rc relay.Config) (relay.Publisher, error) {
-		return settings.open(rc, logger.With("relay", rc.ID), stdout)
+	cfg.Publisher = func(rc relay.Config) (publishers.Publisher, error) {
+		return sinkFlags.open(sinkName, rc, logger.With("relay", rc.ID), stdout)
 	}
 	_, err = demo.Run(ctx, cfg)
 	return err
 }
 
-// demoSinkNames lists the sinks relay demo can run against, sorted.
-func demoSinkNames() []string {
+// demoSinkNames lists the sinks relay demo can read back, sorted.
+func demoSinkNames(settings sinkFlagSet) []string {
 	var names []string
-	for _, name := range slices.Sorted(maps.Keys(demoSinks)) {
-		if _, ok := sinkNamed(name); ok {
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		if _, ok := settings[name].(sinks.Readable); ok {
 			names = append(names, name)
 		}
 	}
 	return names
-}
-
-// flagValue returns the value of flag name, "" when no such flag is
-// registered.
-func flagValue(f *flags, name string) string {
-	if fl := f.fs.Lookup(name); fl != nil {
-		return fl.Value.String()
-	}
-	return ""
 }
 
 // setFlag gives flag name the value s, as the command line would; it was

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 )
 
 // errUsage is a bad command line or configuration: the binary exits 2 and
@@ -26,13 +28,18 @@ func usageError(format string, args ...any) error {
 // them at once instead of one per attempt.
 type problems struct{ msgs []string }
 
-// add records err; the messages of a usage error are kept one by one.
+// add records err; the messages of a usage error, and the errors err
+// joins (a sink's Check), are kept one by one.
 func (p *problems) add(err error) {
 	var u *errUsage
-	switch {
+	switch j, joined := err.(interface{ Unwrap() []error }); {
 	case err == nil:
 	case errors.As(err, &u):
 		p.msgs = append(p.msgs, u.msgs...)
+	case joined:
+		for _, e := range j.Unwrap() {
+			p.add(e)
+		}
 	default:
 		p.msgs = append(p.msgs, err.Error())
 	}
@@ -78,9 +85,7 @@ func newFlags(name, synopsis string, help io.Writer, getenv func(string) string)
 }
 
 // envName returns the environment variable for a flag.
-func envName(flagName string) string {
-	return "OUTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+func envName(flagName string) string { return sinks.EnvName(flagName) }
 
 // value is a flag.Value that parses like the flag package's own values but
 // whose errors say what was expected. A command-line value that does not
@@ -141,6 +146,12 @@ const (
 	expectInt      = "a whole number such as 100"
 	expectBool     = "true or false"
 )
+
+// Func registers a flag parsed by set and shown by get; kind names its
+// value in the help.
+func (f *flags) Func(name, kind, usage string, set func(string) error, get func() string) {
+	f.add(name, kind, usage, set, get, false)
+}
 
 func (f *flags) String(p *string, name, def, usage string) {
 	*p = def

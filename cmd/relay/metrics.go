@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 	"github.com/outboxrelay/outboxrelay/relay/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,7 +100,7 @@ func (m *metricsFlags) newRelayMetrics() (*relayMetrics, error) {
 }
 
 // wrap measures a sink under its name; with metrics off it returns pub.
-func (rm *relayMetrics) wrap(sink string, pub relay.Publisher) relay.Publisher {
+func (rm *relayMetrics) wrap(sink string, pub publishers.Publisher) publishers.Publisher {
 	if rm == nil || pub == nil {
 		return pub
 	}

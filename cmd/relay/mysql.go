@@ -15,6 +15,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -142,7 +143,7 @@ type database struct {
 	// migrations.CheckMySQL.
 	check func(ctx context.Context, t outbox.Table) error
 	// newRelay returns the relay of cfg: relay.New or relay.NewMySQL.
-	newRelay func(pub relay.Publisher, cfg relay.Config) (*relay.Relay, error)
+	newRelay func(pub publishers.Publisher, cfg relay.Config) (*relay.Relay, error)
 	close    func()
 }
 
@@ -151,7 +152,7 @@ func postgresDatabase(pool *pgxpool.Pool) *database {
 	return &database{
 		ping:  pool.Ping,
 		check: func(ctx context.Context, t outbox.Table) error { return migrations.Check(ctx, pool, t) },
-		newRelay: func(pub relay.Publisher, cfg relay.Config) (*relay.Relay, error) {
+		newRelay: func(pub publishers.Publisher, cfg relay.Config) (*relay.Relay, error) {
 			return relay.New(pool, pub, cfg)
 		},
 		close: pool.Close,
@@ -163,7 +164,7 @@ func mysqlDatabase(db *sql.DB) *database {
 	return &database{
 		ping:  db.PingContext,
 		check: func(ctx context.Context, t outbox.Table) error { return migrations.CheckMySQL(ctx, db, t) },
-		newRelay: func(pub relay.Publisher, cfg relay.Config) (*relay.Relay, error) {
+		newRelay: func(pub publishers.Publisher, cfg relay.Config) (*relay.Relay, error) {
 			return relay.NewMySQL(db, pub, cfg)
 		},
 		close: func() { _ = db.Close() },

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/route"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -95,11 +97,11 @@ func sinksOf(rules []route.Rule) []string {
 func (o *runOptions) checkRoutes(rules []route.Rule, rc relay.Config) error {
 	var errs problems
 	for _, name := range sinksOf(rules) {
-		if _, ok := sinkNamed(name); !ok {
+		if _, ok := sinks.Named(name); !ok {
 			errs.add(usageError("--route (%s) names the sink %q; use %s", envName("route"), name, sinkNames()))
 			continue
 		}
-		errs.add(o.sinks[name].check(rc))
+		errs.add(o.sinks.check(name, rc))
 	}
 	for _, topic := range rc.Ordering.Topics {
 		if topic == "*" {
@@ -114,7 +116,7 @@ func (o *runOptions) checkRoutes(rules []route.Rule, rc relay.Config) error {
 
 // openRoutes opens every sink rules use and returns a router over them. On
 // an error it closes the sinks it opened.
-func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slog.Logger, stdout io.Writer) (relay.Publisher, error) {
+func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slog.Logger, stdout io.Writer) (publishers.Publisher, error) {
 	opened := map[string]route.Sink{}
 	closeAll := func() {
 		for _, s := range opened {
@@ -122,7 +124,7 @@ func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slo
 		}
 	}
 	for _, name := range sinksOf(rules) {
-		pub, err := o.sinks[name].open(rc, logger.With("sink", name), stdout)
+		pub, err := o.sinks.open(name, rc, logger.With("sink", name), stdout)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -147,11 +149,11 @@ func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slo
 
 // openSink opens the publisher relay run publishes to: the router over the
 // sinks of --route, or the one --sink names.
-func (o *runOptions) openSink(rc relay.Config, logger *slog.Logger, stdout io.Writer) (relay.Publisher, error) {
+func (o *runOptions) openSink(rc relay.Config, logger *slog.Logger, stdout io.Writer) (publishers.Publisher, error) {
 	if len(o.rules) > 0 {
 		return o.openRoutes(o.rules, rc, logger, stdout)
 	}
-	pub, err := o.sinks[o.sink].open(rc, logger, stdout)
+	pub, err := o.sinks.open(o.sink, rc, logger, stdout)
 	return o.metrics.wrap(o.sink, o.tracing.wrap(o.sink, pub)), err
 }
 

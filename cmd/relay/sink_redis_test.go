@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -228,11 +229,12 @@ func TestRedisSinkBadFlags(t *testing.T) {
 
 	// The defaults pass: --sink redis needs no flag of its own.
 	f := newFlags("test", "", nil, func(string) string { return "" })
-	settings := redisSink.flags(f)
+	redis, _ := sinks.Named("redis")
+	settings := redis.Flags(f)
 	if err := f.parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := settings.check(relay.Config{}); err != nil {
+	if err := settings.Check(relay.Config{}); err != nil {
 		t.Errorf("the default --redis-* flags: %v", err)
 	}
 }

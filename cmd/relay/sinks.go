@@ -3,72 +3,27 @@ package main
 import (
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// sinks are the sinks relay run can publish to, in the order of their
-// names; --sink picks one by name, defaultSink when it is not set. A sink
-// is a package under publishers/ (which passes publishers/publisherstest)
-// and a file here, sink_<name>.go, that declares its flags and registers
-// it with one line: func init() { registerSink(xSink) }.
-var sinks []sink
+// The sinks relay run can publish to are those of the registry,
+// internal/sinks: --sink picks one by name, defaultSink when it is not
+// set.
 
 // defaultSink is the sink --sink defaults to.
 const defaultSink = "kafka"
 
-// registerSink adds s to sinks; sink files call it from init.
-func registerSink(s sink) {
-	if _, dup := sinkNamed(s.name); dup {
-		panic("relay: sink " + s.name + " registered twice")
-	}
-	sinks = append(sinks, s)
-	slices.SortFunc(sinks, func(a, b sink) int { return strings.Compare(a.name, b.name) })
-}
-
-// sink is what relay run knows of one sink.
-type sink struct {
-	// name is the value of --sink that selects it.
-	name string
-	// about describes it in --sink's help, after its name ("JSON lines,
-	// for debugging"); "" for none.
-	about string
-	// flags registers the sink's flags on f, all named after the sink
-	// (--kafka-brokers), and returns the settings they fill. Every sink's
-	// flags are registered, whichever --sink picks.
-	flags func(f *flags) sinkSettings
-}
-
-// sinkSettings are one sink's flags, once parsed.
-type sinkSettings interface {
-	// check returns every problem of the settings, each a usage error
-	// naming its flag and variable; rc is the relay's configuration, for
-	// the settings that depend on it. It neither logs nor connects.
-	check(rc relay.Config) error
-	// open returns the sink's publisher; check has passed. It logs the
-	// sink's configuration, without secrets, and may not connect yet.
-	open(rc relay.Config, logger *slog.Logger, stdout io.Writer) (relay.Publisher, error)
-}
-
-// sinkNamed returns the registered sink called name.
-func sinkNamed(name string) (sink, bool) {
-	for _, s := range sinks {
-		if s.name == name {
-			return s, true
-		}
-	}
-	return sink{}, false
-}
-
 // sinkHelp is --sink's help: "where events go: kafka, or stdout (...)".
 func sinkHelp() string {
-	names := make([]string, len(sinks))
-	for i, s := range sinks {
-		names[i] = s.name
-		if s.about != "" {
-			names[i] += " (" + s.about + ")"
+	var names []string
+	for _, s := range sinks.All() {
+		names = append(names, s.Name)
+		if s.About != "" {
+			names[len(names)-1] += " (" + s.About + ")"
 		}
 	}
 	return "where events go: " + orList(names, ", or ")
@@ -76,9 +31,9 @@ func sinkHelp() string {
 
 // sinkNames lists the sinks for an error message: "kafka or stdout".
 func sinkNames() string {
-	names := make([]string, len(sinks))
-	for i, s := range sinks {
-		names[i] = s.name
+	var names []string
+	for _, s := range sinks.All() {
+		names = append(names, s.Name)
 	}
 	return orList(names, " or ")
 }
@@ -91,14 +46,33 @@ func orList(items []string, last string) string {
 	return strings.Join(items[:len(items)-1], ", ") + last + items[len(items)-1]
 }
 
-// sinkFlagSet holds every registered sink's settings.
-type sinkFlagSet map[string]sinkSettings
+// sinkFlagSet holds every registered sink's settings, by name: every
+// sink's flags are registered, whichever --sink picks.
+type sinkFlagSet map[string]sinks.Settings
 
 func (s *sinkFlagSet) register(f *flags) {
-	*s = make(sinkFlagSet, len(sinks))
-	for _, sk := range sinks {
-		(*s)[sk.name] = sk.flags(f)
+	*s = sinkFlagSet{}
+	for _, sk := range sinks.All() {
+		(*s)[sk.Name] = sk.Flags(f)
 	}
+}
+
+// check returns every problem of the named sink's flags as a usage error.
+func (s sinkFlagSet) check(name string, rc relay.Config) error {
+	var errs problems
+	errs.add(s[name].Check(rc))
+	return errs.err()
+}
+
+// open returns the named sink's publisher; its errors are usage errors.
+func (s sinkFlagSet) open(name string, rc relay.Config, logger *slog.Logger, stdout io.Writer) (publishers.Publisher, error) {
+	p, err := s[name].Open(rc, logger, stdout)
+	if err != nil {
+		var errs problems
+		errs.add(err)
+		return nil, errs.err()
+	}
+	return p, nil
 }
 
 // warnInsecureTLS logs a warning for each sink in use whose

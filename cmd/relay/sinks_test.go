@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -20,22 +21,22 @@ import (
 func TestSinkRegistry(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
-	for _, s := range sinks {
-		if s.name == "" || seen[s.name] {
-			t.Errorf("sink %q: empty or registered twice", s.name)
+	for _, s := range sinks.All() {
+		if s.Name == "" || seen[s.Name] {
+			t.Errorf("sink %q: empty or registered twice", s.Name)
 		}
-		seen[s.name] = true
+		seen[s.Name] = true
 		f := newFlags("test", "", io.Discard, func(string) string { return "" })
-		if s.flags(f) == nil {
-			t.Errorf("sink %s: flags returned no settings", s.name)
+		if s.Flags(f) == nil {
+			t.Errorf("sink %s: flags returned no settings", s.Name)
 		}
 		f.fs.VisitAll(func(fl *flag.Flag) {
-			if !strings.HasPrefix(fl.Name, s.name+"-") {
-				t.Errorf("sink %s registers --%s, which is not named --%s-...", s.name, fl.Name, s.name)
+			if !strings.HasPrefix(fl.Name, s.Name+"-") {
+				t.Errorf("sink %s registers --%s, which is not named --%s-...", s.Name, fl.Name, s.Name)
 			}
 		})
-		if !strings.Contains(sinkHelp(), s.name) || !strings.Contains(sinkNames(), s.name) {
-			t.Errorf("sink %s is missing from --sink's help %q or its error %q", s.name, sinkHelp(), sinkNames())
+		if !strings.Contains(sinkHelp(), s.Name) || !strings.Contains(sinkNames(), s.Name) {
+			t.Errorf("sink %s is missing from --sink's help %q or its error %q", s.Name, sinkHelp(), sinkNames())
 		}
 	}
 }

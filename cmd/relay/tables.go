@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -213,7 +214,7 @@ type fleet struct {
 // newFleet creates a relay per table, each with cfg and its own table,
 // and the Observer observer returns for the table when observer is not
 // nil.
-func newFleet(newRelay func(relay.Publisher, relay.Config) (*relay.Relay, error), pub relay.Publisher, cfg relay.Config, tables []outbox.Table, observer func(outbox.Table) relay.Observer, command func(outbox.Table) string) (*fleet, error) {
+func newFleet(newRelay func(publishers.Publisher, relay.Config) (*relay.Relay, error), pub publishers.Publisher, cfg relay.Config, tables []outbox.Table, observer func(outbox.Table) relay.Observer, command func(outbox.Table) string) (*fleet, error) {
 	fl := &fleet{command: command}
 	for _, t := range tables {
 		c := cfg

@@ -20,8 +20,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/tracing"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // relay run traces what it publishes when the standard OpenTelemetry
@@ -237,7 +237,7 @@ func serviceVersion() string {
 
 // wrap returns pub with a span per published message (publishers/tracing),
 // messaging.system being the sink's name; with tracing off, pub itself.
-func (t *relayTracing) wrap(sink string, pub relay.Publisher) relay.Publisher {
+func (t *relayTracing) wrap(sink string, pub publishers.Publisher) publishers.Publisher {
 	if t == nil || pub == nil {
 		return pub
 	}

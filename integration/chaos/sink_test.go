@@ -66,12 +66,10 @@ func sinkFromEnv(seed uint64) (string, sink, error) {
 	switch name {
 	case "kafka":
 		return name, &kafkaSink{seed: seed}, nil
-	case "nats":
-		return name, newNATSSink(), nil
+	case "nats", "redis":
+		return name, newRegistrySink(name), nil
 	case "rabbitmq":
 		return name, newRabbitMQSink(), nil
-	case "redis":
-		return name, newRedisSink(), nil
 	case "webhook":
 		return name, newWebhookSink(seed), nil
 	}

@@ -43,8 +43,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return rep, err
 			}
 		}
-		if cs, ok := h.sink.(ceilingSink); ok {
-			if rep.SinkCeiling, err = runSinkCeiling(ctx, cfg, cs); err != nil {
+		if rs, ok := h.sink.(*registrySink); ok && rs.ceiling != nil {
+			if rep.SinkCeiling, err = runSinkCeiling(ctx, cfg, rs); err != nil {
 				return rep, err
 			}
 		}

@@ -2,9 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -17,8 +22,19 @@ const (
 	SinkWebhook  = "webhook"
 )
 
-// Sinks lists every sink, in the order the usage text gives them.
-var Sinks = []string{SinkKafka, SinkNATS, SinkRabbitMQ, SinkRedis, SinkWebhook}
+// Sinks lists every sink Run can measure, by name: each sink of the
+// registry (internal/sinks) that can be read back.
+var Sinks = func() []string {
+	var names []string
+	for _, s := range sinks.All() {
+		if st, _, _ := s.Parse(); st != nil {
+			if _, ok := st.(sinks.Readable); ok {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	return names
+}()
 
 // Default URLs of the sinks' servers (Config.SinkURL): the local ones, as
 // the sinks' own defaults.
@@ -53,30 +69,96 @@ type sink interface {
 	close() error
 }
 
-// ceilingSink is a sink whose client can publish without the relay: the
-// sink ceiling (see runSinkCeiling).
-type ceilingSink interface {
-	sink
-	// publish publishes msgs to topic's destination with the client the
-	// sink package uses, as the sink does (the same headers, the same
-	// acknowledgement), and returns once every one was acknowledged. It
-	// is safe for concurrent use.
+// registrySink is a sink of the registry (internal/sinks) but Kafka: its
+// flags point at Config.SinkURL (--<sink>-url), or at what its reader
+// started (a webhook receiver), and reach the relays in their environment
+// (a URL may hold a password); its reader prepares, reads back and removes
+// each run's destination.
+type registrySink struct {
+	name, url string
+	env       []string
+	reader    sinks.Reader
+	ceiling   ceiling // nil: the sink has none
+}
+
+// ceiling publishes with the client the sink package uses, as the sink
+// does (the same headers, the same acknowledgement), for the sink ceiling
+// (see runSinkCeiling).
+type ceiling interface {
+	// publish publishes msgs to topic's destination and returns once
+	// every one was acknowledged. It is safe for concurrent use.
 	publish(ctx context.Context, topic string, msgs []outbox.Message) error
+	close() error
+}
+
+// ceilings open the ceiling client of each sink that has one, for the URL
+// its flags settled on.
+var ceilings = map[string]func(ctx context.Context, url string) (ceiling, error){
+	SinkNATS: openNATSCeiling, SinkRabbitMQ: openRabbitMQCeiling, SinkRedis: openRedisCeiling, SinkWebhook: openWebhookCeiling,
 }
 
 // openSink connects to cfg.Sink's server (or starts what it needs).
 func openSink(ctx context.Context, cfg Config) (sink, error) {
-	switch cfg.Sink {
-	case SinkNATS:
-		return openNATS(ctx, cfg.SinkURL)
-	case SinkRabbitMQ:
-		return openRabbitMQ(ctx, cfg.SinkURL)
-	case SinkRedis:
-		return openRedis(ctx, cfg.SinkURL)
-	case SinkWebhook:
-		return openWebhook()
+	sk, ok := sinks.Named(cfg.Sink)
+	if !ok {
+		return nil, fmt.Errorf("bench: no sink %q", cfg.Sink) // validate refuses it first
 	}
-	return nil, fmt.Errorf("bench: no sink %q", cfg.Sink) // validate refuses it first
+	var args []string
+	if cfg.SinkURL != "" {
+		args = []string{"--" + cfg.Sink + "-url", cfg.SinkURL}
+	}
+	settings, fs, err := sk.Parse(args...)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s sink: %w", cfg.Sink, err)
+	}
+	readable, ok := settings.(sinks.Readable)
+	if !ok {
+		return nil, fmt.Errorf("bench: the %s sink cannot be read back", cfg.Sink)
+	}
+	s := &registrySink{name: cfg.Sink}
+	if s.reader, err = readable.Reader(""); err != nil {
+		return nil, err
+	}
+	s.env = sinks.Changed(fs)
+	if fl := fs.Lookup(cfg.Sink + "-url"); fl != nil {
+		s.url = fl.Value.String()
+	}
+	if open := ceilings[cfg.Sink]; open != nil {
+		if s.ceiling, err = open(ctx, s.url); err != nil {
+			_ = s.reader.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *registrySink) relayArgs() []string { return []string{"--sink", s.name} }
+func (s *registrySink) relayEnv() []string  { return s.env }
+
+func (s *registrySink) prepare(ctx context.Context, topic string) error {
+	_, err := s.reader.Prepare(ctx, topic)
+	return err
+}
+
+func (s *registrySink) cleanup(ctx context.Context, topic string) error {
+	return s.reader.Remove(ctx, topic)
+}
+
+func (s *registrySink) read(ctx context.Context, topic string, follow bool, a *arrivals, ready func()) error {
+	return s.reader.Read(ctx, topic, follow, func(r sinks.Record) {
+		id, _ := uuid.Parse(r.EventID)
+		a.add([]uuid.UUID{id}, time.Now())
+	}, ready)
+}
+
+func (s *registrySink) settings(st *Settings) { st.Sink, st.SinkURL = s.name, redactURL(s.url) }
+
+func (s *registrySink) close() error {
+	err := s.reader.Close()
+	if s.ceiling != nil {
+		err = errors.Join(err, s.ceiling.close())
+	}
+	return err
 }
 
 // redactURL is u with its password hidden, for Settings.
@@ -84,6 +166,9 @@ func redactURL(u string) string {
 	p, err := url.Parse(u)
 	if err != nil {
 		return "(unparsable URL)"
+	}
+	if _, set := p.User.Password(); !set {
+		return u
 	}
 	return p.Redacted()
 }

@@ -20,7 +20,7 @@ import (
 // a relay has workers by default, each batch awaited whole as the relay
 // awaits Publish. The messages are built before the clock starts; the
 // destination is removed after.
-func runSinkCeiling(ctx context.Context, cfg Config, s ceilingSink) (*SinkCeilingResult, error) {
+func runSinkCeiling(ctx context.Context, cfg Config, s *registrySink) (*SinkCeilingResult, error) {
 	topic := fmt.Sprintf("bench.%s.sink-ceiling.%d", cfg.Schema, time.Now().UnixMilli())
 	if err := s.prepare(ctx, topic); err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func runSinkCeiling(ctx context.Context, cfg Config, s ceilingSink) (*SinkCeilin
 		wg.Go(func() {
 			for batch := range next {
 				began := time.Now()
-				if err := s.publish(ctx, topic, batch); err != nil {
+				if err := s.ceiling.publish(ctx, topic, batch); err != nil {
 					errs[w] = err
 					cancel()
 					return

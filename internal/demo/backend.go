@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -15,7 +16,7 @@ import (
 // a mysql:// DatabaseURL.
 type backend interface {
 	// newRelay returns a relay of the demo's table publishing to pub.
-	newRelay(pub relay.Publisher, rc relay.Config) (*relay.Relay, error)
+	newRelay(pub publishers.Publisher, rc relay.Config) (*relay.Relay, error)
 	// writeOrder writes an order and its n events in one transaction,
 	// rolled back when rollback is set, and returns what it wrote.
 	writeOrder(ctx context.Context, topic string, n int, rollback bool) (map[string]written, error)
@@ -65,7 +66,7 @@ func openPostgres(ctx context.Context, cfg Config) (*postgres, error) {
 	return &postgres{pool: pool, table: table, orders: pgx.Identifier{table.Schema, "orders"}.Sanitize(), w: w}, nil
 }
 
-func (p *postgres) newRelay(pub relay.Publisher, rc relay.Config) (*relay.Relay, error) {
+func (p *postgres) newRelay(pub publishers.Publisher, rc relay.Config) (*relay.Relay, error) {
 	return relay.New(p.pool, pub, rc)
 }
 

@@ -1,13 +1,11 @@
 // Package demo runs the end-to-end demonstration behind `relay demo`: it
 // migrates an outbox table on a real PostgreSQL (or MySQL/MariaDB, for a
-// mysql:// URL), prepares the destination
-// of its topic on a sink (a Sink: Kafka, with an embedded kfake broker
-// unless brokers are given, NATS JetStream, RabbitMQ, Redis streams or a
-// webhook receiver of its own), writes orders and their events in real
-// transactions (some rolled back), runs several relays side by side that
-// publish with the real sink, reads the destination back with the
-// broker's own client and proves that every committed event arrived intact
-// and no rolled-back one did.
+// mysql:// URL), prepares the destination of its topic on a sink with the
+// sink's reader from the registry (internal/sinks), writes orders and
+// their events in real transactions (some rolled back), runs several
+// relays side by side that publish with the real sink, reads the
+// destination back with the broker's own client and proves that every
+// committed event arrived intact and no rolled-back one did.
 package demo
 
 import (
@@ -26,8 +24,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -36,17 +36,16 @@ type Config struct {
 	// DatabaseURL is the PostgreSQL to use, or a mysql:// (or mariadb://)
 	// URL for MySQL 8.0.13+ or MariaDB 10.6+. Required.
 	DatabaseURL string
-	// Schema is created afresh (dropped first if present) for the run; on
-	// MySQL it is a database.
+	// Schema is created afresh (dropped first if present); on MySQL it is a database.
 	Schema string
-	// Sink prepares the destination of Topic and reads it back. Required.
-	// Run opens it; the caller closes it after Run.
-	Sink Sink
+	// Sink reads Topic back: Run prepares, reads and removes its
+	// destination; the caller closes Sink after Run. Required.
+	Sink sinks.Reader
 	// Publisher returns a new publisher for the relay configured by rc,
 	// one per relay: the sink the relays publish to, configured to reach
 	// what Sink prepared. Run closes each. Required.
-	Publisher func(rc relay.Config) (relay.Publisher, error)
-	// Topic receives the events. Sink creates its destination.
+	Publisher func(rc relay.Config) (publishers.Publisher, error)
+	// Topic receives the events.
 	Topic string
 	// Events is how many events the writers attempt, committed or not.
 	Events int
@@ -113,11 +112,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer db.close()
 
 	in := newInbox()
-	desc, err := cfg.Sink.Open(ctx, cfg.Topic, in.record)
+	desc, err := cfg.Sink.Prepare(ctx, cfg.Topic)
 	if err != nil {
 		return Summary{}, err
 	}
 	fmt.Fprintln(out, desc)
+	defer in.read(ctx, cfg.Sink, cfg.Topic, cfg.Logger)() // until Run returns
 
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	var relays sync.WaitGroup

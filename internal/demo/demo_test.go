@@ -3,64 +3,64 @@ package demo
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
-	"github.com/outboxrelay/outboxrelay/publishers/kafka"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
-	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
-	"github.com/outboxrelay/outboxrelay/publishers/webhook"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// testSink is one sink the demo runs against: the demo's Sink and the real
-// publisher configured to reach it, as relay demo wires them.
+// testSink is one sink the demo runs against, from the registry: its
+// flags pointing at the brokers of this machine, or those the variables
+// the sinks' own tests read name.
 type testSink struct {
-	name string
-	// open returns the Sink for topic and the relays' publishers.
-	open func(t *testing.T, topic string) (Sink, func(relay.Config) (relay.Publisher, error))
+	name, sink string
+	args       func(topic string) []string
 }
 
-// The brokers of this machine, or those the variables the sinks' own
-// tests read name.
 var testSinks = []testSink{
-	{"kafka", func(t *testing.T, topic string) (Sink, func(relay.Config) (relay.Publisher, error)) {
-		k, err := NewKafka(nil, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k, func(relay.Config) (relay.Publisher, error) { return kafka.New(kafka.Config{Brokers: k.Brokers()}) }
-	}},
-	{"nats", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
-		cfg := natssink.Config{URLs: []string{env("OUTBOX_TEST_NATS_URL", natssink.DefaultURL)}}
-		return NewNATS(NATSConfig{URLs: cfg.URLs}), func(relay.Config) (relay.Publisher, error) { return natssink.New(cfg) }
-	}},
-	{"rabbitmq", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
-		cfg := rabbitmq.Config{URL: env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL)}
-		return NewRabbitMQ(RabbitMQConfig{URL: cfg.URL}), func(relay.Config) (relay.Publisher, error) { return rabbitmq.New(cfg) }
+	{"kafka", "kafka", func(string) []string { return nil }},
+	{"nats", "nats", func(string) []string { return []string{"--nats-url", env("OUTBOX_TEST_NATS_URL", natssink.DefaultURL)} }},
+	{"rabbitmq", "rabbitmq", func(string) []string {
+		return []string{"--rabbitmq-url", env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL)}
 	}},
 	// The topic as a routing key on an exchange of its own, which the
-	// demo declares and deletes.
-	{"rabbitmq-exchange", func(t *testing.T, topic string) (Sink, func(relay.Config) (relay.Publisher, error)) {
-		cfg := rabbitmq.Config{URL: env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL), Exchange: "x." + topic}
-		return NewRabbitMQ(RabbitMQConfig{URL: cfg.URL, Exchange: cfg.Exchange}), func(relay.Config) (relay.Publisher, error) { return rabbitmq.New(cfg) }
+	// reader declares and deletes.
+	{"rabbitmq-exchange", "rabbitmq", func(topic string) []string {
+		return []string{"--rabbitmq-url", env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL), "--rabbitmq-exchange", "x." + topic}
 	}},
-	{"redis", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
-		cfg := redisstream.Config{URL: "redis://" + env("OUTBOX_TEST_REDIS_ADDR", "127.0.0.1:6379") + "/0", StreamPrefix: "demo-test:"}
-		return NewRedis(RedisConfig{URL: cfg.URL, StreamPrefix: cfg.StreamPrefix}), func(relay.Config) (relay.Publisher, error) { return redisstream.New(cfg) }
+	{"redis", "redis", func(string) []string {
+		return []string{"--redis-url", "redis://" + env("OUTBOX_TEST_REDIS_ADDR", "127.0.0.1:6379") + "/0", "--redis-stream-prefix", "demo-test:"}
 	}},
-	{"webhook", func(t *testing.T, _ string) (Sink, func(relay.Config) (relay.Publisher, error)) {
-		w, err := StartWebhook()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w, func(relay.Config) (relay.Publisher, error) { return webhook.New(webhook.Config{URL: w.URL()}) }
-	}},
+	{"webhook", "webhook", func(string) []string { return nil }},
+}
+
+// open returns the sink's reader for topic and the relays' publishers, as
+// relay demo wires them.
+func (s testSink) open(t *testing.T, topic string, rc relay.Config) (sinks.Reader, func(relay.Config) (publishers.Publisher, error)) {
+	sk, _ := sinks.Named(s.sink)
+	settings, _, err := sk.Parse(s.args(topic)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := settings.(sinks.Readable).Reader(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := settings.Check(rc); err != nil {
+		t.Fatal(err)
+	}
+	return reader, func(rc relay.Config) (publishers.Publisher, error) {
+		return settings.Open(rc, slog.New(slog.DiscardHandler), io.Discard)
+	}
 }
 
 func env(name, def string) string {
@@ -87,19 +87,19 @@ func TestDemoRun(t *testing.T) {
 
 func runDemo(t *testing.T, s testSink, ordered bool) {
 	_, table := testdb.NewEmpty(t) // a fresh schema name, dropped at the end
-	topic := UniqueTopic("demo.test")
-	sink, publisher := s.open(t, topic)
+	var out bytes.Buffer
+	cfg := Config{
+		DatabaseURL: testdb.URL(t), Schema: table.Schema, Topic: sinks.UniqueTopic("demo.test"),
+		Events: 200, Writers: 2, Relays: 2, RollbackEvery: 3, Ordered: ordered,
+		Timeout: time.Minute, Out: &out, Logger: slog.New(slog.DiscardHandler),
+	}
+	cfg.Sink, cfg.Publisher = s.open(t, cfg.Topic, cfg.RelayConfig(1))
 	t.Cleanup(func() {
-		if err := sink.Close(); err != nil {
+		if err := cfg.Sink.Close(); err != nil {
 			t.Errorf("close %s: %v", s.name, err)
 		}
 	})
-	var out bytes.Buffer
-	sum, err := Run(context.Background(), Config{
-		DatabaseURL: testdb.URL(t), Schema: table.Schema, Topic: topic, Sink: sink, Publisher: publisher,
-		Events: 200, Writers: 2, Relays: 2, RollbackEvery: 3, Ordered: ordered,
-		Timeout: time.Minute, Out: &out, Logger: slog.New(slog.DiscardHandler),
-	})
+	sum, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}

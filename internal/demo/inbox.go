@@ -1,8 +1,13 @@
 package demo
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 )
 
 // received is one copy of an event as it arrived.
@@ -22,7 +27,7 @@ func newInbox() *inbox {
 }
 
 // record is the Sink's got function.
-func (c *inbox) record(m Received) {
+func (c *inbox) record(m sinks.Record) {
 	c.mu.Lock()
 	c.got[m.EventID] = append(c.got[m.EventID], received{key: m.Key, payload: m.Payload})
 	// Every Sink reads one key's messages in the order the broker keeps
@@ -32,6 +37,20 @@ func (c *inbox) record(m Received) {
 	select {
 	case c.notify <- struct{}{}:
 	default:
+	}
+}
+
+// read reads topic back from r into c until the function it returns is
+// called, which then removes topic's destination, logging what fails.
+func (c *inbox) read(ctx context.Context, r sinks.Reader, topic string, log *slog.Logger) func() {
+	readCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Read(readCtx, topic, true, c.record, nil) }()
+	return func() {
+		stop()
+		if err := errors.Join(<-done, r.Remove(context.WithoutCancel(ctx), topic)); err != nil {
+			log.Warn("demo sink not cleaned up", "error", err)
+		}
 	}
 }
 

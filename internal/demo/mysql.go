@@ -11,6 +11,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -113,7 +114,7 @@ func (d *mysqlDemo) prepare(ctx context.Context) error {
 	return nil
 }
 
-func (d *mysqlDemo) newRelay(pub relay.Publisher, rc relay.Config) (*relay.Relay, error) {
+func (d *mysqlDemo) newRelay(pub publishers.Publisher, rc relay.Config) (*relay.Relay, error) {
 	rc.NoListen = true // no LISTEN/NOTIFY on MySQL: poll adaptively
 	return relay.NewMySQL(d.db, pub, rc)
 }

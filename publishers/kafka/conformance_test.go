@@ -8,9 +8,9 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // TestConformance runs the sink conformance suite against a kfake broker
@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 			Outage:           true,
 			Stall:            true,
 		},
-		New: func(t *testing.T) relay.Publisher {
+		New: func(t *testing.T) publishers.Publisher {
 			return newPublisher(t, kafka.Config{Brokers: b.Addrs()})
 		},
 		Topic: func(t *testing.T) string {

@@ -14,12 +14,11 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // The publisher declares that it takes several events of one key in one
-// call (relay.KeyBatcher); the tests below hold it to that.
-var _ relay.KeyBatcher = (*kafka.Publisher)(nil)
+// call (publishers.KeyBatcher); the tests below hold it to that.
+var _ publishers.KeyBatcher = (*kafka.Publisher)(nil)
 
 // produceLog records the produce requests a broker saw, in order, by the
 // payloads of their records, and answers some of them with an error.

@@ -14,7 +14,7 @@ import (
 // answered, and otherwise the error of each, classified like Publish's
 // (publishers.ErrUnavailable for unreachable brokers).
 //
-// The relay probes a sink it found down this way (relay.Prober) rather
+// The relay probes a sink it found down this way (publishers.Prober) rather
 // than with rows. A successful Probe also drops the publisher's pooled
 // connections and cached metadata, so that the next Publish starts afresh
 // rather than on connections the outage broke.

@@ -257,7 +257,7 @@ func (p *Publisher) bisect(ctx context.Context, batch []kafkago.Message, set []i
 }
 
 // KeyBatches reports that the publisher takes several events of one key
-// in one call (relay.KeyBatcher): one key's messages go to one partition,
+// in one call (publishers.KeyBatcher): one key's messages go to one partition,
 // whose requests are sent one after the other, and none is sent after one
 // that failed other than for its own content (a message the broker
 // refuses for good, which the relay fails, does not hold back the ones

@@ -8,9 +8,9 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // TestConformance runs the sink conformance suite against the NATS server
@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 			Outage:           true,
 			Stall:            true,
 		},
-		New: func(t *testing.T) relay.Publisher {
+		New: func(t *testing.T) publishers.Publisher {
 			return newPublisher(t, natssink.Config{URLs: []string{"nats://" + proxy.Addr()}})
 		},
 		Topic: func(t *testing.T) string {

@@ -12,7 +12,7 @@ import (
 // otherwise an error classified like Publish's (publishers.ErrUnavailable
 // for an unreachable server or one without JetStream).
 //
-// The relay probes a sink it found down this way (relay.Prober) rather
+// The relay probes a sink it found down this way (publishers.Prober) rather
 // than with rows. A probe that gets no answer in time drops the
 // connection, so that the next one dials afresh rather than wait on a
 // connection the network silently broke.

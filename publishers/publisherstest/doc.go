@@ -14,7 +14,7 @@
 //     keyed and unkeyed, text and binary messages;
 //   - one key's messages in one Publish arrive in their order
 //     (Features.KeyOrder), in small batches, large ones and concurrent ones;
-//   - a sink that takes a key's whole run in one call (relay.KeyBatcher,
+//   - a sink that takes a key's whole run in one call (publishers.KeyBatcher,
 //     Features.KeyBatches) never delivers a key's later message without
 //     its earlier ones, wherever a cut off broker interrupts the call;
 //   - per-message errors land on the right message, are permanent, and the
@@ -42,7 +42,7 @@
 //		publisherstest.Run(t, publisherstest.Harness{
 //			Name:     "mysink",
 //			Features: publisherstest.Features{DurableAcks: true, KeyOrder: true},
-//			New:      func(t *testing.T) relay.Publisher { return mysink.New(b.Addr()) },
+//			New:      func(t *testing.T) publishers.Publisher { return mysink.New(b.Addr()) },
 //			Topic:    func(t *testing.T) string { return b.NewTopic(t) },
 //			Read:     func(t *testing.T, topic string) []publisherstest.Record { return b.Read(t, topic) },
 //		})

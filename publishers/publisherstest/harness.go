@@ -3,7 +3,7 @@ package publisherstest
 import (
 	"testing"
 
-	"github.com/outboxrelay/outboxrelay/relay"
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
 // Harness is what a sink's test gives Run. New, Topic and Read are
@@ -18,7 +18,7 @@ type Harness struct {
 	// calls it once per subtest, from parallel subtests, and closes the
 	// publisher itself (Close may then be called once more by a cleanup the
 	// harness registers).
-	New func(t *testing.T) relay.Publisher
+	New func(t *testing.T) publishers.Publisher
 	// Topic returns a fresh destination that accepts messages (a created
 	// Kafka topic), used by one subtest only.
 	Topic func(t *testing.T) string
@@ -54,7 +54,7 @@ type Features struct {
 	// KeyOrder: the messages of one key in one Publish call arrive in their
 	// order in the call (in one Record.Stream).
 	KeyOrder bool
-	// KeyBatches: the publisher implements relay.KeyBatcher and answers
+	// KeyBatches: the publisher implements publishers.KeyBatcher and answers
 	// true: once one of a key's messages in a call fails other than
 	// permanently, none of the key's later messages in the call is sent, so
 	// the relay may publish a key's whole run in one call. Checked by
@@ -69,7 +69,7 @@ type Features struct {
 	// a message with a larger payload must fail permanently, alone. Zero:
 	// the sink has no limit.
 	MaxMessageBytes int
-	// Prober: the publisher implements relay.Prober.
+	// Prober: the publisher implements publishers.Prober.
 	Prober bool
 	// Outage: the broker can be cut off and brought back (Harness.Cut and
 	// Heal); while it is cut, Publish reports every message unavailable.

@@ -7,21 +7,21 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/relay"
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// testKeyBatchesDeclared: the publisher answers relay.KeyBatcher as the
+// testKeyBatchesDeclared: the publisher answers publishers.KeyBatcher as the
 // harness declares, so that the relay gives several events of one key per
 // call only to sinks whose promise this suite checks.
 func (s *suite) testKeyBatchesDeclared(t *testing.T) {
 	p := s.publisher(t)
-	kb, ok := p.(relay.KeyBatcher)
+	kb, ok := p.(publishers.KeyBatcher)
 	says := ok && kb.KeyBatches()
 	switch {
 	case says && !s.h.Features.KeyBatches:
 		t.Errorf("the publisher answers KeyBatches true, but the harness does not declare Features.KeyBatches, so the promise goes unchecked")
 	case !says && s.h.Features.KeyBatches:
-		t.Errorf("the harness declares Features.KeyBatches, but the publisher does not answer relay.KeyBatcher's KeyBatches with true")
+		t.Errorf("the harness declares Features.KeyBatches, but the publisher does not answer publishers.KeyBatcher's KeyBatches with true")
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/relay"
+	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
 // testEndedContext: Publish under a context that already ended fails every
@@ -57,7 +57,7 @@ func (s *suite) testClose(t *testing.T) {
 // testProbe: a Prober answers nil while the broker is up, and fails at
 // once under an ended context.
 func (s *suite) testProbe(t *testing.T) {
-	s.require(t, s.h.Features.Prober, "Prober", "it does not implement relay.Prober")
+	s.require(t, s.h.Features.Prober, "Prober", "it does not implement publishers.Prober")
 	pr := s.prober(t, s.publisher(t))
 	if err := pr.Probe(ctxTimeout(t, publishTimeout)); err != nil {
 		t.Errorf("Probe of a healthy broker: %v", err)
@@ -73,20 +73,20 @@ func (s *suite) testProbe(t *testing.T) {
 	}
 }
 
-// prober returns p as a relay.Prober, failing t when the sink declared
+// prober returns p as a publishers.Prober, failing t when the sink declared
 // Prober but p is not one.
-func (s *suite) prober(t *testing.T, p relay.Publisher) relay.Prober {
+func (s *suite) prober(t *testing.T, p publishers.Publisher) publishers.Prober {
 	t.Helper()
-	pr, ok := p.(relay.Prober)
+	pr, ok := p.(publishers.Prober)
 	if !ok {
-		t.Fatalf("%s declares Features.Prober, but %T does not implement relay.Prober", s.h.Name, p)
+		t.Fatalf("%s declares Features.Prober, but %T does not implement publishers.Prober", s.h.Name, p)
 	}
 	return pr
 }
 
 // publishAsync starts Publish in a goroutine; the channel receives its
 // result and how long it took.
-func publishAsync(ctx context.Context, p relay.Publisher, msgs []outbox.Message) <-chan timedResult {
+func publishAsync(ctx context.Context, p publishers.Publisher, msgs []outbox.Message) <-chan timedResult {
 	done := make(chan timedResult, 1)
 	start := time.Now()
 	go func() {
@@ -121,7 +121,7 @@ func await(t *testing.T, done <-chan timedResult, limit time.Duration, what stri
 // place (one message published) and a topic, with the broker then made
 // silent; the broker is healed when the test ends. It requires
 // Features.Stall.
-func (s *suite) stalled(t *testing.T) (relay.Publisher, string) {
+func (s *suite) stalled(t *testing.T) (publishers.Publisher, string) {
 	t.Helper()
 	s.require(t, s.h.Features.Stall, "Stall", "its Publish cannot be interrupted while the broker is silent")
 	p := s.publisher(t)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // bound is how long past its context's end a Publish, or how long a Close,
@@ -95,7 +94,7 @@ func (s *suite) require(t *testing.T, has bool, feature, what string) {
 }
 
 // publisher returns a fresh publisher, closed at the end of the test.
-func (s *suite) publisher(t *testing.T) relay.Publisher {
+func (s *suite) publisher(t *testing.T) publishers.Publisher {
 	t.Helper()
 	p := s.h.New(t)
 	if p == nil {
@@ -106,7 +105,7 @@ func (s *suite) publisher(t *testing.T) relay.Publisher {
 }
 
 // closeBounded closes p and fails t when Close takes longer than bound.
-func closeBounded(t *testing.T, p relay.Publisher) {
+func closeBounded(t *testing.T, p publishers.Publisher) {
 	t.Helper()
 	done := make(chan error, 1)
 	start := time.Now()
@@ -137,7 +136,7 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 // the result breaks the contract's form: a publishers.Errors of another
 // length, or one without a failure, or an error both permanent and
 // unavailable.
-func publish(t *testing.T, ctx context.Context, p relay.Publisher, msgs []outbox.Message) []error {
+func publish(t *testing.T, ctx context.Context, p publishers.Publisher, msgs []outbox.Message) []error {
 	t.Helper()
 	err := p.Publish(ctx, msgs)
 	return perMessage(t, err, len(msgs))
@@ -173,7 +172,7 @@ func failedAny(errs []error) bool {
 }
 
 // mustPublish publishes msgs and fails t unless every one was acknowledged.
-func mustPublish(t *testing.T, p relay.Publisher, msgs []outbox.Message) {
+func mustPublish(t *testing.T, p publishers.Publisher, msgs []outbox.Message) {
 	t.Helper()
 	for i, err := range publish(t, ctxTimeout(t, publishTimeout), p, msgs) {
 		if err != nil {

@@ -3,9 +3,9 @@ package rabbitmq_test
 import (
 	"testing"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
 	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // conformanceMaxMessageBytes is the publishers' MaxMessageBytes in the
@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 			Outage:           true,
 			Stall:            true,
 		},
-		New: func(t *testing.T) relay.Publisher {
+		New: func(t *testing.T) publishers.Publisher {
 			return newPublisher(t, rabbitmq.Config{URL: url, MaxMessageBytes: conformanceMaxMessageBytes})
 		},
 		Topic: b.topic,

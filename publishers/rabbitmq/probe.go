@@ -16,7 +16,7 @@ import (
 // connection, should it be dead without knowing it yet (a broker gone
 // without closing it): the next Probe dials afresh.
 //
-// The relay probes a sink it found down this way (relay.Prober) rather
+// The relay probes a sink it found down this way (publishers.Prober) rather
 // than with rows.
 func (p *Publisher) Probe(ctx context.Context) error {
 	if p.closed.Load() {

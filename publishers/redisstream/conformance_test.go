@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
 	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // conformanceMaxBytes is the MaxMessageBytes the conformance publishers
@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 			Outage:           true,
 			Stall:            true,
 		},
-		New: func(t *testing.T) relay.Publisher {
+		New: func(t *testing.T) publishers.Publisher {
 			return newPublisher(t, redisstream.Config{URL: "redis://" + proxy.Addr(), MaxMessageBytes: conformanceMaxBytes})
 		},
 		Topic: func(t *testing.T) string { return freshStream(t, reader, "") },

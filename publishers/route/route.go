@@ -110,19 +110,19 @@ func Find(rules []Rule, topic string) (Rule, bool) {
 	return Rule{}, false
 }
 
-// Sink is what the router needs of a sink: relay.Publisher.
+// Sink is what the router needs of a sink: publishers.Publisher.
 type Sink interface {
 	Publish(ctx context.Context, msgs []outbox.Message) error
 	Close() error
 }
 
-// prober is a sink that can be probed (relay.Prober).
+// prober is a sink that can be probed (publishers.Prober).
 type prober interface {
 	Probe(ctx context.Context) error
 }
 
 // keyBatcher is a sink that may take several events of one key in one
-// call (relay.KeyBatcher).
+// call (publishers.KeyBatcher).
 type keyBatcher interface {
 	KeyBatches() bool
 }
@@ -131,8 +131,8 @@ type keyBatcher interface {
 var ErrNoRoute = errors.New("no route for the topic")
 
 // Router publishes each message to the sink its rule names. It is a
-// relay.Publisher; when every sink can be probed it is also a
-// relay.Prober (see New).
+// publishers.Publisher; when every sink can be probed it is also a
+// publishers.Prober (see New).
 type Router struct {
 	rules []Rule
 	sinks map[string]Sink
@@ -140,7 +140,7 @@ type Router struct {
 
 // New returns a router over sinks, by name, with rules tried in order.
 // Every sink a rule names must be in sinks. The result implements
-// relay.Prober when every sink does: its Probe succeeds when any sink
+// publishers.Prober when every sink does: its Probe succeeds when any sink
 // answers, so that one sink's outage does not hold back the others (their
 // messages keep flowing; the dead sink's are retried until it is back).
 func New(rules []Rule, sinks map[string]Sink) (Sink, error) {
@@ -207,7 +207,7 @@ func (rt *Router) Publish(ctx context.Context, msgs []outbox.Message) error {
 }
 
 // KeyBatches reports whether every sink takes several events of one key
-// in one call (relay.KeyBatcher). One key's messages share a topic, hence
+// in one call (publishers.KeyBatcher). One key's messages share a topic, hence
 // a sink, so each sink's promise covers them; a router over several sinks
 // can only promise what all of them do.
 func (rt *Router) KeyBatches() bool {

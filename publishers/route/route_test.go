@@ -194,7 +194,7 @@ func TestRouterProbe(t *testing.T) {
 	}
 }
 
-// keyBatchingSink is a sink that answers relay.KeyBatcher.
+// keyBatchingSink is a sink that answers publishers.KeyBatcher.
 type keyBatchingSink struct {
 	*memSink
 	answer bool

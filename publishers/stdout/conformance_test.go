@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
 	"github.com/outboxrelay/outboxrelay/publishers/stdout"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // TestConformance runs the sink conformance suite against publishers that
@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 		// never refuses a message and has no size limit; it writes to an
 		// io.Writer, whose blocked Write nothing can interrupt (no Stall).
 		Features: publisherstest.Features{KeyOrder: true, Outage: true},
-		New:      func(*testing.T) relay.Publisher { return stdout.New(w) },
+		New:      func(*testing.T) publishers.Publisher { return stdout.New(w) },
 		Topic:    func(*testing.T) string { return topicName() },
 		Read:     func(t *testing.T, topic string) []publisherstest.Record { return w.read(t, topic) },
 		Cut:      func() { w.setBroken(true) },

@@ -1,6 +1,6 @@
-// Package tracing wraps a sink (a relay.Publisher) so that every message it
-// publishes gets an OpenTelemetry PRODUCER span, and the consumer continues
-// the trace of the request that wrote the message.
+// Package tracing wraps a sink (a publishers.Publisher) so that every message
+// it publishes gets an OpenTelemetry PRODUCER span, and the consumer
+// continues the trace of the request that wrote the message.
 //
 // outbox.Write stores the W3C trace context of its ctx in the row's headers
 // (traceparent, tracestate). For each message of a Publish, the wrapper
@@ -28,7 +28,7 @@
 // The wrapper knows nothing of the sink: the destination is the message's
 // topic as the sink receives it (after routing by publishers/route, the
 // rule's destination), and the sink's name is messaging.system. Partition
-// and offset are not set: the relay.Publisher contract returns only an
+// and offset are not set: the publishers.Publisher contract returns only an
 // error per message.
 //
 // The messages the relay passes in are never modified (it keeps them for

@@ -25,13 +25,13 @@ const ScopeName = "github.com/outboxrelay/outboxrelay/publishers/tracing"
 // span per attempt.
 const AttrAttempt = attribute.Key("outbox.attempt")
 
-// Sink is what the wrapper needs of a sink: relay.Publisher.
+// Sink is what the wrapper needs of a sink: publishers.Publisher.
 type Sink interface {
 	Publish(ctx context.Context, msgs []outbox.Message) error
 	Close() error
 }
 
-// prober is a sink that can be probed (relay.Prober).
+// prober is a sink that can be probed (publishers.Prober).
 type prober interface {
 	Probe(ctx context.Context) error
 }
@@ -48,7 +48,7 @@ type Config struct {
 }
 
 // Wrap returns a Sink that publishes through s and traces every message
-// (see the package documentation). It implements relay.Prober exactly when
+// (see the package documentation). It implements publishers.Prober exactly when
 // s does, forwarding Probe unchanged (probes carry no messages and get no
 // span). Close closes s.
 func Wrap(s Sink, cfg Config) (Sink, error) {
@@ -95,12 +95,12 @@ func (p *probingPublisher) Probe(ctx context.Context) error { return p.prober.Pr
 func (p *publisher) Close() error { return p.sink.Close() }
 
 // keyBatcher is a sink that may take several events of one key in one
-// call (relay.KeyBatcher).
+// call (publishers.KeyBatcher).
 type keyBatcher interface {
 	KeyBatches() bool
 }
 
-// KeyBatches answers for the wrapped sink (relay.KeyBatcher): tracing
+// KeyBatches answers for the wrapped sink (publishers.KeyBatcher): tracing
 // changes nothing about which messages it sends.
 func (p *publisher) KeyBatches() bool {
 	kb, ok := p.sink.(keyBatcher)

@@ -255,7 +255,7 @@ func TestSpanStatusPerMessage(t *testing.T) {
 	}
 }
 
-// The wrapper is a relay.Prober exactly when the sink is, and forwards
+// The wrapper is a publishers.Prober exactly when the sink is, and forwards
 // Probe and Close.
 func TestOptionalInterfaces(t *testing.T) {
 	tp, _ := setup(t)
@@ -324,7 +324,7 @@ func TestUnsampledSpanKeepsTheStoredContext(t *testing.T) {
 	}
 }
 
-// keyBatchingSink is a sink that answers relay.KeyBatcher.
+// keyBatchingSink is a sink that answers publishers.KeyBatcher.
 type keyBatchingSink struct {
 	sink
 	answer bool
@@ -332,7 +332,7 @@ type keyBatchingSink struct {
 
 func (s *keyBatchingSink) KeyBatches() bool { return s.answer }
 
-// The wrapper answers relay.KeyBatcher for the sink it wraps: tracing does
+// The wrapper answers publishers.KeyBatcher for the sink it wraps: tracing does
 // not change which messages are sent.
 func TestKeyBatchesForwarded(t *testing.T) {
 	tp, _ := setup(t)

@@ -3,9 +3,9 @@ package webhook_test
 import (
 	"testing"
 
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
 	"github.com/outboxrelay/outboxrelay/publishers/webhook"
-	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // Two signing secrets, as during a rotation: the receiver verifies the
@@ -34,7 +34,7 @@ func TestConformance(t *testing.T) {
 			Outage:           true,
 			Stall:            true,
 		},
-		New: func(t *testing.T) relay.Publisher {
+		New: func(t *testing.T) publishers.Publisher {
 			p, err := webhook.New(webhook.Config{URL: r.URL(), Secrets: []string{testSecret, testSecretOld}})
 			if err != nil {
 				t.Fatal(err)

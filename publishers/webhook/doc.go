@@ -72,7 +72,7 @@
 //
 // # Probe
 //
-// Publisher implements relay.Prober. Probe GETs Config.ProbeURL, wanting
+// Publisher implements publishers.Prober. Probe GETs Config.ProbeURL, wanting
 // 2xx, when it is set, and otherwise asks the URL's host "OPTIONS *" (the
 // request about the server as a whole, which touches no resource) and
 // takes any answer but 502, 503 and 504: an HTTP answer is what an

@@ -20,7 +20,7 @@ import (
 // error otherwise (the context's error included), within ctx and
 // Config.Timeout.
 //
-// The relay probes a sink it found down this way (relay.Prober) rather
+// The relay probes a sink it found down this way (publishers.Prober) rather
 // than with rows. A successful Probe also drops the publisher's pooled
 // connections, so that the next Publish starts afresh rather than on
 // connections the outage broke.

@@ -6,7 +6,7 @@
 //     relay.Config.Observer and it counts events by topic and outcome,
 //     times claims and write-backs, and follows lease losses, the
 //     janitor, the relay's sink outages and the ordered shards it holds.
-//   - Metrics.Publisher wraps a sink (a relay.Publisher) and measures it:
+//   - Metrics.Publisher wraps a sink (a publishers.Publisher) and measures it:
 //     messages by topic and result, the duration and size of each
 //     Publish, the age of each event when the sink acknowledged it, and
 //     whether the sink is in an outage as its own calls see it. Wrap each

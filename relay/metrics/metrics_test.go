@@ -210,11 +210,11 @@ func TestPublisher(t *testing.T) {
 		publishers.Unavailable(errors.New("connection refused")),                         // batch 3: down
 	}
 	p := m.Publisher("kafka", sink)
-	if _, ok := p.(relay.Prober); !ok {
-		t.Fatal("a wrapped prober is not a relay.Prober")
+	if _, ok := p.(publishers.Prober); !ok {
+		t.Fatal("a wrapped prober is not a publishers.Prober")
 	}
-	if _, ok := m.Publisher("plain", &fakeSink{}).(relay.Prober); ok {
-		t.Fatal("a wrapped sink without Probe is a relay.Prober")
+	if _, ok := m.Publisher("plain", &fakeSink{}).(publishers.Prober); ok {
+		t.Fatal("a wrapped sink without Probe is a publishers.Prober")
 	}
 	created := time.Now().Add(-2 * time.Second)
 	msg := func(topic string) outbox.Message {
@@ -261,7 +261,7 @@ func TestPublisher(t *testing.T) {
 	sink.results = []error{publishers.Unavailable(errors.New("connection refused"))}
 	_ = p.Publish(ctx, []outbox.Message{msg("a")})
 	sink.probeErr = errors.New("dial: refused")
-	_ = p.(relay.Prober).Probe(ctx)
+	_ = p.(publishers.Prober).Probe(ctx)
 	if value(t, m.sinkOutage.WithLabelValues("kafka")) != 1 || value(t, m.sinkOutages.WithLabelValues("kafka")) != 1 {
 		t.Errorf("during the outage: outage %v, outages %v; want 1, 1",
 			value(t, m.sinkOutage.WithLabelValues("kafka")), value(t, m.sinkOutages.WithLabelValues("kafka")))
@@ -270,7 +270,7 @@ func TestPublisher(t *testing.T) {
 		t.Errorf("unavailable messages = %v, want 2", got)
 	}
 	sink.probeErr = nil
-	_ = p.(relay.Prober).Probe(ctx)
+	_ = p.(publishers.Prober).Probe(ctx)
 	if value(t, m.sinkOutage.WithLabelValues("kafka")) != 0 {
 		t.Error("still in an outage after a probe answered")
 	}
@@ -395,13 +395,13 @@ type probingKeyBatcher struct{ fakeKeyBatcher }
 
 func (s *probingKeyBatcher) Probe(context.Context) error { return nil }
 
-// The measured sink answers relay.KeyBatcher for the sink it wraps.
+// The measured sink answers publishers.KeyBatcher for the sink it wraps.
 func TestPublisherKeyBatches(t *testing.T) {
 	t.Parallel()
 	m, _ := newMetrics(t)
 	for _, tc := range []struct {
 		name string
-		sink relay.Publisher
+		sink publishers.Publisher
 		want bool
 	}{
 		{"without KeyBatcher", &fakeSink{}, false},
@@ -409,7 +409,7 @@ func TestPublisherKeyBatches(t *testing.T) {
 		{"answering true", &fakeKeyBatcher{answer: true}, true},
 		{"a prober answering true", &probingKeyBatcher{fakeKeyBatcher{answer: true}}, true},
 	} {
-		kb, ok := m.Publisher(tc.name, tc.sink).(relay.KeyBatcher)
+		kb, ok := m.Publisher(tc.name, tc.sink).(publishers.KeyBatcher)
 		if got := ok && kb.KeyBatches(); got != tc.want {
 			t.Errorf("%s: measured sink answers %v, want %v", tc.name, got, tc.want)
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
-	"github.com/outboxrelay/outboxrelay/relay"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,9 +22,9 @@ const (
 // Publisher returns p measured under the name sink: each Publish call's
 // duration and size, each message's result by topic, each acknowledged
 // message's age (from Message.CreatedAt, which the relay sets), and the
-// sink's outage state. The result implements relay.Prober when p does,
+// sink's outage state. The result implements publishers.Prober when p does,
 // and measures nothing else: Publish's results and errors are p's.
-func (m *Metrics) Publisher(sink string, p relay.Publisher) relay.Publisher {
+func (m *Metrics) Publisher(sink string, p publishers.Publisher) publishers.Publisher {
 	s := &sinkMetrics{
 		m: m, name: sink,
 		duration: m.publishDuration.WithLabelValues(sink),
@@ -36,7 +35,7 @@ func (m *Metrics) Publisher(sink string, p relay.Publisher) relay.Publisher {
 	}
 	s.outage.Set(0)
 	mp := &measured{p: p, s: s}
-	if pr, ok := p.(relay.Prober); ok {
+	if pr, ok := p.(publishers.Prober); ok {
 		return &measuredProber{measured: mp, pr: pr}
 	}
 	return mp
@@ -98,9 +97,9 @@ func (s *sinkMetrics) setDown(down bool) {
 	s.outage.Set(0)
 }
 
-// measured is a measured relay.Publisher.
+// measured is a measured publishers.Publisher.
 type measured struct {
-	p relay.Publisher
+	p publishers.Publisher
 	s *sinkMetrics
 }
 
@@ -181,17 +180,17 @@ func (w *measured) Publish(ctx context.Context, msgs []outbox.Message) error {
 // Close closes the wrapped sink.
 func (w *measured) Close() error { return w.p.Close() }
 
-// KeyBatches answers for the wrapped sink (relay.KeyBatcher): measuring
+// KeyBatches answers for the wrapped sink (publishers.KeyBatcher): measuring
 // changes nothing about which messages it sends.
 func (w *measured) KeyBatches() bool {
-	kb, ok := w.p.(relay.KeyBatcher)
+	kb, ok := w.p.(publishers.KeyBatcher)
 	return ok && kb.KeyBatches()
 }
 
 // measuredProber is a measured sink that can be probed.
 type measuredProber struct {
 	*measured
-	pr relay.Prober
+	pr publishers.Prober
 }
 
 // Probe probes the wrapped sink: an answer ends its outage, an error

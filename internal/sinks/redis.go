@@ -1,23 +1,30 @@
-package main
+package sinks
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // redisSink appends to Redis streams (publishers/redisstream); its flags
 // are --redis-*.
-func init() { registerSink(redisSink) }
+func init() { register(redisSink) }
 
-var redisSink = sink{
-	name:  "redis",
-	about: "Redis streams, one XADD per event",
-	flags: func(f *flags) sinkSettings {
+var redisSink = Sink{
+	Name:  "redis",
+	About: "Redis streams, one XADD per event",
+	Flags: func(f Flags) Settings {
 		r := &redisFlags{}
 		r.register(f)
 		return r
@@ -36,7 +43,7 @@ type redisFlags struct {
 	tlsCA, tlsCert, tlsKey                  string
 }
 
-func (r *redisFlags) register(f *flags) {
+func (r *redisFlags) register(f Flags) {
 	f.String(&r.url, "redis-url", redisstream.DefaultURL, "Redis server: redis://[user[:password]@]host[:port][/db], rediss://... for TLS, or unix:///path/to/redis.sock; no query parameters")
 	f.String(&r.password, "redis-password", "", "Redis password, replacing the URL's (prefer the environment variable; never logged)")
 	f.String(&r.streamPrefix, "redis-stream-prefix", "", "put before each topic to name its stream: the stream key is prefix+topic")
@@ -57,7 +64,7 @@ func (r *redisFlags) register(f *flags) {
 
 // check builds the redisstream.Config and reports every problem of the
 // flags, naming each flag.
-func (r *redisFlags) check(relay.Config) error {
+func (r *redisFlags) Check(relay.Config) error {
 	var errs problems
 	cfg := redisstream.Config{
 		URL:             r.url,
@@ -75,7 +82,7 @@ func (r *redisFlags) check(relay.Config) error {
 	if r.tls || r.tlsCA != "" || r.tlsCert != "" || r.tlsKey != "" || r.tlsInsecure {
 		tlsCfg, err := redisstream.LoadTLS(r.tlsCA, r.tlsCert, r.tlsKey, r.tlsInsecure)
 		if err != nil {
-			errs.add(usageError("invalid TLS files (--redis-tls-ca, --redis-tls-cert, --redis-tls-key): %v", err))
+			errs.add(usage("invalid TLS files (--redis-tls-ca, --redis-tls-cert, --redis-tls-key): %v", err))
 		}
 		cfg.TLS = tlsCfg
 	}
@@ -89,7 +96,7 @@ func (r *redisFlags) check(relay.Config) error {
 		{"redis-dial-timeout", r.dialTimeout == 0}, {"redis-timeout", r.timeout == 0}, {"redis-pool-size", r.poolSize == 0},
 	} {
 		if f.zero {
-			errs.add(usageError("invalid value for --%s (%s): must be positive", f.name, envName(f.name)))
+			errs.add(usage("invalid value for --%s (%s): must be positive", f.name, EnvName(f.name)))
 		}
 	}
 	if p, err := redisstream.New(cfg); err != nil {
@@ -103,7 +110,7 @@ func (r *redisFlags) check(relay.Config) error {
 
 // open returns the Redis publisher and logs its configuration (passwords
 // redacted). go-redis' own log lines go to logger at Debug level.
-func (r *redisFlags) open(_ relay.Config, logger *slog.Logger, _ io.Writer) (relay.Publisher, error) {
+func (r *redisFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
 	redisstream.SetClientLogger(logger)
 	p, err := redisstream.New(r.cfg)
 	if err != nil {
@@ -134,10 +141,100 @@ func redisUsage(err error) error {
 		var ce *redisstream.ConfigError
 		if errors.As(e, &ce) && redisConfigFlag[ce.Field] != "" {
 			name := redisConfigFlag[ce.Field]
-			errs.add(usageError("invalid value for --%s (%s): %s", name, envName(name), ce.Reason))
+			errs.add(invalid(name, ce.Reason))
 			continue
 		}
-		errs.add(usageError("invalid Redis configuration: %v", e))
+		errs.add(usage("invalid Redis configuration: %v", e))
 	}
 	return errs.err()
+}
+
+// redisReader reads the stream --redis-stream-prefix+topic (the sink's
+// first XADD creates it) with XREAD from its first entry. It connects at
+// its first Prepare.
+type redisReader struct {
+	f   *redisFlags
+	rdb *redis.Client
+}
+
+// Reader returns a Reader of the server of --redis-url.
+func (r *redisFlags) Reader(string) (Reader, error) { return &redisReader{f: r}, nil }
+
+// Prepare deletes the stream if an earlier run left it.
+func (r *redisReader) Prepare(ctx context.Context, topic string) (string, error) {
+	opts, err := redis.ParseURL(r.f.url)
+	if err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	if r.rdb == nil {
+		if r.f.password != "" {
+			opts.Password = r.f.password
+		}
+		opts.ClientName = "outboxrelay-reader"
+		r.rdb = redis.NewClient(opts)
+	}
+	if err := r.Remove(ctx, topic); err != nil {
+		return "", fmt.Errorf("cannot reach Redis at %s (start redis-server, or pass --redis-url): %w", opts.Addr, err)
+	}
+	return fmt.Sprintf("redis:    %s, stream %s", opts.Addr, r.f.streamPrefix+topic), nil
+}
+
+// Read reads with XREAD, up to 10,000 entries at a time; with follow it
+// blocks up to 250ms for the next (go-redis does not break off a blocked
+// read when ctx ends).
+func (r *redisReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
+	if ready != nil {
+		ready() // XREAD from the start of the stream misses nothing
+	}
+	stream, last, n := r.f.streamPrefix+topic, "0-0", int64(0)
+	block := time.Duration(-1) // no BLOCK: stop at the end
+	if follow {
+		block = 250 * time.Millisecond
+	}
+	for {
+		res, err := r.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Count: 10000, Block: block}).Result()
+		switch {
+		case ctx.Err() != nil && follow:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, redis.Nil) && follow:
+			continue
+		case errors.Is(err, redis.Nil):
+			return nil
+		case err != nil:
+			return fmt.Errorf("redis: read %s after %s: %w", stream, last, err)
+		}
+		for _, s := range res {
+			for _, e := range s.Messages {
+				ms, _, _ := strings.Cut(e.ID, "-") // the server's clock when it appended the entry
+				at, _ := strconv.ParseInt(ms, 10, 64)
+				got(Record{EventID: field(e.Values, redisstream.FieldEventID), Key: field(e.Values, redisstream.FieldKey),
+					Payload: field(e.Values, redisstream.FieldPayload), Offset: n, Time: time.UnixMilli(at)})
+				last, n = e.ID, n+1
+			}
+		}
+	}
+}
+
+// field is an entry's field as a string, "" when it has none.
+func field(values map[string]any, name string) string {
+	s, _ := values[name].(string)
+	return s
+}
+
+// Remove deletes the stream.
+func (r *redisReader) Remove(ctx context.Context, topic string) error {
+	if err := r.rdb.Del(ctx, r.f.streamPrefix+topic).Err(); err != nil {
+		return fmt.Errorf("redis: delete stream %s: %w", r.f.streamPrefix+topic, err)
+	}
+	return nil
+}
+
+// Close disconnects.
+func (r *redisReader) Close() error {
+	if r.rdb == nil {
+		return nil
+	}
+	return r.rdb.Close()
 }
