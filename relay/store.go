@@ -93,3 +93,39 @@ var (
 // PostgreSQL only (ordered delivery, lock claims, partitioned tables)
 // when it runs on another database.
 var ErrUnsupported = errors.New("not supported on this database")
+
+// row is a claimed outbox row before decoding. createdAt is scanned
+// loosely so that a hand-made 'infinity' fails its row, not the claim.
+// size is its payload, key and headers as the database measured them; a
+// row above the claim's event bound comes without them (claimBytes).
+type row struct {
+	id        uuid.UUID
+	topic     string
+	key       []byte
+	payload   []byte
+	headers   []byte
+	attempt   int
+	createdAt pgtype.Timestamptz
+	size      int64
+	tx        int64              // writing transaction; ordered claims only
+	due       pgtype.Timestamptz // next_retry_at; lease claims only
+	// tid is where the lease claim left the row (its tuple id), for
+	// mark_sent_by_tid.sql, or where the ordered claim read it, for
+	// record_ordered.sql; not Valid for lock claims, nor for claims of a
+	// partitioned table.
+	tid pgtype.TID
+}
+
+// retry and failure are write-back requests. A refunded retry gives the
+// attempt back.
+type retry struct {
+	id     uuid.UUID
+	delay  time.Duration
+	error  string
+	refund bool
+}
+
+type failure struct {
+	id    uuid.UUID
+	error string
+}
