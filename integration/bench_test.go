@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
@@ -74,36 +75,50 @@ func BenchmarkPlainInsertSingle(b *testing.B) {
 }
 
 // BenchmarkWriteBatch commits batches of events through Writer.WriteBatch
-// (COPY); one op is one event.
+// (COPY); one op is one event. key=default is the table `relay migrate up`
+// makes, key=ordered the one `relay migrate up --ordered` prepares (its
+// primary key half full): they run next to each other, so that -count
+// interleaves them (docs/benchmarks.md#writers-and-the-ordered-key).
 func BenchmarkWriteBatch(b *testing.B) {
 	for _, size := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			ctx := context.Background()
-			pool, table := testdb.New(b)
-			w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-			if err != nil {
-				b.Fatal(err)
-			}
-			msgs := make([]outbox.Message, size)
-			b.ResetTimer()
-			for done := 0; done < b.N; done += size {
-				for i := range msgs {
-					msgs[i] = outbox.Message{Topic: "bench", Key: []byte("k"), Payload: benchPayload}
-				}
-				tx, err := pool.Begin(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := w.WriteBatch(ctx, tx, msgs[:min(size, b.N-done)]); err != nil {
-					b.Fatal(err)
-				}
-				if err := tx.Commit(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-		})
+		for _, key := range []string{"default", "ordered"} {
+			b.Run(fmt.Sprintf("size=%d/key=%s", size, key), func(b *testing.B) {
+				benchWriteBatch(b, size, key == "ordered")
+			})
+		}
 	}
+}
+
+func benchWriteBatch(b *testing.B, size int, ordered bool) {
+	ctx := context.Background()
+	pool, table := testdb.New(b)
+	if ordered {
+		if _, err := migrations.PrepareOrdered(ctx, pool, table); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := make([]outbox.Message, size)
+	b.ResetTimer()
+	for done := 0; done < b.N; done += size {
+		for i := range msgs {
+			msgs[i] = outbox.Message{Topic: "bench", Key: []byte("k"), Payload: benchPayload}
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.WriteBatch(ctx, tx, msgs[:min(size, b.N-done)]); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // BenchmarkRelayDrain measures burn-down: b.N events are written first, then
