@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/migrations"
 )
 
 // Run waits for the database (retrying with backoff while it is
@@ -53,6 +55,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.cfg.Ordering.enabled() {
 		if err := r.pg.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
 			return err
+		}
+		// Advisory: a table not prepared delivers in order, more slowly.
+		if ok, err := migrations.OrderedPrepared(ctx, r.pg.pool, r.pg.table); err == nil && !ok {
+			r.log.Warn("ordered topics on a table whose primary key is not prepared for them: its full pages slow ordered write-backs down; run `relay migrate up --ordered` (docs/ordering.md#the-primary-key-half-full)")
 		}
 	}
 	if r.prober != nil {
