@@ -18,9 +18,9 @@ import (
 // once; on full pages PostgreSQL searched for dead entries to delete
 // again and again. Half-full pages hold the new entries until VACUUM
 // removes the old ones (docs/ordering.md#the-primary-key-half-full). The
-// cost is on batch writers, whose inserts split twice as many pages:
-// about 5% of BenchmarkWriteBatch, which is why only PrepareOrdered sets
-// it.
+// cost is on batch writers, whose inserts split twice as many pages
+// (about 5% in BenchmarkWriteBatch), which is why only PrepareOrdered
+// sets it.
 const OrderedFillfactor = 50
 
 // primaryKeysSQL lists the primary keys that hold entries of the table

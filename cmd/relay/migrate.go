@@ -108,9 +108,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		"up applies every pending migration (several replicas may run it at once; a second run is a no-op),\n"+
 		"down reverts the latest one (001 down drops the outbox table and its events),\n"+
 		"status lists migrations and when they ran.\n\n"+
-		"Before turning ordered delivery on (run --ordered-topics), run up --ordered once: it fills the\n"+
-		"primary key's pages half (fillfactor 50), which ordered write-backs need and batch writers pay\n"+
-		"about 5% for (docs/ordering.md#the-primary-key-half-full).", stdout, getenv)
+		"Before turning ordered delivery on (relay run --ordered-topics), run up --ordered once: it builds\n"+
+		"the primary key's pages half full (fillfactor 50), which ordered write-backs need and batch\n"+
+		"writers pay about 5% for (docs/ordering.md#the-primary-key-half-full).", stdout, getenv)
 	var db dbFlags
 	db.register(f, "")
 	var timeout, partitionInterval time.Duration
