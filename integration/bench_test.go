@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
@@ -74,36 +78,85 @@ func BenchmarkPlainInsertSingle(b *testing.B) {
 }
 
 // BenchmarkWriteBatch commits batches of events through Writer.WriteBatch
-// (COPY); one op is one event.
+// (COPY); one op is one event. key=default is the table `relay migrate up`
+// makes, key=ordered the one `relay migrate up --ordered` prepares (its
+// primary key half full): they run next to each other
+// (docs/benchmarks.md#writers-and-the-ordered-key). With the server on
+// this host, db-cpu-us/event is the CPU time of the server process that
+// ran the writes, which a busy host disturbs less than events/s.
 func BenchmarkWriteBatch(b *testing.B) {
 	for _, size := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			ctx := context.Background()
-			pool, table := testdb.New(b)
-			w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-			if err != nil {
-				b.Fatal(err)
-			}
-			msgs := make([]outbox.Message, size)
-			b.ResetTimer()
-			for done := 0; done < b.N; done += size {
-				for i := range msgs {
-					msgs[i] = outbox.Message{Topic: "bench", Key: []byte("k"), Payload: benchPayload}
-				}
-				tx, err := pool.Begin(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := w.WriteBatch(ctx, tx, msgs[:min(size, b.N-done)]); err != nil {
-					b.Fatal(err)
-				}
-				if err := tx.Commit(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-		})
+		for _, key := range []string{"default", "ordered"} {
+			b.Run(fmt.Sprintf("size=%d/key=%s", size, key), func(b *testing.B) {
+				benchWriteBatch(b, size, key == "ordered")
+			})
+		}
 	}
+}
+
+func benchWriteBatch(b *testing.B, size int, ordered bool) {
+	ctx := context.Background()
+	pool, table := testdb.New(b)
+	if ordered {
+		if _, err := migrations.PrepareOrdered(ctx, pool, table); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	pid := int(conn.Conn().PgConn().PID())
+	msgs := make([]outbox.Message, size)
+	cpu0 := processTicks(pid)
+	b.ResetTimer()
+	for done := 0; done < b.N; done += size {
+		for i := range msgs {
+			msgs[i] = outbox.Message{Topic: "bench", Key: []byte("k"), Payload: benchPayload}
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.WriteBatch(ctx, tx, msgs[:min(size, b.N-done)]); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	if cpu1 := processTicks(pid); cpu0 >= 0 && cpu1 >= 0 {
+		b.ReportMetric(float64(cpu1-cpu0)*1e4/float64(b.N), "db-cpu-us/event")
+	}
+}
+
+// processTicks returns the CPU time (user and system) process pid has
+// used, in clock ticks (1/100 s), from /proc; -1 where there is none (a
+// server on another host).
+func processTicks(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command, which is in parentheses: utime and
+	// stime are the 12th and 13th.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return -1
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return utime + stime
 }
 
 // BenchmarkRelayDrain measures burn-down: b.N events are written first, then

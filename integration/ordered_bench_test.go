@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
@@ -83,6 +84,11 @@ func benchBurnDown(b *testing.B, mode string, relays, keys int) {
 	const topic = "bench"
 
 	pool, table := testdb.New(b)
+	if mode != "unordered" { // as `relay migrate up --ordered` prepares it
+		if _, err := migrations.PrepareOrdered(ctx, pool, table); err != nil {
+			b.Fatal(err)
+		}
+	}
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
 	if err != nil {
 		b.Fatal(err)

@@ -14,4 +14,7 @@
 // replicas may run `migrate up` at the same moment: one applies, the others
 // wait and then find nothing to do. A run applies all pending migrations in
 // one transaction, so a failure leaves the schema as it was.
+//
+// PrepareOrdered is the step that turning ordered delivery on adds
+// (`relay migrate up --ordered`): the primary key half full.
 package migrations

@@ -145,10 +145,19 @@ WHERE pt.partrelid = $1::regclass`, table.Ident()).Scan(&name)
 // that none of its rows belongs to the new range. When some do (no relay
 // created partitions for a while, so their events went to the DEFAULT
 // partition), that period is left to the DEFAULT partition and the next
-// one is tried.
+// one is tried. The SHARE UPDATE EXCLUSIVE lock is taken first: a new
+// partition's primary key gets the fillfactor of the newest partition's,
+// so that partitions follow PrepareOrdered.
 func CreatePartitions(ctx context.Context, tx pgx.Tx, table outbox.Table, interval, ahead time.Duration) ([]Partition, error) {
 	table = table.WithDefaults()
+	if err := lockPartitions(ctx, tx, table); err != nil {
+		return nil, err
+	}
 	existing, err := Partitions(ctx, tx, table)
+	if err != nil {
+		return nil, err
+	}
+	fillfactor, err := newKeyFillfactor(ctx, tx, table, existing)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +186,7 @@ func CreatePartitions(ctx context.Context, tx pgx.Tx, table outbox.Table, interv
 			continue
 		}
 		p.Name = table.Name + "_p" + p.From.UTC().Format("20060102t150405")
-		ok, err := attach(ctx, tx, table, p)
+		ok, err := attach(ctx, tx, table, p, fillfactor)
 		if err != nil {
 			return created, err
 		}
@@ -200,26 +209,27 @@ func overlap(existing []Partition, p Partition) (Partition, bool) {
 	return Partition{}, false
 }
 
-// keyFillfactor is how full the pages of a partition's primary key are
-// built and split, as migration 010 sets for the partitions it finds.
-const keyFillfactor = 50
-
-// attach creates p and attaches it to table, in a savepoint; ok is false
-// when rows of the DEFAULT partition belong to p's range, and nothing is
+// attach creates p and attaches it to table, in a savepoint, with its
+// primary key at fillfactor (0: PostgreSQL's default); ok is false when
+// rows of the DEFAULT partition belong to p's range, and nothing is
 // created.
-func attach(ctx context.Context, tx pgx.Tx, table outbox.Table, p Partition) (ok bool, err error) {
+func attach(ctx context.Context, tx pgx.Tx, table outbox.Table, p Partition, fillfactor int) (ok bool, err error) {
 	name := pgx.Identifier{table.Schema, p.Name}.Sanitize()
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("migrations: create partition %s: %w", name, err)
 	}
 	defer sp.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	// The attach adopts this primary key for the table's: one it made
+	// would take the default fillfactor, as the table's partitioned key
+	// has it (PostgreSQL does not let one alter that).
+	key := "ALTER TABLE " + name + " ADD PRIMARY KEY (id)"
+	if fillfactor > 0 {
+		key += fmt.Sprintf(" WITH (fillfactor = %d)", fillfactor)
+	}
 	stmts := []string{
 		"CREATE TABLE " + name + " (LIKE " + table.Ident() + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED)",
-		// The attach adopts this primary key for the table's: one it
-		// made would fill its pages as the table's partitioned key does,
-		// which cannot be altered (migration 010).
-		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id) WITH (fillfactor = %d)", name, keyFillfactor),
+		key,
 		fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')", table.Ident(), name, p.Lower(), p.Upper()),
 	}
 	for _, stmt := range stmts {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -44,7 +45,12 @@ func benchCycle(b *testing.B, ordered bool) {
 		keys   = 1000
 	)
 	ctx := context.Background()
-	_, table := testdb.New(b)
+	testPool, table := testdb.New(b)
+	if ordered { // as `relay migrate up --ordered` prepares it
+		if _, err := migrations.PrepareOrdered(ctx, testPool, table); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// A pool configured as relay run configures its own.
 	pcfg, err := pgxpool.ParseConfig(testdb.URL(b))
 	if err != nil {

@@ -52,6 +52,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err := r.shards.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
 			return err
 		}
+		// Advisory: a table not prepared delivers in order, more slowly.
+		if ok, err := r.shards.prepared(ctx); err == nil && !ok {
+			r.log.Warn("ordered topics on a table whose primary key is not prepared for them: its full pages slow ordered write-backs down; run `relay migrate up --ordered` (docs/ordering.md#the-primary-key-half-full)")
+		}
 	}
 	if r.prober != nil {
 		r.sink.check(ctx, r.prober)

@@ -70,6 +70,9 @@ type store interface {
 // lease, and write-backs fenced by it.
 type shardStore interface {
 	ensureShards(ctx context.Context, shards int) error
+	// prepared reports whether the table's primary key is prepared for
+	// ordered delivery (migrations.PrepareOrdered).
+	prepared(ctx context.Context) (bool, error)
 	leaseShard(ctx context.Context, owner string) (shard int, ok bool, err error)
 	extendShard(ctx context.Context, shard int, owner string) (held bool, err error)
 	claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *orderedWrite) (orderedClaim, recorded, error)

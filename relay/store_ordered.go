@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/migrations"
 )
 
 // The store's statements of ordered delivery (docs/ordering.md).
@@ -35,6 +36,11 @@ func (s *pgStore) ensureShards(ctx context.Context, shards int) error {
 		return fmt.Errorf("%w: the shard table holds %d shards, this relay is configured for %d; every replica must use the same shard count (to change it, stop all replicas and empty the shard table)", errShardCount, n, shards)
 	}
 	return nil
+}
+
+// prepared is migrations.OrderedPrepared on the table.
+func (s *pgStore) prepared(ctx context.Context) (bool, error) {
+	return migrations.OrderedPrepared(ctx, s.pool, s.table)
 }
 
 // leaseShard leases a shard with work to owner; ok is false when none is

@@ -763,6 +763,33 @@ func TestMigratePartitionedAndStatus(t *testing.T) {
 	}
 }
 
+// relay migrate up --ordered prepares the table for ordered delivery:
+// every partition's primary key at fillfactor 50, said once per key; a
+// second run says it is prepared and changes nothing.
+func TestMigrateUpOrdered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewEmpty(t)
+	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema}
+	code, out, stderr := invoke(ctx, env, "migrate", "up", "--partition-interval", "1h", "--ordered")
+	if code != 0 || !strings.Contains(out, "applied 011_key_fillfactor_default") ||
+		!strings.Contains(out, "prepared \""+table.Schema+"\".\"outbox_default_pkey\" for ordered delivery: fillfactor 50") {
+		t.Fatalf("migrate up --ordered: exit %d\n%s%s", code, out, stderr)
+	}
+	var half, all int
+	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE i.reloptions @> '{fillfactor=50}'), count(*)
+FROM pg_partition_tree($1::regclass) AS t
+JOIN pg_constraint AS c ON c.conrelid = t.relid AND c.contype = 'p'
+JOIN pg_class AS i ON i.oid = c.conindid AND i.relkind = 'i'`, table.Ident()).Scan(&half, &all)
+	if err != nil || half != all || all < 2 || strings.Count(out, "for ordered delivery: fillfactor 50") != all {
+		t.Errorf("%d of %d partitions' keys at fillfactor 50 (%v), want all, each said:\n%s", half, all, err, out)
+	}
+	code, out, stderr = invoke(ctx, env, "migrate", "up", "--ordered")
+	if code != 0 || !strings.Contains(out, "up to date") || !strings.Contains(out, table.String()+" is prepared for ordered delivery") {
+		t.Errorf("second migrate up --ordered: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 // myAdminBundle is a migrated table in a fresh MariaDB database and the
 // environment that names it by a mysql:// URL.
 type myAdminBundle struct {

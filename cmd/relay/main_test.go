@@ -254,8 +254,8 @@ func TestMigrateAndRunWithStdoutSink(t *testing.T) {
 		t.Fatalf("no JSON start log:\n%s", runErr.String())
 	}
 
-	// Each down reverts the latest migration: 010, 009, ..., then 001.
-	for _, want := range []string{"reverted 010_key_fillfactor", "reverted 009_ordered_read_claims", "reverted 008_shard_ranges", "reverted 007_admin", "reverted 006_id_default", "reverted 005_ordered_pending_index", "reverted 004_retention", "reverted 003_wakeup", "reverted 002_ordered_delivery", "reverted 001_create_outbox"} {
+	// Each down reverts the latest migration: 011, 010, ..., then 001.
+	for _, want := range []string{"reverted 011_key_fillfactor_default", "reverted 010_key_fillfactor", "reverted 009_ordered_read_claims", "reverted 008_shard_ranges", "reverted 007_admin", "reverted 006_id_default", "reverted 005_ordered_pending_index", "reverted 004_retention", "reverted 003_wakeup", "reverted 002_ordered_delivery", "reverted 001_create_outbox"} {
 		if code, out, _ = invoke(ctx, env, "migrate", "down"); code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("migrate down: exit %d, want %q\n%s", code, want, out)
 		}

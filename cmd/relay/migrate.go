@@ -107,7 +107,10 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	f := newFlags("relay migrate", "Usage: relay migrate up|down|status [flags]\n\n"+
 		"up applies every pending migration (several replicas may run it at once; a second run is a no-op),\n"+
 		"down reverts the latest one (001 down drops the outbox table and its events),\n"+
-		"status lists migrations and when they ran.", stdout, getenv)
+		"status lists migrations and when they ran.\n\n"+
+		"Before turning ordered delivery on (relay run --ordered-topics), run up --ordered once: it builds\n"+
+		"the primary key's pages half full (fillfactor 50), which ordered write-backs need and batch\n"+
+		"writers pay about 5% for (docs/ordering.md#the-primary-key-half-full).", stdout, getenv)
 	var db dbFlags
 	db.register(f, "")
 	var timeout, partitionInterval time.Duration
@@ -116,6 +119,10 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		"up: create the table partitioned by time, one partition per interval (whole seconds, e.g. 24h), "+
 			"so that retention drops whole partitions (docs/architecture.md#partitioned-tables); "+
 			"only when up creates the table")
+	var ordered bool
+	f.Bool(&ordered, "ordered", false,
+		"up: also prepare the table for ordered delivery: its primary key's pages (each partition's, and those of "+
+			"partitions created later) are built and split half full; idempotent (docs/ordering.md#the-primary-key-half-full)")
 	if len(args) == 0 {
 		f.printUsage(stderr)
 		return usageError("migrate needs a subcommand: up, down or status")
@@ -143,6 +150,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if db.isMySQL() {
 		if partitionInterval != 0 {
 			return usageError("--partition-interval (%s) is not supported on MySQL/MariaDB: the table is not partitioned there (%s)", envName("partition-interval"), mysqlDocs)
+		}
+		if ordered {
+			return usageError("--ordered (%s) is not supported on MySQL/MariaDB: ordered topics run on PostgreSQL only (%s)", envName("ordered"), mysqlDocs)
 		}
 		db.driverLog = log.New(stderr, "relay: mysql driver: ", 0)
 		sqlDB, err := db.mysqlDB()
@@ -179,6 +189,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		for _, m := range applied {
 			fmt.Fprintf(stdout, "applied %03d_%s to %s\n", m.Version, m.Name, table)
 		}
+		if ordered {
+			return prepareOrdered(ctx, pool, table, stdout)
+		}
 	case "down":
 		m, ok, err := migrations.Down(ctx, pool, table)
 		if err != nil {
@@ -195,6 +208,22 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		printMigrationStates(stdout, table.String(), states)
+	}
+	return nil
+}
+
+// prepareOrdered runs migrations.PrepareOrdered and says what it did.
+func prepareOrdered(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, stdout io.Writer) error {
+	altered, err := migrations.PrepareOrdered(ctx, pool, table)
+	if err != nil {
+		return err
+	}
+	if len(altered) == 0 {
+		fmt.Fprintf(stdout, "%s is prepared for ordered delivery\n", table)
+	}
+	for _, key := range altered {
+		fmt.Fprintf(stdout, "prepared %s for ordered delivery: fillfactor %d (on a key with rows, REINDEX INDEX CONCURRENTLY %s applies it to the pages it has)\n",
+			key, migrations.OrderedFillfactor, key)
 	}
 	return nil
 }

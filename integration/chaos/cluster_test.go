@@ -81,7 +81,7 @@ func startCluster(ctx context.Context, t *testing.T, bin string, p profile, db d
 
 	c.brokerProxy = sk.start(ctx, t)
 
-	db.migrate(ctx, t, bin)
+	db.migrate(ctx, t, bin, ordered != "")
 	for i := range p.relays {
 		pr, err := faultproxy.Start(db.upstream())
 		if err != nil {

@@ -65,7 +65,7 @@ func (d *mariadbDB) start(_ context.Context, t *testing.T) {
 }
 
 // migrate runs migrations.UpMySQL on the run's database, not proxied.
-func (d *mariadbDB) migrate(ctx context.Context, t *testing.T, _ string) {
+func (d *mariadbDB) migrate(ctx context.Context, t *testing.T, _ string, _ bool) {
 	applied, err := migrations.UpMySQL(ctx, d.db, outbox.Table{})
 	if err != nil {
 		t.Fatalf("migrations.UpMySQL: %v", err)
@@ -212,7 +212,7 @@ func TestMariaDBSessions(t *testing.T) {
 	ctx := context.Background()
 	d := &mariadbDB{}
 	d.start(ctx, t)
-	d.migrate(ctx, t, "")
+	d.migrate(ctx, t, "", false)
 
 	args, _, err := d.relayArgs(ctx, 0, "r0.1", d.srv.Addr(), "")
 	if err != nil {

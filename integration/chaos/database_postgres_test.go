@@ -43,9 +43,14 @@ func (d *postgresDB) start(ctx context.Context, t *testing.T) {
 	t.Cleanup(d.pool.Close)
 }
 
-// migrate runs `relay migrate up` against the private server, not proxied.
-func (d *postgresDB) migrate(ctx context.Context, t *testing.T, bin string) {
-	cmd := exec.CommandContext(ctx, bin, "migrate", "up")
+// migrate runs `relay migrate up` (with --ordered when ordered) against
+// the private server, not proxied.
+func (d *postgresDB) migrate(ctx context.Context, t *testing.T, bin string, ordered bool) {
+	args := []string{"migrate", "up"}
+	if ordered {
+		args = append(args, "--ordered")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "OUTBOX_DATABASE_URL="+d.pg.URL("postgres"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("relay migrate up: %v\n%s", err, out)

@@ -18,8 +18,9 @@ type database interface {
 	// start starts the server and opens the harness's connections,
 	// registering their shutdown with t.Cleanup.
 	start(ctx context.Context, t *testing.T)
-	// migrate creates the outbox table; bin is the relay binary.
-	migrate(ctx context.Context, t *testing.T, bin string)
+	// migrate creates the outbox table, prepared for ordered delivery
+	// when ordered; bin is the relay binary.
+	migrate(ctx context.Context, t *testing.T, bin string, ordered bool)
 	// where describes the server, for the log.
 	where() string
 	// upstream is the server's host:port, which the slots' proxies

@@ -53,7 +53,7 @@ func openPostgres(ctx context.Context, cfg Config) (*postgres, error) {
 		return nil, fmt.Errorf("cannot reach PostgreSQL (start it, or pass --database-url): %w", err)
 	}
 	table := outbox.Table{Schema: cfg.Schema, Name: "outbox"}
-	if err := prepareSchema(ctx, pool, table); err != nil {
+	if err := prepareSchema(ctx, pool, table, cfg.Ordered); err != nil {
 		pool.Close()
 		return nil, err
 	}

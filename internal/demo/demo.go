@@ -210,14 +210,21 @@ func (cfg Config) RelayConfig(n int) relay.Config {
 }
 
 // prepareSchema drops and recreates the demo schema, migrates the outbox
-// table and creates the business table the writers insert orders into.
-func prepareSchema(ctx context.Context, pool *pgxpool.Pool, table outbox.Table) error {
+// table (prepared for ordered delivery when ordered, as `relay migrate up
+// --ordered` does) and creates the business table the writers insert
+// orders into.
+func prepareSchema(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, ordered bool) error {
 	schema := pgx.Identifier{table.Schema}.Sanitize()
 	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
 		return fmt.Errorf("drop demo schema: %w", err)
 	}
 	if _, err := migrations.Up(ctx, pool, table); err != nil {
 		return err
+	}
+	if ordered {
+		if _, err := migrations.PrepareOrdered(ctx, pool, table); err != nil {
+			return err
+		}
 	}
 	_, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.orders (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

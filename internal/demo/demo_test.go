@@ -12,6 +12,8 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
+	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
@@ -86,7 +88,7 @@ func TestDemoRun(t *testing.T) {
 }
 
 func runDemo(t *testing.T, s testSink, ordered bool) {
-	_, table := testdb.NewEmpty(t) // a fresh schema name, dropped at the end
+	pool, table := testdb.NewEmpty(t) // a fresh schema name, dropped at the end
 	var out bytes.Buffer
 	cfg := Config{
 		DatabaseURL: testdb.URL(t), Schema: table.Schema, Topic: sinks.UniqueTopic("demo.test"),
@@ -114,5 +116,11 @@ func runDemo(t *testing.T, s testSink, ordered bool) {
 	}
 	if ordered != strings.Contains(out.String(), "per-key order violations   0") {
 		t.Errorf("ordered=%v but the summary's order line does not match:\n%s", ordered, out.String())
+	}
+	// The ordered demo runs on a table prepared as `relay migrate up
+	// --ordered` prepares it, the unordered one on the default.
+	prepared, err := migrations.OrderedPrepared(context.Background(), pool, outbox.Table{Schema: table.Schema, Name: "outbox"})
+	if err != nil || prepared != ordered {
+		t.Errorf("ordered=%v, table prepared for ordered delivery: %v (%v)", ordered, prepared, err)
 	}
 }
