@@ -24,7 +24,9 @@ func TestLeaseShardReadIsBounded(t *testing.T) {
 		SELECT 'orders', convert_to(($1::text[])[1 + g % 4], 'UTF8'), '\x00'
 		FROM generate_series(0, $2 - 1) AS g`, keys, backlog)
 	b.exec("ANALYZE {{table}}")
-	await(t, 10*time.Second, func() bool {
+	// Transactions of other tests on the server hold the horizon back:
+	// on a loaded host, for more than 10 s.
+	await(t, 2*time.Minute, func() bool {
 		return b.count("tx >= pg_snapshot_xmin(pg_current_snapshot())") == 0
 	}, "the backlog's transaction is not below the visibility horizon")
 
