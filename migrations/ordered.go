@@ -137,13 +137,15 @@ func OrderedPrepared(ctx context.Context, q Querier, table outbox.Table) (bool, 
 // lock that attaching a partition takes (readers and writers go on):
 // PrepareOrdered and CreatePartitions hold it from the start, so that a
 // partition is created either before PrepareOrdered lists the keys or
-// after it committed, and follows it.
+// after it committed, and follows it. It locks the table ONLY: a lock on
+// each partition would make a VACUUM (SKIP_LOCKED) of the table skip it
+// whole, and hold off autovacuum, each time the partitions job runs.
 func lockPartitions(ctx context.Context, tx pgx.Tx, table outbox.Table) error {
 	partitioned, err := IsPartitioned(ctx, tx, table)
 	if err != nil || !partitioned {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+table.Ident()+" IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
+	if _, err := tx.Exec(ctx, "LOCK TABLE ONLY "+table.Ident()+" IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
 		return fmt.Errorf("migrations: lock %s: %w", table, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
@@ -132,4 +133,46 @@ func TestPrepareOrderedPartitionedTable(t *testing.T) {
 	wantKeys(t, pool, table, "after 011 down and up", 0, n, false)
 	more("after 011")
 	wantKeys(t, pool, table, "partitions created after 011", 0, n, false)
+}
+
+// CreatePartitions and PrepareOrdered lock the partitioned table alone,
+// never its partitions: a lock on each partition would make a VACUUM
+// (SKIP_LOCKED) of the table, the retention janitor's, skip the whole
+// table while the partitions job runs, and hold off autovacuum.
+func TestPartitionJobsLockOnlyTheTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table := testdb.NewEmpty(t)
+	if _, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for name, job := range map[string]func(tx pgx.Tx) error{
+		"CreatePartitions": func(tx pgx.Tx) error {
+			_, err := migrations.CreatePartitions(ctx, tx, table, 0, time.Hour)
+			return err
+		},
+		"PrepareOrdered": func(tx pgx.Tx) error {
+			_, err := migrations.PrepareOrdered(ctx, tx, table) // a savepoint in tx
+			return err
+		},
+	} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := job(tx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var parent, partitions int
+		err = tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE t.level = 0), count(*) FILTER (WHERE t.level > 0)
+FROM pg_locks AS l JOIN pg_partition_tree($1::regclass) AS t ON t.relid = l.relation
+WHERE l.pid = pg_backend_pid() AND l.mode = 'ShareUpdateExclusiveLock'`, table.Ident()).Scan(&parent, &partitions)
+		tx.Rollback(ctx) //nolint:errcheck // the check is done
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parent != 1 || partitions != 0 {
+			t.Errorf("%s holds SHARE UPDATE EXCLUSIVE on %d tables and %d partitions, want the table alone", name, parent, partitions)
+		}
+	}
 }
