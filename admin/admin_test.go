@@ -217,7 +217,8 @@ func TestStatusCountsStatesTopicsAndHolders(t *testing.T) {
 		t.Errorf("sink outage = %q, want a pointer to the metric", s.SinkOutage)
 	}
 
-	// Shards, one leased, and a janitor run under way; sent rows estimated.
+	// Shards, one leased, and a janitor run under way; sent rows counted
+	// without ExactSent.
 	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.table.Related("shard_ranges")+" (shard, locked_by, locked_until) VALUES (0, 'relay-a#9', now() + interval '20 s'), (1, NULL, now()), (2, NULL, '-infinity')"); err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +226,6 @@ func TestStatusCountsStatesTopicsAndHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.table.Related("jobs")+" SET locked_by = 'relay-b#4', locked_until = now() + interval '30 s', last_started_at = now(), last_deleted = 7"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.pool.Exec(b.ctx, "ANALYZE "+b.table.Ident()); err != nil {
 		t.Fatal(err)
 	}
 	s, err = b.adm.Status(b.ctx, admin.StatusOptions{})
@@ -240,8 +238,40 @@ func TestStatusCountsStatesTopicsAndHolders(t *testing.T) {
 	if j := s.Jobs[0]; !j.Running || j.LastRunBy != "relay-b#4" || j.LastDeleted == nil || *j.LastDeleted != 7 {
 		t.Errorf("retention job = %+v", j)
 	}
-	if s.Totals.SentExact || s.Totals.Sent == nil || *s.Totals.Sent != 3 {
-		t.Errorf("estimated sent = %v (exact %v), want 3 after ANALYZE", deref(s.Totals.Sent), s.Totals.SentExact)
+	if !s.Totals.SentExact || s.Totals.Sent == nil || *s.Totals.Sent != 3 {
+		t.Errorf("sent = %v (exact %v), want 3 counted on a table never analyzed", deref(s.Totals.Sent), s.Totals.SentExact)
+	}
+}
+
+// Beyond SentCountLimit sent rows, Status estimates them: the limit before
+// the table is analyzed, the planner's estimate after; ExactSent counts.
+func TestStatusEstimatesSentBeyondTheCountLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = admin.SentCountLimit + 500
+	if _, err := b.pool.Exec(b.ctx, `INSERT INTO `+b.table.Ident()+` (topic, payload, status, sent_at)
+SELECT 'orders', '\x', 'sent', now() FROM generate_series(1, $1)`, n); err != nil {
+		t.Fatal(err)
+	}
+	sent := func(o admin.StatusOptions) (int64, bool) {
+		t.Helper()
+		s, err := b.adm.Status(b.ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *s.Totals.Sent, s.Totals.SentExact
+	}
+	if got, exact := sent(admin.StatusOptions{}); exact || got < admin.SentCountLimit || got > n+n/10 {
+		t.Errorf("sent = %d (exact %v), want an estimate of at least %d", got, exact, admin.SentCountLimit)
+	}
+	if _, err := b.pool.Exec(b.ctx, "ANALYZE "+b.table.Ident()); err != nil {
+		t.Fatal(err)
+	}
+	if got, exact := sent(admin.StatusOptions{}); exact || got <= admin.SentCountLimit || got > n+n/10 {
+		t.Errorf("sent after ANALYZE = %d (exact %v), want the planner's estimate, about %d", got, exact, n)
+	}
+	if got, exact := sent(admin.StatusOptions{ExactSent: true}); !exact || got != n {
+		t.Errorf("sent, counted = %d (exact %v), want %d", got, exact, n)
 	}
 }
 

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -81,8 +82,10 @@ type Totals struct {
 	// Parked are failed rows parked by ordered delivery (--head-of-line
 	// park).
 	Parked int64 `json:"parked"`
-	// Sent is exact when SentExact, otherwise the planner's estimate
-	// (nil before the table was first analyzed).
+	// Sent is exact when SentExact: always with StatusOptions.ExactSent,
+	// and when there are fewer than SentCountLimit. Otherwise it is the
+	// planner's estimate, or SentCountLimit when that is lower (or the
+	// table was never analyzed).
 	Sent      *int64 `json:"sent"`
 	SentExact bool   `json:"sent_exact"`
 }
@@ -180,11 +183,32 @@ type Partition struct {
 
 // StatusOptions tune Status.
 type StatusOptions struct {
-	// ExactSent counts sent rows exactly, through sent_idx: as long as an
-	// index-only scan of all of them takes (about 10 ms per 100,000 rows
-	// on the reference machine). Without it the count is the planner's
-	// estimate, which costs nothing.
+	// ExactSent counts sent rows exactly, through sent_idx, however many
+	// there are: as long as an index-only scan of all of them takes.
+	// Without it Status counts up to SentCountLimit and estimates beyond.
 	ExactSent bool
+}
+
+// SentCountLimit is how many sent rows Status counts without
+// StatusOptions.ExactSent: reading that many index entries takes
+// milliseconds, so a small table's count is exact.
+const SentCountLimit = 10_000
+
+// sentLimit is the count Status makes: up to SentCountLimit rows, or all.
+func sentLimit(o StatusOptions) int64 {
+	if o.ExactSent {
+		return math.MaxInt64
+	}
+	return SentCountLimit
+}
+
+// setSent fills in the sent rows from counted, of at most limit, and the
+// estimate (nil when the database has none).
+func (t *Totals) setSent(counted int64, estimate *int64, limit int64) {
+	t.Sent, t.SentExact = &counted, counted < limit
+	if !t.SentExact && estimate != nil && *estimate > counted {
+		t.Sent = estimate
+	}
 }
 
 // indexSettings steer the statements of a transaction to the partial
@@ -197,7 +221,8 @@ const indexSettings = "SELECT set_config('enable_seqscan', 'off', true), " +
 // (REPEATABLE READ, so that every part sees the same rows). It reads the
 // pending, processing and failed rows through their partial indexes, the
 // newest Config.RecentSent sent rows, the shard and job tables and
-// pg_stat_activity; the sent rows are estimated unless o.ExactSent.
+// pg_stat_activity; beyond SentCountLimit the sent rows are estimated
+// unless o.ExactSent.
 func (a *Admin) Status(ctx context.Context, o StatusOptions) (*Status, error) {
 	if err := a.check(ctx); err != nil {
 		return nil, err
@@ -283,8 +308,12 @@ func maxPtr(a, b *float64) *float64 {
 
 func (a *Admin) statusSent(ctx context.Context, tx pgx.Tx, s *Status, o StatusOptions) error {
 	others := s.Totals.PendingDue + s.Totals.PendingDelayed + s.Totals.Processing + s.Totals.Failed
-	s.Totals.SentExact = o.ExactSent
-	return tx.QueryRow(ctx, a.q.statusSent, oneShot, o.ExactSent, others).Scan(&s.At, &s.Totals.Sent, &s.OldestSentAt)
+	limit := sentLimit(o)
+	var counted int64
+	var estimate *int64
+	err := tx.QueryRow(ctx, a.q.statusSent, oneShot, limit, others).Scan(&s.At, &counted, &estimate, &s.OldestSentAt)
+	s.Totals.setSent(counted, estimate, limit)
+	return err
 }
 
 func (a *Admin) statusHolders(ctx context.Context, tx pgx.Tx, s *Status, _ StatusOptions) error {

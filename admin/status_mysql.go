@@ -71,14 +71,17 @@ func (a *Admin) statusCountsMySQL(ctx context.Context, tx *sql.Tx, s *Status, _ 
 
 func (a *Admin) statusSentMySQL(ctx context.Context, tx *sql.Tx, s *Status, o StatusOptions) error {
 	others := s.Totals.PendingDue + s.Totals.PendingDelayed + s.Totals.Processing + s.Totals.Failed
-	s.Totals.SentExact = o.ExactSent
+	limit := sentLimit(o)
+	var counted int64
+	var estimate *int64
 	var schema *string
 	if a.cfg.Table.Schema != "" {
 		schema = &a.cfg.Table.Schema
 	}
 	var at, oldest nullTime
-	err := tx.QueryRowContext(ctx, a.q.statusSent, o.ExactSent, others, schema, a.cfg.Table.Name).Scan(&at, &s.Totals.Sent, &oldest)
+	err := tx.QueryRowContext(ctx, a.q.statusSent, limit, others, schema, a.cfg.Table.Name).Scan(&at, &counted, &estimate, &oldest)
 	s.At, s.OldestSentAt = at.UTC(), oldest.ptr()
+	s.Totals.setSent(counted, estimate, limit)
 	return err
 }
 

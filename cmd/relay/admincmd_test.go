@@ -123,7 +123,7 @@ func TestStatusCommand(t *testing.T) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, want := range [][]string{{"pending,", "due", "3"}, {"failed", "2"}, {"sent", "unknown"}, {"orders", "3", "0", "0", "2"},
+	for _, want := range [][]string{{"pending,", "due", "3"}, {"failed", "2"}, {"sent", "1"}, {"orders", "3", "0", "0", "2"},
 		{"payments", "0", "0", "1", "0"}, {"relay-x", "1", "1"}, {"relay-old", "1"}} {
 		if !hasLine(out, want...) {
 			t.Errorf("status output lacks a line starting %q:\n%s", want, out)

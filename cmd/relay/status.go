@@ -24,7 +24,7 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	var o adminOptions
 	o.register(f, getenv)
 	var exact bool
-	f.Bool(&exact, "exact-sent", false, "count the sent rows exactly (an index-only scan of every sent row) instead of the planner's estimate")
+	f.Bool(&exact, "exact-sent", false, "count the sent rows exactly however many (an index-only scan of every sent row); without it, beyond 10,000 the count is the planner's estimate")
 	if err := parseAdmin(f, &o, args, func(errs *problems) {
 		if len(f.args()) > 0 {
 			errs.add(usageError("unexpected arguments %q", f.args()))
@@ -58,12 +58,9 @@ func printStatus(w io.Writer, s *admin.Status) {
 	fmt.Fprintf(w, "%s at %s (database clock)\n\n", s.Table, stamp(s.At))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	t := s.Totals
-	sent := "unknown (never analyzed; --exact-sent counts)"
-	if t.Sent != nil {
+	sent := fmt.Sprint(*t.Sent)
+	if !t.SentExact {
 		sent = fmt.Sprintf("~%d (estimate; --exact-sent counts)", *t.Sent)
-		if t.SentExact {
-			sent = fmt.Sprint(*t.Sent)
-		}
 	}
 	fmt.Fprintln(tw, "STATE\tROWS\t")
 	fmt.Fprintf(tw, "pending, due\t%d\t%s\n", t.PendingDue, ageNote("oldest due for ", s.OldestDueSeconds))
