@@ -30,8 +30,9 @@ var demoDefaults = []struct{ name, value, usage string }{
 
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay demo", "Usage: relay demo [flags]\n\n"+
-		"Migrates an outbox table in its own schema (dropped and recreated; on MySQL/MariaDB, a database of\n"+
-		"its own, with --database-url mysql://user:pass@host:3306/), prepares the destination of\n"+
+		"Migrates an outbox table in its own schema (--schema, dropped and recreated; on MySQL/MariaDB, a\n"+
+		"database of its own, with --database-url mysql://user:pass@host:3306/, whose database, if it names\n"+
+		"one, is left alone), prepares the destination of\n"+
 		"its topic on the sink --sink names (Kafka: an embedded Kafka-protocol broker unless --kafka-brokers\n"+
 		"is given; NATS: a JetStream stream; RabbitMQ: a queue where the sink routes the topic; Redis: a\n"+
 		"stream; webhook: a receiver on 127.0.0.1), writes orders and their events in real transactions\n"+

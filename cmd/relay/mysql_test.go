@@ -389,7 +389,7 @@ func TestMySQLDemo(t *testing.T) {
 	server := strings.TrimSuffix(url, name)
 	code, stdout, stderr := invoke(context.Background(), nil, "demo", "--database-url", server, "--schema", name,
 		"--events", "300", "--writers", "2", "--relays", "2", "--timeout", "1m")
-	if code != 0 || !strings.Contains(stdout, "OK: every committed event arrived intact") || !strings.Contains(stdout, "database "+name+" migrated") {
+	if code != 0 || !strings.Contains(stdout, "OK: every committed event arrived intact") || !strings.Contains(stdout, "database "+name+" dropped, created and migrated") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if n := countMySQL(t, db, "outbox", "sent"); n == 0 {

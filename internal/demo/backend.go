@@ -57,7 +57,7 @@ func openPostgres(ctx context.Context, cfg Config) (*postgres, error) {
 		pool.Close()
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Out, "postgres: schema %s migrated to version %03d\n", cfg.Schema, migrations.Latest())
+	fmt.Fprintf(cfg.Out, "postgres: schema %s dropped, created and migrated to version %03d\n", cfg.Schema, migrations.Latest())
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
 	if err != nil {
 		pool.Close()

@@ -40,6 +40,9 @@ func openMySQL(ctx context.Context, cfg Config) (*mysqlDemo, error) {
 	if err := table.Validate(); err != nil {
 		return nil, err
 	}
+	if mc.DBName != "" && mc.DBName != table.Schema {
+		fmt.Fprintf(cfg.Out, "mysql:    the URL's database %s is left alone: the demo drops and creates a database of its own, %s (--schema)\n", mc.DBName, table.Schema)
+	}
 	// The database is recreated on a connection to the server alone: the
 	// URL's database may be the demo's.
 	server := mc.Clone()
@@ -81,7 +84,7 @@ func openMySQL(ctx context.Context, cfg Config) (*mysqlDemo, error) {
 		db.Close()
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Out, "mysql:    %s, database %s migrated to version %03d\n", version, table.Schema, migrations.LatestMySQL())
+	fmt.Fprintf(cfg.Out, "mysql:    %s, database %s dropped, created and migrated to version %03d\n", version, table.Schema, migrations.LatestMySQL())
 	if d.w, err = outbox.NewWriter(outbox.WriterConfig{Table: table}); err != nil {
 		db.Close()
 		return nil, err
