@@ -339,11 +339,14 @@ func TestLiveRelayAsDeployed(t *testing.T) {
 }
 
 // checkScrape waits until /metrics has a sample of every outbox_* name the
-// dashboard queries, and fails naming those still missing after a
-// backlog read or two.
+// dashboard and the alerts query, and fails naming those still missing
+// after a backlog read or two.
 func checkScrape(t *testing.T, lr *liveRelay, dash dashboard) {
 	t.Helper()
 	queried := dash.queriedMetrics()
+	for name, alerts := range alertMetrics(loadAlerts(t)) {
+		queried[name] = append(queried[name], alerts...)
+	}
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		code, body := lr.get(t, "/metrics")
@@ -359,7 +362,7 @@ func checkScrape(t *testing.T, lr *liveRelay, dash dashboard) {
 					names++
 				}
 			}
-			t.Logf("/metrics has all %d names the dashboard queries (%d outbox_ families exported)", len(queried), names)
+			t.Logf("/metrics has all %d names the dashboard and the alerts query (%d outbox_ families exported)", len(queried), names)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -368,7 +371,7 @@ func checkScrape(t *testing.T, lr *liveRelay, dash dashboard) {
 				lines = append(lines, fmt.Sprintf("%s (panels %s)", name, strings.Join(queried[name], ", ")))
 			}
 			sort.Strings(lines)
-			t.Fatalf("/metrics lacks what the dashboard queries:\n  %s\nfamilies exported: %s", strings.Join(lines, "\n  "), strings.Join(sortedKeys(s.types), " "))
+			t.Fatalf("/metrics lacks what the dashboard or the alerts query:\n  %s\nfamilies exported: %s", strings.Join(lines, "\n  "), strings.Join(sortedKeys(s.types), " "))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
