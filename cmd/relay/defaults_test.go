@@ -231,7 +231,7 @@ func formatDefault(v reflect.Value) string {
 func TestRunFlagsTakeTheirDefaultsFromConfig(t *testing.T) {
 	t.Parallel()
 	help := map[string]helpFlag{}
-	for _, hf := range helpFlags(t, "run", "--help") {
+	for _, hf := range helpFlags(t, "run", "--help", "all") {
 		help[hf.name] = hf
 	}
 	def := reflect.ValueOf(relay.DefaultConfig())
@@ -469,7 +469,7 @@ func checkDocTable(t *testing.T, file, heading string, flags []helpFlag, skip fu
 // may leave deprecated flags out.
 func TestDocsListEveryRunFlagWithItsDefault(t *testing.T) {
 	t.Parallel()
-	flags := helpFlags(t, "run", "--help")
+	flags := helpFlags(t, "run", "--help", "all")
 	deprecated := func(hf helpFlag) bool { return strings.HasPrefix(hf.text, "deprecated") }
 	checkDocTable(t, "README.md", "## Configuration", flags, deprecated)
 	checkDocTable(t, "docs/architecture.md", "### `relay run`", flags, nil)

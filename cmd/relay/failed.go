@@ -63,13 +63,13 @@ func runFailed(ctx context.Context, args []string, getenv func(string) string, c
 	f.Bool(&o.all, "all", false, "retry, purge: every failed row, when no id or filter is given")
 	f.Bool(&o.clearError, "clear-error", false, "retry: clear last_error (by default it is kept until the row is sent or fails again)")
 	if len(args) == 0 {
-		f.printUsage(stderr)
+		_ = f.printHelp(stderr, "")
 		return usageError("failed needs a subcommand: list, show, retry or purge")
 	}
 	sub := args[0]
 	switch sub {
 	case "-h", "-help", "--help":
-		f.printUsage(stdout)
+		_ = f.printHelp(stdout, "")
 		return flag.ErrHelp
 	case "list", "show", "retry", "purge":
 	default:

@@ -68,6 +68,8 @@ type flags struct {
 	// stopped is set when parse could not read the whole command line (an
 	// unknown flag, a missing value): the settings are incomplete.
 	stopped bool
+	// sections group the flags in the help (help.go); nil: one list.
+	sections []helpSection
 }
 
 // newFlags returns an empty flag set; --help prints synopsis and the flags
@@ -223,8 +225,15 @@ func (f *flags) Duration(p *time.Duration, name string, def time.Duration, usage
 func (f *flags) parse(args []string) error {
 	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			f.printUsage(f.help)
-			return err
+			section := "" // --help SECTION
+			if len(f.fs.Args()) > 0 {
+				section = f.fs.Arg(0)
+			}
+			if err := f.printHelp(f.help, section); err != nil {
+				f.stopped = true
+				return err
+			}
+			return flag.ErrHelp
 		}
 		f.stopped = true
 		f.bad.add(usageError("%s; run \"%s --help\" for the flags", wordParseError(err), f.fs.Name()))
@@ -271,11 +280,16 @@ func (f *flags) fromEnv(name string) bool {
 // args returns the positional arguments after parse.
 func (f *flags) args() []string { return f.fs.Args() }
 
-// printUsage writes the synopsis and every flag, --named, with its type,
-// its environment variable, its meaning and its default.
-func (f *flags) printUsage(w io.Writer) {
-	fmt.Fprintf(w, "%s\n\nEvery flag can also be set by the environment variable shown in brackets;\na flag on the command line wins.\n\nFlags:\n", f.synopsis)
-	f.fs.VisitAll(func(fl *flag.Flag) {
+// printFlags writes the synopsis, if any, the heading and the named
+// flags, each --named, with its type, its environment variable, its
+// meaning and its default.
+func (f *flags) printFlags(w io.Writer, synopsis, heading string, names []string) {
+	if synopsis != "" {
+		fmt.Fprintf(w, "%s\n\nEvery flag can also be set by the environment variable shown in brackets;\na flag on the command line wins.\n\n", synopsis)
+	}
+	fmt.Fprintln(w, heading)
+	for _, name := range names {
+		fl := f.fs.Lookup(name)
 		v := fl.Value.(*value)
 		line := "  --" + fl.Name
 		if v.kind != "" {
@@ -286,7 +300,7 @@ func (f *flags) printUsage(w io.Writer) {
 			env = "command line only"
 		}
 		fmt.Fprintf(w, "%s [%s]\n%s", line, env, wrap(fl.Usage+defaultNote(v.kind, fl.DefValue), "        ", 100))
-	})
+	}
 }
 
 // wrap breaks text into lines of at most width columns (longer words stay

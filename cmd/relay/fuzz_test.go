@@ -26,10 +26,10 @@ var (
 	runFlagNames []string
 )
 
-// runFlags returns the flags `relay run --help` lists.
+// runFlags returns the flags `relay run --help all` lists.
 func runFlags(t *testing.T) []string {
 	runFlagsOnce.Do(func() {
-		_, stdout, _ := invoke(context.Background(), nil, "run", "--help")
+		_, stdout, _ := invoke(context.Background(), nil, "run", "--help", "all")
 		for _, m := range regexp.MustCompile(`(?m)^\s+--([a-z0-9-]+)`).FindAllStringSubmatch(stdout, -1) {
 			runFlagNames = append(runFlagNames, m[1])
 		}

@@ -94,7 +94,7 @@ func TestHelpGoesToStdoutNamingFlagsWithTwoDashes(t *testing.T) {
 			}
 		})
 	}
-	_, stdout, _ := invoke(context.Background(), nil, "run", "--help")
+	_, stdout, _ := invoke(context.Background(), nil, "run", "--help", "all")
 	for _, want := range []string{
 		"  --database-url string [OUTBOX_DATABASE_URL]\n",
 		"  --kafka-sasl-password string [OUTBOX_KAFKA_SASL_PASSWORD]\n",
@@ -104,7 +104,7 @@ func TestHelpGoesToStdoutNamingFlagsWithTwoDashes(t *testing.T) {
 		`(default "kafka")`,
 	} {
 		if !strings.Contains(stdout, want) {
-			t.Errorf("relay run --help lacks %q:\n%s", want, stdout)
+			t.Errorf("relay run --help all lacks %q:\n%s", want, stdout)
 		}
 	}
 }

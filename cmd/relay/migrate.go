@@ -124,12 +124,12 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		"up: also prepare the table for ordered delivery: its primary key's pages (each partition's, and those of "+
 			"partitions created later) are built and split half full; idempotent (docs/ordering.md#the-primary-key-half-full)")
 	if len(args) == 0 {
-		f.printUsage(stderr)
+		_ = f.printHelp(stderr, "")
 		return usageError("migrate needs a subcommand: up, down or status")
 	}
 	sub := args[0]
 	if sub == "-h" || sub == "-help" || sub == "--help" {
-		f.printUsage(stdout)
+		_ = f.printHelp(stdout, "")
 		return flag.ErrHelp
 	}
 	if err := f.parse(args[1:]); err != nil {

@@ -21,6 +21,7 @@ func runRelay(ctx context.Context, args []string, getenv func(string) string, st
 		"or OTEL_TRACES_EXPORTER=otlp (OTLP over HTTP), with OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and the\n"+
 		"others of docs/operations.md.\n\n"+
 		"The garbage collector runs at GOGC=400 unless the environment sets GOGC (docs/operations.md).", stdout, getenv)
+	f.sections = runSections()
 	var o runOptions
 	o.register(f)
 	var tf tablesFlag
