@@ -74,7 +74,7 @@ func makeEnv() []string {
 	return append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=", "MFLAGS=")
 }
 
-// help returns the output of `relay <command...> --help`.
+// help returns the output of `relay <command...> --help all`: every flag.
 func help(t *testing.T, command ...string) string {
 	t.Helper()
 	key := strings.Join(command, " ")
@@ -83,7 +83,7 @@ func help(t *testing.T, command ...string) string {
 	if text, ok := helpTexts[key]; ok {
 		return text
 	}
-	cmd := exec.Command(relayBinary(t), append(command, "--help")...)
+	cmd := exec.Command(relayBinary(t), append(command, "--help", "all")...)
 	cmd.Env = []string{} // the help shows defaults, not this shell's variables
 	out, err := cmd.CombinedOutput()
 	if err != nil {
