@@ -20,6 +20,7 @@ prereqs:
 # go test's default 10 minutes (deploy did).
 unit: prereqs
 	go test -race -count=1 -timeout 30m $$(go list ./... | grep -v /integration/chaos)
+	go -C scripts/charts test -count=1 ./...
 
 # The integration and admin tests again, every table partitioned by hour
 # (docs/architecture.md#partitioned-tables).
@@ -71,10 +72,14 @@ fuzz:
 	done
 
 # go mod tidy -diff prints what tidy would change and fails if anything.
+# scripts/charts is a module of its own: its plotting library stays out of
+# the relay's go.mod.
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "not gofmt-ed:"; gofmt -l .; exit 1; }
 	go mod tidy -diff
 	go vet ./...
+	go -C scripts/charts mod tidy -diff
+	go -C scripts/charts vet ./...
 
 demo:
 	go run ./cmd/relay demo

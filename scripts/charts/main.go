@@ -1,9 +1,11 @@
 // Command charts draws the charts of docs/benchmarks.md from the JSON that
-// `relay bench --json` prints, with gonum/plot:
+// `relay bench --json` prints, with gonum/plot. It is a module of its own,
+// so that the plotting library stays out of the relay's go.mod; from the
+// repository's root:
 //
 //	relay bench burn-down --events 1000000 --relays 1 --batch-size 1000 --json > docs/bench/burndown-1m.json
 //	relay bench steady --rate 2000 --duration 60s --json > docs/bench/steady.json
-//	go run ./scripts/charts -burndown docs/bench/burndown-1m.json -steady docs/bench/steady.json -out docs/img
+//	cd scripts/charts && go run . -burndown ../../docs/bench/burndown-1m.json -steady ../../docs/bench/steady.json -out ../../docs/img
 //
 // -burndown takes one report or a JSON array of reports (each run one
 // bar group: the relay's events/s beside the SQL ceilings its report
