@@ -19,8 +19,8 @@ import (
 // again and again. Half-full pages hold the new entries until VACUUM
 // removes the old ones (docs/ordering.md#the-primary-key-half-full). The
 // cost is on batch writers, whose inserts split twice as many pages
-// (about 5% in BenchmarkWriteBatch), which is why only PrepareOrdered
-// sets it.
+// (BenchmarkWriteBatch, docs/benchmarks.md), which is why only
+// PrepareOrdered sets it.
 const OrderedFillfactor = 50
 
 // primaryKeysSQL lists the primary keys that hold entries of the table

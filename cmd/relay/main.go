@@ -53,10 +53,9 @@ A mysql:// or mariadb:// --database-url selects MySQL or MariaDB
 
 // defaultGOGC is the garbage collector's target of the commands that run
 // relays when the environment sets no GOGC. The relay allocates for every
-// row it claims and publishes; at Go's default of 100 collecting took a
-// third of its CPU, which a drain on a small host takes from the
-// database: a burn-down of 100,000 events ran 10% faster at 400, for a
-// peak RSS of about 53 MB against 38 (docs/operations.md#kubernetes-deploykubernetes).
+// row it claims and publishes; at Go's default of 100 collecting takes
+// CPU that a drain on a small host takes from the database. 400 trades
+// some memory for it (docs/operations.md#kubernetes-deploykubernetes).
 const defaultGOGC = 400
 
 // tuneGC sets the garbage collector's target to defaultGOGC for the
