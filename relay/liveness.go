@@ -102,5 +102,6 @@ func (r *Relay) Liveness() error {
 
 // StallAfter is how long a claim loop may go without progress inside a
 // batch before Liveness reports it: 2 x Lease + PublishTimeout +
-// ShutdownTimeout + 1.5s, plus a minute of slack (3m10.5s by default).
+// ShutdownTimeout + 0.5s (abandonAfter), plus a minute of slack (3m10.5s
+// by default).
 func (r *Relay) StallAfter() time.Duration { return r.live.stall }
