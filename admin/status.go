@@ -240,9 +240,8 @@ func (a *Admin) Status(ctx context.Context, o StatusOptions) (*Status, error) {
 	}
 	// The partial indexes, whatever the planner thinks: with a backlog of
 	// a few percent of the table it prefers a parallel scan of the whole
-	// table (47,000 pages instead of 7,800 on the 1M-row sample of
-	// docs/operations.md), which on a large table costs far more than
-	// reading the backlog through its index. Bitmap scans are off for the
+	// table, which on a large table reads several times the pages that
+	// reading the backlog through its index does. Bitmap scans are off for the
 	// reason relay.ConfigurePool gives.
 	if _, err := tx.Exec(ctx, indexSettings); err != nil {
 		return nil, fmt.Errorf("admin: status: %w", err)
