@@ -19,8 +19,8 @@ import (
 
 // The defaults are written once, in relay.DefaultConfig. These tests check
 // everything else that states them: the flags of relay run and their
-// --help, and the configuration tables of README.md and
-// docs/architecture.md.
+// --help, and the configuration tables of README.md (relay run) and
+// docs/architecture.md (relay migrate).
 
 // noFlag lists the relay.Config fields that relay run has no flag for,
 // and why. Every other field must be in configFlag.
@@ -463,16 +463,14 @@ func checkDocTable(t *testing.T, file, heading string, flags []helpFlag, skip fu
 	}
 }
 
-// The configuration tables of README.md and docs/architecture.md list
-// every flag of relay run with its variable and the default --help gives;
-// architecture.md also the relay.Config field each one sets. The README
-// may leave deprecated flags out.
+// The configuration table of README.md lists every flag of relay run with
+// its variable and the default --help gives (it may leave deprecated flags
+// out); docs/architecture.md's lists those of relay migrate.
 func TestDocsListEveryRunFlagWithItsDefault(t *testing.T) {
 	t.Parallel()
 	flags := helpFlags(t, "run", "--help", "all")
 	deprecated := func(hf helpFlag) bool { return strings.HasPrefix(hf.text, "deprecated") }
 	checkDocTable(t, "README.md", "## Configuration", flags, deprecated)
-	checkDocTable(t, "docs/architecture.md", "### `relay run`", flags, nil)
 	checkDocTable(t, "docs/architecture.md", "### `relay migrate up|down|status`", helpFlags(t, "migrate", "--help"), nil)
 }
 
