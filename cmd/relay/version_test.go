@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -19,21 +21,21 @@ func TestVersionText(t *testing.T) {
 		{Key: "vcs.revision", Value: "7baf5003732e8ff7ee44ae2976da3fb67ce53364"},
 		{Key: "vcs.time", Value: "2026-11-22T09:13:35Z"},
 	}
-	platform := " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	platform := " " + runtime.GOOS + "/" + runtime.GOARCH + "\n  promise   " + compatibility + "\n"
 	cases := []struct {
 		name    string
 		ldflags string
 		info    *debug.BuildInfo
 		want    string
 	}{
-		{"module version and VCS", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261122091335-7baf5003732e"}, Settings: vcs},
-			"relay v0.0.0-20261122091335-7baf5003732e\n" +
+		{"pseudo-version: the tree's release", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261122091335-7baf5003732e"}, Settings: vcs},
+			"relay " + release + "\n" +
 				"  revision  7baf5003732e8ff7ee44ae2976da3fb67ce53364\n" +
 				"  time      2026-11-22T09:13:35Z\n" +
 				"  go        go1.26.8" + platform},
 		{"modified tree", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"},
 			Settings: append([]debug.BuildSetting{{Key: "vcs.modified", Value: "true"}}, vcs...)},
-			"relay (devel)\n" +
+			"relay " + release + "\n" +
 				"  revision  7baf5003732e8ff7ee44ae2976da3fb67ce53364 (modified)\n" +
 				"  time      2026-11-22T09:13:35Z\n" +
 				"  go        go1.26.8" + platform},
@@ -103,5 +105,29 @@ func TestVersionNamesTheCommit(t *testing.T) {
 	}
 	if modified := bytes.Contains(out, []byte("(modified)")); modified != (settings["vcs.modified"] == "true") {
 		t.Errorf("relay version says modified=%t, the build information vcs.modified=%q:\n%s", modified, settings["vcs.modified"], text)
+	}
+}
+
+// The release relay version prints is CHANGELOG.md's newest version, and
+// that section states the compatibility promise.
+func TestReleaseIsTheChangelogs(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## (v\d+\.\d+\.\d+)\b`).FindStringSubmatchIndex(string(raw))
+	if m == nil {
+		t.Fatal("CHANGELOG.md has no versioned section (## vX.Y.Z)")
+	}
+	if got := string(raw[m[2]:m[3]]); got != release {
+		t.Errorf("CHANGELOG.md's newest version is %s, relay version prints %s", got, release)
+	}
+	section := string(raw[m[0]:])
+	if next := regexp.MustCompile(`(?m)^## `).FindAllStringIndex(section, 2); len(next) == 2 {
+		section = section[:next[1][0]]
+	}
+	if !strings.Contains(section, "### Compatibility") {
+		t.Errorf("CHANGELOG.md's %s section has no ### Compatibility", release)
 	}
 }
