@@ -98,7 +98,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	cfg.DatabaseURL, cfg.Schema, cfg.Topic = url, schema, topic
 	cfg.Out, cfg.Logger = stdout, logger
 
-	sink, err := readable.Reader(topic)
+	sink, err := readable.Reader()
 	if err != nil {
 		return usageError("%v", err) // a --<sink>-* flag the demo cannot read back from
 	}

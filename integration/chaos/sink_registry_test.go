@@ -74,7 +74,7 @@ func (s *registrySink) start(ctx context.Context, t *testing.T) *faultproxy.Prox
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.reader, err = settings.(sinks.Readable).Reader(""); err != nil {
+	if s.reader, err = settings.(sinks.Readable).Reader(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.reader.Close() })

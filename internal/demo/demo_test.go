@@ -53,7 +53,7 @@ func (s testSink) open(t *testing.T, topic string, rc relay.Config) (sinks.Reade
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := settings.(sinks.Readable).Reader(topic)
+	reader, err := settings.(sinks.Readable).Reader()
 	if err != nil {
 		t.Fatal(err)
 	}
