@@ -86,7 +86,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 		f.Int(&b.events, "events", bench.DefaultEvents, "events to pre-write and drain")
 		f.Int(&b.ceilingRows, "ceiling-rows", bench.DefaultCeilingRows, "rows of the SQL ceiling's table")
 		f.String(&b.ceilingClients, "ceiling-clients", "1,2", "comma-separated client counts of the SQL ceiling")
-		f.Int(&b.sinkCeilingEvents, "sink-ceiling-events", 0, "events the sink ceiling publishes, with a sink other than kafka (default: --events)")
+		f.Int(&b.sinkCeilingEvents, "sink-ceiling-events", 0, "events the sink ceiling (the sink's publisher alone) publishes (default: --events)")
 		f.Bool(&b.noCeiling, "no-ceiling", false, "skip the SQL ceiling and the sink ceiling")
 		f.String(&b.ceilingScript, "ceiling-script", "", "also run this copy of shared/bench/ceiling.sh, before and after the runs, and give each run's ratio to the mean of the two (needs psql and pgbench on PATH)")
 	case bench.ModeSteady:

@@ -185,10 +185,9 @@ type Config struct {
 	// only; the other modes have no throughput to compare with it.
 	NoCeiling bool
 	// SinkCeilingEvents is how many events the sink ceiling publishes
-	// (burn-down with a sink other than Kafka, unless NoCeiling): the
-	// sink's client publishing events like the relays' (same payload
-	// size, same acknowledgement), in batches of BatchSize, with no
-	// database. Defaults to Events.
+	// (burn-down, unless NoCeiling): the sink's publisher publishing
+	// events like the relays' (the same payload size), in batches of
+	// BatchSize, with no database. Defaults to Events.
 	SinkCeilingEvents int
 	// CeilingScript, when set, is the path of shared/bench/ceiling.sh,
 	// run after the Go ceiling for cross-checking (it needs psql and
