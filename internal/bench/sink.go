@@ -16,17 +16,7 @@ import (
 
 // Sinks lists every sink Run can measure, by name: each sink of the
 // registry (internal/sinks) that can be read back.
-var Sinks = func() []string {
-	var names []string
-	for _, s := range sinks.All() {
-		if st, _, _ := s.Parse(); st != nil {
-			if _, ok := st.(sinks.Readable); ok {
-				names = append(names, s.Name)
-			}
-		}
-	}
-	return names
-}()
+var Sinks = sinks.Readables()
 
 // sink is where one Run's relays publish: a sink of the registry. Its
 // flags point at Config.SinkURL or Brokers, or at what its reader started

@@ -140,6 +140,19 @@ func register(s Sink) {
 // All returns every registered sink, in the order of their names.
 func All() []Sink { return slices.Clone(all) }
 
+// Readables returns the names of the registered sinks whose events can be
+// read back (their Settings are Readable), in order: those relay demo,
+// relay bench and the fault harness take.
+func Readables() []string {
+	var names []string
+	for _, s := range all {
+		if _, ok := s.Flags(flagSet{flag.NewFlagSet(s.Name, flag.ContinueOnError)}).(Readable); ok {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
 // Named returns the registered sink called name.
 func Named(name string) (Sink, bool) {
 	i := slices.IndexFunc(all, func(s Sink) bool { return s.Name == name })
