@@ -92,7 +92,7 @@ func (s *sink) kinds() []string {
 
 // where describes the broker, for the log.
 func (s *sink) where() string {
-	return fmt.Sprintf("%s, relays through the proxy on %s", strings.Join(s.prepared, "; "), s.proxy.Addr())
+	return fmt.Sprintf("%s: %s; the relays through the proxy on %s", s.name, strings.Join(s.prepared, "; "), s.proxy.Addr())
 }
 
 // start starts the sink's broker (setup.broker) or finds it (its flags,
@@ -122,7 +122,7 @@ func (s *sink) start(ctx context.Context, t *testing.T) *faultproxy.Proxy {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.prepared = append(s.prepared, desc)
+		s.prepared = append(s.prepared, strings.TrimSpace(strings.TrimPrefix(desc, s.name+":")))
 		t.Cleanup(func() {
 			if err := s.reader.Remove(context.WithoutCancel(ctx), topic); err != nil {
 				t.Error(err)
