@@ -125,6 +125,8 @@ func refusingFront(t *testing.T, addr string, r *refuser) string {
 	pass := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: addr})
 	tr := &http.Transport{}
 	pass.Transport = tr
+	// A request the relay gave up on (a fault) ends here too, unlogged.
+	pass.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.refuse() {
 			http.Error(w, "refused by the chaos harness (broker-errors)", http.StatusServiceUnavailable)
