@@ -88,14 +88,7 @@ func (r *refuser) refuse() bool {
 func kafkaBroker(t *testing.T, r *refuser) (*faultproxy.Proxy, []string) {
 	var proxy *faultproxy.Proxy
 	b, err := kfakebroker.Start(kfakebroker.Options{
-		Listen: func(network, address string) (net.Listener, error) {
-			ln, err := faultproxy.Listen(network, address)
-			if err != nil {
-				return nil, err
-			}
-			proxy = ln.Proxy
-			return ln, nil
-		},
+		Listen: faultproxy.ListenTo(&proxy),
 	})
 	if err != nil {
 		t.Fatal(err)
