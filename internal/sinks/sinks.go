@@ -146,7 +146,8 @@ func All() []Sink { return slices.Clone(all) }
 func Readables() []string {
 	var names []string
 	for _, s := range all {
-		if _, ok := s.Flags(flagSet{flag.NewFlagSet(s.Name, flag.ContinueOnError)}).(Readable); ok {
+		st, _, _ := s.Parse()
+		if _, ok := st.(Readable); ok {
 			names = append(names, s.Name)
 		}
 	}
