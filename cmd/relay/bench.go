@@ -19,12 +19,11 @@ import (
 const benchUsage = `Usage: relay bench burn-down|steady|idle|soak [flags]
 
 Measures relay processes on a real PostgreSQL (or, burn-down only, MySQL 8 or MariaDB 10.6+ with
---database-url mysql://user:password@host:port/database) and a sink (--sink kafka, nats, rabbitmq, redis or
-webhook; Kafka by default):
+--database-url mysql://user:password@host:port/database) and a sink (--sink; Kafka by default):
 
   burn-down   pre-write --events events, time --relays relays draining them, and compare with
-              the SQL-only ceiling of the same lifecycle measured in the same run (and, for a sink
-              other than Kafka, with the sink's own client publishing the same events alone)
+              the SQL-only ceiling of the same lifecycle measured in the same run, and with the
+              sink's publisher publishing the same events alone
   steady      write --rate events/s for --duration, one per transaction, and measure each
               event's latency from its commit to its arrival at a consumer
   idle        run relays on an empty table for --duration and measure the database load
@@ -33,9 +32,9 @@ webhook; Kafka by default):
               janitor's job row and the claim and end-to-end latency every --sample-every, and
               say whether they level off
 
-Every run drops and recreates --schema. Kafka: without --kafka-brokers an embedded broker runs in
-its own process. NATS, RabbitMQ, Redis: the server at --sink-url (default: the local one). Webhook:
-a receiver in this process on a loopback port. A table is printed, or JSON with --json. Run
+Every run drops and recreates --schema. The sink's server is --sink-url (its --<sink>-url) or, for
+Kafka, --kafka-brokers; by default the local one, or what the sink starts: an embedded Kafka broker,
+in its own process; a webhook receiver, in this one. A table is printed, or JSON with --json. Run
 "relay bench <mode> --help" for the flags.`
 
 // benchFlags are the flags of relay bench.
@@ -44,7 +43,6 @@ type benchFlags struct {
 	sink, sinkURL                string
 	relayArgs                    string
 	batchSize, payload           int
-	partitions                   int
 	pollInterval, sampleInterval time.Duration
 	timeout                      time.Duration
 	jsonOut, notify, holdSnap    bool
@@ -65,14 +63,12 @@ type benchFlags struct {
 func (b *benchFlags) register(f *flags, mode bench.Mode) {
 	f.String(&b.url, "database-url", defaultDemoURL, "PostgreSQL connection URL, or mysql://user:password@host:port/database for MySQL or MariaDB (burn-down only)")
 	f.String(&b.schema, "schema", bench.DefaultSchema, "schema of the outbox table, dropped and recreated for every run (the ceiling uses <schema>_ceiling)")
-	f.String(&b.sink, "sink", bench.SinkKafka, "what the relays publish to: "+strings.Join(bench.Sinks, ", "))
-	f.String(&b.sinkURL, "sink-url", "", "server of the nats, rabbitmq or redis sink, given to the relays in OUTBOX_NATS_URL, OUTBOX_RABBITMQ_URL or OUTBOX_REDIS_URL (default: "+
-		bench.DefaultNATSURL+", "+bench.DefaultRabbitMQURL+" or "+bench.DefaultRedisURL+")")
+	f.String(&b.sink, "sink", defaultSink, "what the relays publish to: "+strings.Join(bench.Sinks, ", "))
+	f.String(&b.sinkURL, "sink-url", "", "the sink's server, as its --<sink>-url (--nats-url, ...), given to the relays in that flag's variable (OUTBOX_NATS_URL, ...); default: the sink's own, the local server")
 	f.String(&b.brokers, "kafka-brokers", "", "comma-separated Kafka brokers (default: an embedded kfake broker in its own process)")
 	f.String(&b.relays, "relays", "1", "comma-separated relay counts; the mode runs once per count")
 	f.Int(&b.batchSize, "batch-size", bench.DefaultBatchSize, "the relays' --batch-size, and the SQL ceiling's batch")
 	f.Int(&b.payload, "payload", bench.DefaultPayloadBytes, "payload bytes per event")
-	f.Int(&b.partitions, "partitions", bench.DefaultPartitions, "partitions of the topic each run creates")
 	f.Duration(&b.pollInterval, "poll-interval", bench.DefaultPollInterval, "the relays' --poll-interval")
 	f.Bool(&b.notify, "notify", true, "keep the table's notify trigger and the relays' LISTEN; false disables the trigger and runs the relays with --listen=false (they poll adaptively)")
 	f.Bool(&b.holdSnap, "hold-snapshot", false, "burn-down, steady, soak: hold a REPEATABLE READ transaction open in the database for the whole run, as a long query or pg_dump does, so that VACUUM removes no dead row versions")
@@ -90,7 +86,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 		f.Int(&b.events, "events", bench.DefaultEvents, "events to pre-write and drain")
 		f.Int(&b.ceilingRows, "ceiling-rows", bench.DefaultCeilingRows, "rows of the SQL ceiling's table")
 		f.String(&b.ceilingClients, "ceiling-clients", "1,2", "comma-separated client counts of the SQL ceiling")
-		f.Int(&b.sinkCeilingEvents, "sink-ceiling-events", 0, "events the sink ceiling publishes, with a sink other than kafka (default: --events)")
+		f.Int(&b.sinkCeilingEvents, "sink-ceiling-events", 0, "events the sink ceiling (the sink's publisher alone) publishes (default: --events)")
 		f.Bool(&b.noCeiling, "no-ceiling", false, "skip the SQL ceiling and the sink ceiling")
 		f.String(&b.ceilingScript, "ceiling-script", "", "also run this copy of shared/bench/ceiling.sh, before and after the runs, and give each run's ratio to the mean of the two (needs psql and pgbench on PATH)")
 	case bench.ModeSteady:
@@ -120,7 +116,7 @@ func (b *benchFlags) register(f *flags, mode bench.Mode) {
 // and negative values are rejected here, naming the flag.
 func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 	positive := map[string]int64{
-		"batch-size": int64(b.batchSize), "payload": int64(b.payload), "partitions": int64(b.partitions),
+		"batch-size": int64(b.batchSize), "payload": int64(b.payload),
 		"poll-interval": int64(b.pollInterval), "timeout": int64(b.timeout),
 	}
 	switch mode {
@@ -159,7 +155,7 @@ func (b *benchFlags) config(mode bench.Mode) (bench.Config, error) {
 		Mode: mode, DatabaseURL: b.url, Schema: b.schema, Brokers: splitList(b.brokers), Relays: relays,
 		Sink: b.sink, SinkURL: b.sinkURL, SinkCeilingEvents: b.sinkCeilingEvents,
 		RelayArgs: strings.Fields(b.relayArgs), NoNotify: !b.notify, HoldSnapshot: b.holdSnap,
-		BatchSize: b.batchSize, PayloadBytes: b.payload, Partitions: b.partitions,
+		BatchSize: b.batchSize, PayloadBytes: b.payload,
 		PollInterval: b.pollInterval, SampleInterval: b.sampleInterval, Timeout: b.timeout,
 		Events: b.events, CeilingRows: b.ceilingRows, NoCeiling: b.noCeiling, CeilingScript: b.ceilingScript,
 		Rate: b.rate, Writers: b.writers, Duration: b.duration, Grace: b.grace, Burst: b.burst, BurstAt: b.burstAt,
@@ -196,7 +192,7 @@ func intList(name, value string) ([]int, error) {
 // benchConfigFlag maps bench.Config fields to the flags that set them.
 var benchConfigFlag = map[string]string{
 	"DatabaseURL": "database-url", "Schema": "schema", "Relays": "relays", "BatchSize": "batch-size",
-	"PayloadBytes": "payload", "PollInterval": "poll-interval", "Partitions": "partitions",
+	"PayloadBytes": "payload", "PollInterval": "poll-interval",
 	"Events": "events", "Rate": "rate", "Writers": "writers", "Duration": "duration", "Grace": "grace",
 	"Burst": "burst", "BurstAt": "burst-at",
 	"CeilingRows": "ceiling-rows", "CeilingClients": "ceiling-clients", "Timeout": "timeout",
@@ -282,18 +278,15 @@ func printReport(w io.Writer, rep *bench.Report, asJSON bool) error {
 	return enc.Encode(rep)
 }
 
-// runBenchBroker is the hidden `relay bench broker`: the embedded broker
-// that relay bench starts in its own process.
+// runBenchBroker is the hidden `relay bench broker`: a sink's embedded
+// broker, which relay bench starts in its own process.
 func runBenchBroker(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f := newFlags("relay bench broker", "Usage: relay bench broker [flags]\n\n"+
-		"Serves an embedded kfake broker on a free loopback port until SIGTERM; prints its address.", stdout, getenv)
-	var partitions int
-	f.Int(&partitions, "partitions", bench.DefaultPartitions, "partitions of created topics")
+		"Serves the sink's embedded broker on a free loopback port until SIGTERM; prints the sink's flags that point at it.", stdout, getenv)
+	var sink string
+	f.String(&sink, "sink", defaultSink, "the sink whose broker to serve")
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	if partitions < 1 {
-		return usageError("invalid value for --partitions (%s): must be positive", envName("partitions"))
-	}
-	return bench.ServeBroker(ctx, stdout, partitions)
+	return bench.ServeBroker(ctx, stdout, sink)
 }

@@ -243,29 +243,10 @@ func relayProblems(cfg relay.Config) []error {
 			return append(out, err)
 		}
 		out, seen[ce.Field] = append(out, err), true
-		if !zeroField(&cfg, ce.Field) {
+		if !sinks.ZeroField(&cfg, ce.Field) {
 			return out
 		}
 	}
-}
-
-// zeroField sets the field at path ("BatchSize", "Ordering.Shards") of the
-// struct p points to to its zero value, and reports whether there was one.
-func zeroField(p any, path string) bool {
-	v := reflect.ValueOf(p).Elem()
-	for name := range strings.SplitSeq(path, ".") {
-		if v.Kind() != reflect.Struct {
-			return false
-		}
-		if v = v.FieldByName(name); !v.IsValid() {
-			return false
-		}
-	}
-	if !v.CanSet() {
-		return false
-	}
-	v.SetZero()
-	return true
 }
 
 // asUsage turns a *relay.ConfigError into a usage error naming the flag.

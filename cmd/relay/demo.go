@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/demo"
@@ -48,7 +46,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	f.String(&url, "database-url", defaultDemoURL, "PostgreSQL connection URL; or mysql://user:pass@host:3306/ (or mariadb://) for MySQL 8.0.13+/MariaDB 10.6+, see "+mysqlDocs)
 	f.String(&schema, "schema", "outbox_demo", "schema the demo creates afresh (it is dropped first); on MySQL/MariaDB the database, dropped and created afresh")
 	sinkFlags.register(f)
-	f.String(&sinkName, "sink", defaultSink, "where the relays publish: "+orList(demoSinkNames(sinkFlags), ", or ")+"; the sink's flags are those of relay run")
+	f.String(&sinkName, "sink", defaultSink, "where the relays publish: "+orList(sinks.Readables(), ", or ")+"; the sink's flags are those of relay run")
 	for _, d := range demoDefaults {
 		setDefault(f, d.name, d.value, d.usage)
 	}
@@ -75,7 +73,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	case cfg.RollbackEvery < 2:
 		return usageError("--rollback-every (%s) must be at least 2", envName("rollback-every"))
 	case !known:
-		return usageError("invalid value for --sink (%s): %q; relay demo reads back %s", envName("sink"), sinkName, orList(demoSinkNames(sinkFlags), " or "))
+		return usageError("invalid value for --sink (%s): %q; relay demo reads back %s", envName("sink"), sinkName, orList(sinks.Readables(), " or "))
 	}
 	logger, err := newLogger(stderr, logFormat, logLevel)
 	if err != nil {
@@ -99,7 +97,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	cfg.DatabaseURL, cfg.Schema, cfg.Topic = url, schema, topic
 	cfg.Out, cfg.Logger = stdout, logger
 
-	sink, err := readable.Reader(topic)
+	sink, err := readable.Reader()
 	if err != nil {
 		return usageError("%v", err) // a --<sink>-* flag the demo cannot read back from
 	}
@@ -117,17 +115,6 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	_, err = demo.Run(ctx, cfg)
 	return err
-}
-
-// demoSinkNames lists the sinks relay demo can read back, sorted.
-func demoSinkNames(settings sinkFlagSet) []string {
-	var names []string
-	for _, name := range slices.Sorted(maps.Keys(settings)) {
-		if _, ok := settings[name].(sinks.Readable); ok {
-			names = append(names, name)
-		}
-	}
-	return names
 }
 
 // setFlag gives flag name the value s, as the command line would; it was

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -28,9 +27,7 @@ func TestDemoEverySink(t *testing.T) {
 	if addr := os.Getenv("OUTBOX_TEST_REDIS_ADDR"); addr != "" {
 		env["OUTBOX_REDIS_URL"] = "redis://" + addr + "/0"
 	}
-	var all sinkFlagSet
-	all.register(newFlags("test", "", io.Discard, func(string) string { return "" }))
-	for _, name := range demoSinkNames(all) {
+	for _, name := range sinks.Readables() {
 		for _, ordered := range []string{"false", "true"} {
 			t.Run(name+"/ordered="+ordered, func(t *testing.T) {
 				t.Parallel()
@@ -53,10 +50,8 @@ func TestDemoEverySink(t *testing.T) {
 // back, has a reader.
 func TestDemoSinksCoverTheRegistry(t *testing.T) {
 	t.Parallel()
-	var all sinkFlagSet
-	all.register(newFlags("test", "", io.Discard, func(string) string { return "" }))
-	if got, want := len(demoSinkNames(all)), len(sinks.All())-1; got != want {
-		t.Errorf("relay demo reads back %v, want every sink but stdout", demoSinkNames(all))
+	if got, want := len(sinks.Readables()), len(sinks.All())-1; got != want {
+		t.Errorf("relay demo reads back %v, want every sink but stdout", sinks.Readables())
 	}
 }
 

@@ -28,7 +28,7 @@ type cluster struct {
 
 	// sink is the broker the relays publish to; brokerProxy the fault
 	// proxy in front of it.
-	sink        sink
+	sink        *sink
 	brokerProxy *faultproxy.Proxy
 
 	slots []*slot
@@ -75,7 +75,7 @@ func (p *relayProc) exited() bool {
 // startCluster starts the database, the sink's broker and its proxy,
 // migrates the outbox table and starts p.relays relays. ordered is the
 // relays' ordered topic, "" for none.
-func startCluster(ctx context.Context, t *testing.T, bin string, p profile, db database, sk sink, ordered string) *cluster {
+func startCluster(ctx context.Context, t *testing.T, bin string, p profile, db database, sk *sink, ordered string) *cluster {
 	c := &cluster{t: t, bin: bin, db: db, ordered: ordered, sink: sk}
 	db.start(ctx, t)
 

@@ -4,22 +4,31 @@
 // (internal/history) that compares the producer's record of committed
 // transactions with what a consumer read back from the sink.
 //
-// The sink is Kafka unless OUTBOX_CHAOS_SINK names another: nats, rabbitmq,
-// redis or webhook. Each has its broker behind the broker fault proxy and a
-// destination of the run's own, read back with the broker's own client:
+// The sink is Kafka unless OUTBOX_CHAOS_SINK names another sink of the
+// registry (internal/sinks) that can be read back: nats, rabbitmq, redis,
+// webhook. The relays publish with the sink of `relay run --sink`, its
+// flags pointing at the broker fault proxy; the sink's Reader prepares the
+// run's two topics (chaos.ordered and chaos.plain with a suffix unique to
+// the run, chaos.ordered.r1a2b3c4d), follows them during the run as a
+// consumer would, and reads what is left once the relays have stopped. A
+// record's time is the broker's (the producer's, on Kafka), or its arrival
+// at the reader where the broker keeps none (RabbitMQ, the webhook
+// receiver).
 //
-//	kafka     a kfake broker of the run, topics chaos.ordered and chaos.plain
-//	nats      the NATS server (OUTBOX_TEST_NATS_URL, default this machine's),
-//	          a JetStream stream capturing the run's two subjects, deleted after
-//	rabbitmq  the RabbitMQ broker (OUTBOX_TEST_RABBITMQ_URL), two queues on the
-//	          default exchange, exclusive to the harness, consumed as they fill
-//	redis     the Redis server (OUTBOX_TEST_REDIS_ADDR), two streams, deleted after
-//	webhook   a receiver in the test process that records every POST in order
+// What the harness adds to a sink for its faults is in sink_setup_test.go,
+// by sink name (a sink without a setup runs on its flags' defaults, behind
+// a proxy of the server its --<sink>-url names, without broker-errors):
 //
-// The other sinks' topics carry a suffix unique to the run
-// (chaos.ordered.r1a2b3c4d), so that a shared broker keeps runs apart.
-// broker-errors runs against Kafka (NOT_LEADER_FOR_PARTITION) and the
-// webhook (503); the other brokers have no such switch and leave it out.
+//	kafka     a kfake broker of the run that advertises its proxy's address and
+//	          refuses a share of produce requests (NOT_LEADER_FOR_PARTITION)
+//	nats      the NATS server (OUTBOX_TEST_NATS_URL, default this machine's)
+//	rabbitmq  the RabbitMQ broker (OUTBOX_TEST_RABBITMQ_URL)
+//	redis     the Redis server (OUTBOX_TEST_REDIS_ADDR)
+//	webhook   the sink's receiver in the test process, behind a front that
+//	          answers a share of the POSTs 503
+//
+// broker-errors runs against Kafka and the webhook; the other brokers have
+// no such switch and leave it out.
 //
 // The harness owns every component it breaks: a private PostgreSQL server
 // (internal/pgserver) it can crash and restart, a kfake broker, and TCP

@@ -76,8 +76,8 @@ const (
 	// fires the relay's timers late. A relay that missed a bound would
 	// wait for publishTimeout and its lease, or for ever.
 	exitSlack = 10 * time.Second
-	// orderedTopic and plainTopic are the Kafka run's topics; other sinks
-	// add a suffix unique to the run (runTopics).
+	// orderedTopic and plainTopic name the run's topics, with a suffix
+	// unique to the run (runTopics).
 	orderedTopic = "chaos.ordered"
 	plainTopic   = "chaos.plain"
 )

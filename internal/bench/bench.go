@@ -43,10 +43,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return rep, err
 			}
 		}
-		if rs, ok := h.sink.(*registrySink); ok && rs.ceiling != nil {
-			if rep.SinkCeiling, err = runSinkCeiling(ctx, cfg, rs); err != nil {
-				return rep, err
-			}
+		if rep.SinkCeiling, err = runSinkCeiling(ctx, cfg, h.sink); err != nil {
+			return rep, err
 		}
 	}
 	for _, n := range cfg.Relays {
@@ -76,16 +74,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // harness is what the runs of one Run share: the database pool and the
-// sink (with Kafka, the brokers).
+// sink.
 type harness struct {
 	cfg     Config
 	pool    *pgxpool.Pool // PostgreSQL's; nil on MySQL
 	my      *sql.DB       // MySQL's or MariaDB's; nil on PostgreSQL
 	server  string        // the MySQL server's version
-	sink    sink
-	brokers []string    // Kafka's
-	broker  *brokerProc // nil with external brokers or another sink
-	localDB bool        // the server runs on this host: /proc shows its backends
+	sink    *sink
+	localDB bool // the server runs on this host: /proc shows its backends
 }
 
 func newHarness(ctx context.Context, cfg Config) (*harness, error) {
@@ -94,7 +90,7 @@ func newHarness(ctx context.Context, cfg Config) (*harness, error) {
 		if err != nil {
 			return nil, err
 		}
-		return (&harness{cfg: cfg, my: db, server: v.String(), brokers: cfg.Brokers}).openSink(ctx)
+		return (&harness{cfg: cfg, my: db, server: v.String()}).openSink(ctx)
 	}
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
@@ -108,7 +104,7 @@ func newHarness(ctx context.Context, cfg Config) (*harness, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	h := &harness{cfg: cfg, pool: pool, brokers: cfg.Brokers, localDB: isLocal(pc.ConnConfig.Host)}
+	h := &harness{cfg: cfg, pool: pool, localDB: isLocal(pc.ConnConfig.Host)}
 	if err := pool.Ping(ctx); err != nil {
 		h.close()
 		return nil, fmt.Errorf("cannot reach PostgreSQL (start it, or pass another database URL): %w", err)
@@ -116,27 +112,13 @@ func newHarness(ctx context.Context, cfg Config) (*harness, error) {
 	return h.openSink(ctx)
 }
 
-// openSink opens the sink of h.cfg, starting the embedded broker for
-// Kafka without brokers; on an error it closes h.
+// openSink opens the sink of h.cfg; on an error it closes h.
 func (h *harness) openSink(ctx context.Context) (*harness, error) {
-	cfg := h.cfg
 	var err error
-	if cfg.Sink != SinkKafka {
-		if h.sink, err = openSink(ctx, cfg); err != nil {
-			h.close()
-			return nil, err
-		}
-		return h, nil
+	if h.sink, err = openSink(ctx, h.cfg); err != nil {
+		h.close()
+		return nil, err
 	}
-	if len(h.brokers) == 0 {
-		if h.broker, err = startBroker(ctx, cfg.RelayBinary, cfg.Partitions); err != nil {
-			h.close()
-			return nil, err
-		}
-		h.brokers = h.broker.addrs
-		fmt.Fprintf(cfg.Progress, "kafka: embedded kfake broker (own process) on %s\n", strings.Join(h.brokers, ","))
-	}
-	h.sink = &kafkaSink{brokers: h.brokers, partitions: cfg.Partitions}
 	return h, nil
 }
 
@@ -151,11 +133,6 @@ func (h *harness) close() {
 			fmt.Fprintf(h.cfg.Progress, "warning: %s sink: %v\n", h.cfg.Sink, err)
 		}
 	}
-	if h.broker != nil {
-		if err := h.broker.stop(); err != nil {
-			fmt.Fprintf(h.cfg.Progress, "warning: %v\n", err)
-		}
-	}
 	if h.pool != nil {
 		h.pool.Close()
 	}
@@ -167,14 +144,13 @@ func (h *harness) close() {
 func (h *harness) settings() Settings {
 	c := h.cfg
 	s := Settings{
-		Schema: c.Schema, Brokers: h.brokers, EmbeddedBroker: h.broker != nil, Partitions: c.Partitions,
-		BatchSize: c.BatchSize, PayloadBytes: c.PayloadBytes, PollIntervalMS: ms(c.PollInterval), RelayArgs: c.RelayArgs,
+		Schema: c.Schema, BatchSize: c.BatchSize, PayloadBytes: c.PayloadBytes, PollIntervalMS: ms(c.PollInterval), RelayArgs: c.RelayArgs,
 		NoNotify: c.NoNotify, Database: "postgresql",
 	}
 	if h.my != nil {
 		s.Database, s.ServerVersion = "mysql", h.server
 	}
-	h.sink.settings(&s)
+	h.sink.reportSettings(&s)
 	switch c.Mode {
 	case ModeBurnDown:
 		s.Events = c.Events
@@ -240,3 +216,13 @@ func (h *harness) run(ctx context.Context, n int) (Result, error) {
 
 // ms converts d to float milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// wait waits d or until ctx ends.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

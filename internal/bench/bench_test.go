@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,12 @@ func TestBurnDown(t *testing.T) {
 		t.Errorf("no dead tuples after claiming and marking 2000 rows sent, and no autovacuum")
 	}
 	checkCommon(t, r)
+	if st := rep.Settings; st.Sink != "kafka" || !st.EmbeddedBroker || len(st.Brokers) == 0 || runtime.GOOS == "linux" && r.BrokerCPUSeconds == nil {
+		t.Errorf("settings %+v, broker CPU %v: want the kafka sink on an embedded broker in a process of its own, its CPU measured", st, r.BrokerCPUSeconds)
+	}
+	if c := rep.SinkCeiling; c == nil || c.Sink != "kafka" || c.Events != 2000 || c.EventsPerSecond <= 0 {
+		t.Errorf("sink ceiling %+v: want 2000 kafka events at a positive rate", c)
+	}
 	if len(rep.Ceiling) != 4 {
 		t.Fatalf("ceiling %+v: want 2 lifecycles x 2 client counts", rep.Ceiling)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
@@ -12,28 +13,44 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 )
 
-// BrokerCommand is the hidden subcommand of the relay binary that serves
-// the embedded broker: `relay bench broker --partitions N`.
+// BrokerCommand is the hidden subcommand of the relay binary that serves a
+// sink's embedded broker: `relay bench broker --sink kafka`.
 const BrokerCommand = "broker"
 
 const brokerStartTimeout = 30 * time.Second
 
-// ServeBroker is `relay bench broker`: it starts an embedded kfake broker
-// on a free loopback port, writes its addresses to w as one
-// comma-separated line, and serves until ctx ends. Run starts it as its
-// own process so that the broker's CPU does not count as the harness's or
-// the relays'.
-func ServeBroker(ctx context.Context, w io.Writer, partitions int) error {
-	b, err := kfakebroker.Start(kfakebroker.Options{Partitions: partitions})
+// ServeBroker is `relay bench broker`: it starts the embedded broker of
+// the sink named sink (sinks.Embedder), writes to w one line, the JSON
+// array of the sink's flags that point at it (["--kafka-brokers=..."]),
+// and serves until ctx ends. Run starts it as its own process so that the
+// broker's CPU does not count as the harness's or the relays'.
+func ServeBroker(ctx context.Context, w io.Writer, sink string) error {
+	sk, ok := sinks.Named(sink)
+	if !ok {
+		return fmt.Errorf("bench broker: no sink %q", sink)
+	}
+	settings, fs, err := sk.Parse()
+	if err != nil {
+		return fmt.Errorf("bench broker: %w", err)
+	}
+	e, ok := settings.(sinks.Embedder)
+	if !ok {
+		return fmt.Errorf("bench broker: the %s sink has no embedded broker", sink)
+	}
+	stop, err := e.Embed()
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	if _, err := fmt.Fprintln(w, strings.Join(b.Addrs(), ",")); err != nil {
-		return fmt.Errorf("bench broker: write address: %w", err)
+	defer stop()
+	line, err := json.Marshal(sinks.Args(fs))
+	if err == nil {
+		_, err = fmt.Fprintf(w, "%s\n", line)
+	}
+	if err != nil {
+		return fmt.Errorf("bench broker: write its flags: %w", err)
 	}
 	<-ctx.Done()
 	return nil
@@ -42,17 +59,17 @@ func ServeBroker(ctx context.Context, w io.Writer, partitions int) error {
 // brokerProc is the `relay bench broker` child process.
 type brokerProc struct {
 	cmd    *exec.Cmd
-	addrs  []string
+	args   []string // the sink's flags that point at the broker
 	stderr *syncBuffer
 	done   chan struct{}
 	err    error // valid once done is closed
 }
 
-// startBroker starts `bin bench broker` and returns once it printed its
-// addresses.
-func startBroker(ctx context.Context, bin string, partitions int) (*brokerProc, error) {
+// startBroker starts `bin bench broker --sink sink` and returns once it
+// printed the sink's flags.
+func startBroker(ctx context.Context, bin, sink string) (*brokerProc, error) {
 	b := &brokerProc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	b.cmd = exec.Command(bin, "bench", BrokerCommand, "--partitions", fmt.Sprint(partitions))
+	b.cmd = exec.Command(bin, "bench", BrokerCommand, "--sink", sink)
 	b.cmd.Stderr = b.stderr
 	b.cmd.SysProcAttr = procAttr()
 	stdout, err := b.cmd.StdoutPipe()
@@ -75,14 +92,16 @@ func startBroker(ctx context.Context, bin string, partitions int) (*brokerProc, 
 	defer timeout.Stop()
 	select {
 	case line := <-lines:
-		if line != "" {
-			b.addrs = strings.Split(line, ",")
+		if line == "" {
+			<-b.done
+			return nil, fmt.Errorf("bench broker exited (%v): %s", b.err, b.stderr.String())
+		}
+		if err = json.Unmarshal([]byte(line), &b.args); err == nil {
 			return b, nil
 		}
-		<-b.done
-		return nil, fmt.Errorf("bench broker exited (%v): %s", b.err, b.stderr.String())
+		err = fmt.Errorf("bench broker printed %q: %w", line, err)
 	case <-timeout.C:
-		err = fmt.Errorf("bench broker printed no address within %v: %s", brokerStartTimeout, b.stderr.String())
+		err = fmt.Errorf("bench broker printed no flags within %v: %s", brokerStartTimeout, b.stderr.String())
 	case <-ctx.Done():
 		err = ctx.Err()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -42,7 +43,6 @@ const (
 	DefaultBatchSize      = 1000 // relay.Config's default
 	DefaultPayloadBytes   = 200
 	DefaultPollInterval   = 500 * time.Millisecond // relay.Config's default
-	DefaultPartitions     = 3
 	DefaultEvents         = 1_000_000
 	DefaultRate           = 2000
 	DefaultWriters        = 4
@@ -85,18 +85,18 @@ type Config struct {
 	// Schema + "_ceiling", dropped when it is done. Defaults to
 	// "outbox_bench".
 	Schema string
-	// Sink is what the relays publish to: SinkKafka, SinkNATS,
-	// SinkRabbitMQ, SinkRedis or SinkWebhook. Defaults to SinkKafka.
+	// Sink is the sink of the registry (internal/sinks) the relays
+	// publish to, one of Sinks. Defaults to "kafka".
 	Sink string
-	// SinkURL is the server of the NATS, RabbitMQ or Redis sink, given to
-	// the relays in their environment (OUTBOX_NATS_URL, ...). Defaults to
-	// DefaultNATSURL, DefaultRabbitMQURL or DefaultRedisURL; the Kafka
-	// sink takes Brokers, and the webhook sink's receiver runs in the
-	// harness's process on a loopback port.
+	// SinkURL is the sink's --<sink>-url (nats-url, rabbitmq-url,
+	// redis-url): its server, given to the relays in their environment
+	// (OUTBOX_NATS_URL, ...). Defaults to the sink's default, the local
+	// server; the webhook sink's receiver runs in the harness's process on
+	// a loopback port.
 	SinkURL string
-	// Brokers are the Kafka bootstrap brokers. Defaults to none: Run
-	// starts an embedded kfake broker in its own process
-	// (RelayBinary bench broker) and stops it at the end.
+	// Brokers are the Kafka sink's --kafka-brokers. Defaults to none: Run
+	// starts the sink's embedded broker (sinks.Embedder) in a process of
+	// its own (RelayBinary bench broker) and stops it at the end.
 	Brokers []string
 	// RelayBinary is the path of the relay binary: the relays run as
 	// `RelayBinary run ...` child processes. Required.
@@ -133,9 +133,6 @@ type Config struct {
 	// whole partitions (docs/architecture.md#partitioned-tables). Defaults
 	// to 0: an unpartitioned table.
 	PartitionInterval time.Duration
-	// Partitions is the partition count of the topics Run creates.
-	// Defaults to 3.
-	Partitions int
 	// Events is how many events burn-down pre-writes. Defaults to 1,000,000.
 	Events int
 	// Burst, in steady mode, is how many events one transaction writes at
@@ -188,10 +185,9 @@ type Config struct {
 	// only; the other modes have no throughput to compare with it.
 	NoCeiling bool
 	// SinkCeilingEvents is how many events the sink ceiling publishes
-	// (burn-down with a sink other than Kafka, unless NoCeiling): the
-	// sink's client publishing events like the relays' (same payload
-	// size, same acknowledgement), in batches of BatchSize, with no
-	// database. Defaults to Events.
+	// (burn-down, unless NoCeiling): the sink's publisher publishing
+	// events like the relays' (the same payload size), in batches of
+	// BatchSize, with no database. Defaults to Events.
 	SinkCeilingEvents int
 	// CeilingScript, when set, is the path of shared/bench/ceiling.sh,
 	// run after the Go ceiling for cross-checking (it needs psql and
@@ -225,10 +221,7 @@ func (c Config) withDefaults() Config {
 		c.Schema = DefaultSchema
 	}
 	if c.Sink == "" {
-		c.Sink = SinkKafka
-	}
-	if c.SinkURL == "" {
-		c.SinkURL = map[string]string{SinkNATS: DefaultNATSURL, SinkRabbitMQ: DefaultRabbitMQURL, SinkRedis: DefaultRedisURL}[c.Sink]
+		c.Sink = "kafka"
 	}
 	if len(c.Relays) == 0 {
 		c.Relays = []int{1}
@@ -239,7 +232,6 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.PayloadBytes, DefaultPayloadBytes)
 	setDefault(&c.PollInterval, DefaultPollInterval)
-	setDefault(&c.Partitions, DefaultPartitions)
 	setDefault(&c.Events, DefaultEvents)
 	setDefault(&c.SinkCeilingEvents, c.Events)
 	switch c.Mode {
@@ -297,8 +289,8 @@ func (c Config) validate() error {
 	if !slices.Contains(Sinks, c.Sink) {
 		return bad("Sink", "%q is not one of %v", c.Sink, Sinks)
 	}
-	if c.Sink != SinkKafka && len(c.Brokers) > 0 {
-		return bad("Brokers", "Kafka brokers with the %s sink", c.Sink)
+	if _, err := c.sinkArgs(); err != nil {
+		return err
 	}
 	if err := validateSchema(c.Schema); err != nil {
 		return bad("Schema", "%v", err)
@@ -317,8 +309,6 @@ func (c Config) validate() error {
 		return bad("PayloadBytes", "%d is not between 1 and %d", c.PayloadBytes, outbox.DefaultMaxPayloadBytes)
 	case c.PollInterval < time.Millisecond:
 		return bad("PollInterval", "%v is shorter than 1ms", c.PollInterval)
-	case c.Partitions < 1:
-		return bad("Partitions", "%d is less than 1", c.Partitions)
 	case c.Events < 1:
 		return bad("Events", "%d is less than 1", c.Events)
 	case c.SinkCeilingEvents < 1:
@@ -346,6 +336,27 @@ func (c Config) validate() error {
 		}
 	}
 	return c.validateCeiling()
+}
+
+// sinkArgs are the flags of the sink SinkURL and Brokers set; the error,
+// a *ConfigError, names a field the sink has no flag for.
+func (c Config) sinkArgs() ([]string, error) {
+	sk, _ := sinks.Named(c.Sink)
+	_, fs, _ := sk.Parse()
+	var args []string
+	for _, f := range []struct{ field, flag, value string }{
+		{"SinkURL", c.Sink + "-url", c.SinkURL},
+		{"Brokers", "kafka-brokers", strings.Join(c.Brokers, ",")},
+	} {
+		switch {
+		case f.value == "":
+		case fs.Lookup(f.flag) == nil:
+			return nil, &ConfigError{Field: f.field, Reason: fmt.Sprintf("the %s sink has no --%s", c.Sink, f.flag)}
+		default:
+			args = append(args, "--"+f.flag, f.value)
+		}
+	}
+	return args, nil
 }
 
 // validateSoak checks the fields only soak mode uses; the janitor's bounds

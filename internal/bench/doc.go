@@ -1,6 +1,6 @@
 // Package bench is the benchmark harness behind `relay bench`: it measures
 // real relay processes against a real PostgreSQL and a sink (Kafka by
-// default; NATS JetStream, RabbitMQ, Redis Streams or a webhook with
+// default; any sink of internal/sinks that can be read back with
 // Config.Sink), and the SQL-only ceiling of the relay's lifecycle on the
 // same server in the same invocation, so that figures can be quoted as
 // ratios on a noisy machine.
@@ -18,17 +18,15 @@
 //     shown when it fails. Their connections carry the application_name
 //     "relay-bench <schema> bench-r<i>", which is how the harness finds
 //     their backends in pg_stat_activity.
-//   - Kafka without Config.Brokers: the broker is kfake in a process of
-//     its own (`relay bench broker`, see ServeBroker), stopped at the end.
-//   - The other sinks (sink.go, one file each) use the server at
-//     Config.SinkURL, given to the relays in their environment
-//     (OUTBOX_NATS_URL, OUTBOX_RABBITMQ_URL, OUTBOX_REDIS_URL), or, for
-//     webhooks, a receiver in the harness's process on a loopback port.
-//     Each makes a run's destination (a JetStream stream capturing the
-//     topic as its subject, a durable queue named after the topic on the
-//     default exchange, a stream key, a receiver path) and reads the
-//     events back (an ordered consumer, a no-ack consumer, XREAD, the
-//     receiver's log), recording each event's id and arrival time.
+//   - The sink is one of the registry's (internal/sinks), read back with
+//     its Reader: Prepare makes a run's destination, Read reads the events
+//     back, each event's id and arrival time recorded. The sink's flags (Config.SinkURL as its
+//     --<sink>-url, Config.Brokers as --kafka-brokers, or what the reader
+//     started: a webhook receiver in the harness's process on a loopback
+//     port) reach the relays in their environment (OUTBOX_NATS_URL, ...).
+//     A sink whose broker can run embedded (sinks.Embedder: Kafka's kfake)
+//     and that Config points at no server gets it in a process of its own
+//     (`relay bench broker`, see ServeBroker), stopped at the end.
 //   - Each run (a mode with one relay count) drops and recreates
 //     Config.Schema, migrates it with package migrations, and uses a fresh
 //     topic, deleted afterwards.
@@ -42,8 +40,8 @@
 // last sent_at minus that clock reading. The topic is then read back
 // whole: duplicates are records whose outbox-event-id was seen before.
 //
-// steady starts a consumer (one fetch loop per partition, each on its own
-// connection) and the relays, then Config.Writers writers write
+// steady starts a consumer (the sink's Read, following) and the relays,
+// then Config.Writers writers write
 // Config.Rate events per second in all, each event in its own transaction
 // (BEGIN, Writer.Write, COMMIT), on a fixed schedule that a slow commit
 // does not shift (late writes are counted). Latency is the event's
@@ -83,13 +81,12 @@
 // moves between them), and Result.CeilingScriptRatio divides by the mean
 // of its two mark_sent figures at one client.
 //
-// The sink ceiling (burn-down with a sink other than Kafka) publishes
-// Config.SinkCeilingEvents events like burn-down's with the sink's own
-// client, as the sink package does (the same headers, the same
-// acknowledgement: PubAck, publisher confirms, XADD replies, 2xx), to a
-// fresh destination, in batches of BatchSize, as many at a time as a relay
-// has workers by default, with no database. Result.SinkCeilingRatio
-// divides the burn-down throughput by it.
+// The sink ceiling (burn-down) publishes Config.SinkCeilingEvents events
+// like burn-down's with the sink's publisher (the one the relays run,
+// opened from the same flags) to a fresh destination, in batches of
+// BatchSize, as many at a time as a relay has workers by default, with no
+// database. Result.SinkCeilingRatio divides the burn-down throughput by
+// it.
 //
 // # MySQL and MariaDB
 //

@@ -48,8 +48,8 @@ func hostReading() cpuReading {
 
 func (r *runner) readCPU() cpuReading {
 	c := hostReading()
-	if r.broker != nil {
-		c.broker, c.brokerOK = r.broker.cpu()
+	if r.sink.broker != nil {
+		c.broker, c.brokerOK = r.sink.broker.cpu()
 	}
 	return c
 }

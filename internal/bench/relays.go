@@ -55,26 +55,18 @@ func relayEnv(databaseURL, appName string, sinkEnv []string) []string {
 	return append(env, sinkEnv...)
 }
 
-// relayArgs are the flags of one relay publishing to Kafka brokers: see
-// relayArgsFor.
-func relayArgs(cfg Config, brokers []string, id string) []string {
-	return relayArgsFor(cfg, kafkaRelayArgs(brokers), id)
-}
-
-// relayArgsFor are the flags of one relay: the sink's flags (sinkArgs,
-// from sink.relayArgs), its observer events to observeFD, JSON logs (for
-// the warnings), in soak mode the retention janitor's settings, then
-// cfg.RelayArgs.
-func relayArgsFor(cfg Config, sinkArgs []string, id string) []string {
-	args := []string{"run", "--schema", cfg.Schema, "--table", "outbox"}
-	args = append(args, sinkArgs...)
-	args = append(args,
+// relayArgs are the flags of one relay: --sink, its observer events to
+// observeFD, JSON logs (for the warnings), in soak mode the retention
+// janitor's settings, then cfg.RelayArgs. The sink's own flags are in
+// its environment (relayEnv).
+func relayArgs(cfg Config, id string) []string {
+	args := []string{"run", "--schema", cfg.Schema, "--table", "outbox", "--sink", cfg.Sink,
 		"--batch-size", fmt.Sprint(cfg.BatchSize),
 		"--poll-interval", cfg.PollInterval.String(),
 		"--relay-id", id,
 		"--observe-file", observeFD,
 		"--log-format", "json",
-	)
+	}
 	if cfg.Mode == ModeSoak {
 		args = append(args,
 			"--retention", cfg.Retention.String(),
@@ -88,7 +80,7 @@ func relayArgsFor(cfg Config, sinkArgs []string, id string) []string {
 }
 
 // startRelays starts n relays. They are not ready yet: see awaitReady.
-func startRelays(cfg Config, snk sink, n int) (*relaySet, error) {
+func startRelays(cfg Config, snk *sink, n int) (*relaySet, error) {
 	s := &relaySet{}
 	for i := range n {
 		id := fmt.Sprintf("bench-r%d", i+1)
@@ -102,7 +94,7 @@ func startRelays(cfg Config, snk sink, n int) (*relaySet, error) {
 	return s, nil
 }
 
-func startRelay(cfg Config, s sink, id string) (*relayProc, error) {
+func startRelay(cfg Config, s *sink, id string) (*relayProc, error) {
 	p := &relayProc{
 		id:      id,
 		appName: fmt.Sprintf("relay-bench %s %s", cfg.Schema, id),
@@ -110,7 +102,7 @@ func startRelay(cfg Config, s sink, id string) (*relayProc, error) {
 		events:  newRelayEvents(),
 		done:    make(chan struct{}),
 	}
-	p.cmd = exec.Command(cfg.RelayBinary, relayArgsFor(cfg, s.relayArgs(), id)...)
+	p.cmd = exec.Command(cfg.RelayBinary, relayArgs(cfg, id)...)
 	p.cmd.Env = relayEnv(cfg.DatabaseURL, p.appName, s.relayEnv())
 	p.cmd.SysProcAttr = procAttr()
 	stderr, err := p.cmd.StderrPipe()

@@ -124,7 +124,7 @@ func writeSinkCeiling(w io.Writer, c *SinkCeilingResult) {
 	if c == nil {
 		return
 	}
-	fmt.Fprintf(w, "%s sink ceiling (its client alone, no database: the same events and acknowledgement, %d batches at a time)\n", c.Sink, c.Workers)
+	fmt.Fprintf(w, "%s sink ceiling (its publisher alone, no database: the same events, %d batches at a time)\n", c.Sink, c.Workers)
 	fmt.Fprintf(w, "sink\tbatch\tevents\tseconds\tevents/s\tbatch p50/p99 ms\thost CPU busy\t\n")
 	fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t\n", c.Sink, c.Batch, c.Events, c.Seconds, c.EventsPerSecond, percentileCell(c.Publish, "%.2f"), busyCell(c.HostCPUBusy))
 	fmt.Fprintln(w)

@@ -26,7 +26,7 @@ type Report struct {
 	// (Result.CeilingScriptRatio).
 	CeilingScriptAfter []CeilingResult `json:"ceiling_script_after,omitempty"`
 	// SinkCeiling is the sink ceiling measured in this invocation
-	// (burn-down with a sink other than Kafka); absent otherwise.
+	// (burn-down, unless Config.NoCeiling); absent otherwise.
 	SinkCeiling *SinkCeilingResult `json:"sink_ceiling,omitempty"`
 	// Runs has one Result per relay count, in the order of Config.Relays.
 	Runs []Result `json:"runs"`
@@ -41,14 +41,15 @@ type Settings struct {
 	ServerVersion string `json:"server_version,omitempty"`
 	// Schema is the schema of the outbox table (on MySQL, its database).
 	Schema string `json:"schema"`
-	// Sink is the sink the relays published to, and SinkURL its server
-	// (password hidden) or the webhook receiver's URL template; both
-	// absent for Kafka, whose servers are Brokers.
+	// Sink is the sink the relays published to; SinkURL its
+	// --<sink>-url (password hidden; the webhook receiver's URL
+	// template), Brokers its --kafka-brokers, where it has them;
+	// EmbeddedBroker is set when the broker ran embedded in a process of
+	// its own (`relay bench broker`).
 	Sink           string   `json:"sink,omitempty"`
 	SinkURL        string   `json:"sink_url,omitempty"`
 	Brokers        []string `json:"brokers"`
 	EmbeddedBroker bool     `json:"embedded_broker"`
-	Partitions     int      `json:"partitions"`
 	BatchSize      int      `json:"batch_size"`
 	PayloadBytes   int      `json:"payload_bytes"`
 	PollIntervalMS float64  `json:"poll_interval_ms"`
@@ -119,9 +120,9 @@ type PhaseTiming struct {
 	Share float64      `json:"share"`
 }
 
-// SinkCeilingResult is the sink ceiling: the sink's own client publishing
-// events like the relays' (the same payload size, headers and
-// acknowledgement) to a destination like theirs, with no database, in
+// SinkCeilingResult is the sink ceiling: the sink's publisher (the one the
+// relays run) publishing events like the relays' (the same payload size)
+// to a destination like theirs, with no database, in
 // batches of the relays' --batch-size, Workers batches at a time (a
 // relay's default workers).
 type SinkCeilingResult struct {
@@ -137,7 +138,7 @@ type SinkCeilingResult struct {
 	// acknowledgement, in ms: compare with Result.Publish.
 	Publish *Percentiles `json:"publish_ms"`
 	// HostCPUBusy is the share (0 to 1) of the host's CPUs that was busy
-	// meanwhile (the client, the sink's server, the webhook receiver and
+	// meanwhile (the publisher, the sink's server, the webhook receiver and
 	// anything else on the host); nil where /proc/stat cannot be read. A
 	// ceiling near 1 saturates the host: a relay that does the database's
 	// work too, on the same CPUs, cannot come near it.
@@ -166,8 +167,8 @@ type Result struct {
 	// otherwise).
 	CeilingRatio *float64 `json:"ceiling_ratio"`
 	// SinkCeilingRatio is EventsPerSecond divided by the sink ceiling's
-	// events per second measured in the same invocation (burn-down with a
-	// sink other than Kafka; absent otherwise).
+	// events per second measured in the same invocation (burn-down;
+	// absent otherwise).
 	SinkCeilingRatio *float64 `json:"sink_ceiling_ratio,omitempty"`
 	// CeilingScriptRatio is EventsPerSecond divided by the mean of
 	// shared/bench/ceiling.sh's mark_sent figure at one client before and

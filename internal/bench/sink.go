@@ -3,160 +3,111 @@ package bench
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/internal/sinks"
-	"github.com/outboxrelay/outboxrelay/outbox"
-)
-
-// The sinks Run can measure: Config.Sink.
-const (
-	SinkKafka    = "kafka"
-	SinkNATS     = "nats"
-	SinkRabbitMQ = "rabbitmq"
-	SinkRedis    = "redis"
-	SinkWebhook  = "webhook"
 )
 
 // Sinks lists every sink Run can measure, by name: each sink of the
 // registry (internal/sinks) that can be read back.
-var Sinks = func() []string {
-	var names []string
-	for _, s := range sinks.All() {
-		if st, _, _ := s.Parse(); st != nil {
-			if _, ok := st.(sinks.Readable); ok {
-				names = append(names, s.Name)
-			}
-		}
-	}
-	return names
-}()
+var Sinks = sinks.Readables()
 
-// Default URLs of the sinks' servers (Config.SinkURL): the local ones, as
-// the sinks' own defaults.
-const (
-	DefaultNATSURL     = "nats://127.0.0.1:4222"
-	DefaultRabbitMQURL = "amqp://guest:guest@127.0.0.1:5672/"
-	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
-)
-
-// sink is where one Run's relays publish: it makes each run's destination,
-// says how the relays reach it, and reads the events back. A topic names
-// a run's destination as the outbox topic the events are written with.
-type sink interface {
-	// relayArgs are the relays' --sink flag and the flags of that sink;
-	// relayEnv is more of their environment (URLs that may hold a
-	// password, kept off the command line).
-	relayArgs() []string
-	relayEnv() []string
-	// prepare makes topic's destination (a topic, stream or queue),
-	// empty; cleanup removes it.
-	prepare(ctx context.Context, topic string) error
-	cleanup(ctx context.Context, topic string) error
-	// read records into a each event that reached topic's destination,
-	// with its arrival time. With follow it reads until ctx ends (and
-	// returns nil then); without, it stops once it read what the
-	// destination held when it began. ready, when not nil, is called once
-	// the consumer is in place.
-	read(ctx context.Context, topic string, follow bool, a *arrivals, ready func()) error
-	// settings are the sink's entries of Settings.
-	settings(s *Settings)
-	// close releases the sink's connections and servers.
-	close() error
+// sink is where one Run's relays publish: a sink of the registry. Its
+// flags point at Config.SinkURL or Brokers, or at what its reader started
+// (a webhook receiver), or at a broker embedded in a process of its own
+// (Kafka without brokers); they reach the relays in their environment (a
+// URL may hold a password). Its reader makes each run's destination (a
+// topic names it, as the outbox topic the events are written with), reads
+// the events back and removes it.
+type sink struct {
+	name     string
+	settings sinks.Settings
+	fs       *flag.FlagSet // the settings' flags
+	reader   sinks.Reader
+	broker   *brokerProc // the embedded broker's process; nil without one
 }
 
-// registrySink is a sink of the registry (internal/sinks) but Kafka: its
-// flags point at Config.SinkURL (--<sink>-url), or at what its reader
-// started (a webhook receiver), and reach the relays in their environment
-// (a URL may hold a password); its reader prepares, reads back and removes
-// each run's destination.
-type registrySink struct {
-	name, url string
-	env       []string
-	reader    sinks.Reader
-	ceiling   ceiling // nil: the sink has none
-}
-
-// ceiling publishes with the client the sink package uses, as the sink
-// does (the same headers, the same acknowledgement), for the sink ceiling
-// (see runSinkCeiling).
-type ceiling interface {
-	// publish publishes msgs to topic's destination and returns once
-	// every one was acknowledged. It is safe for concurrent use.
-	publish(ctx context.Context, topic string, msgs []outbox.Message) error
-	close() error
-}
-
-// ceilings open the ceiling client of each sink that has one, for the URL
-// its flags settled on.
-var ceilings = map[string]func(ctx context.Context, url string) (ceiling, error){
-	SinkNATS: openNATSCeiling, SinkRabbitMQ: openRabbitMQCeiling, SinkRedis: openRedisCeiling, SinkWebhook: openWebhookCeiling,
-}
-
-// openSink connects to cfg.Sink's server (or starts what it needs).
-func openSink(ctx context.Context, cfg Config) (sink, error) {
-	sk, ok := sinks.Named(cfg.Sink)
-	if !ok {
-		return nil, fmt.Errorf("bench: no sink %q", cfg.Sink) // validate refuses it first
-	}
-	var args []string
-	if cfg.SinkURL != "" {
-		args = []string{"--" + cfg.Sink + "-url", cfg.SinkURL}
-	}
-	settings, fs, err := sk.Parse(args...)
+// openSink reads cfg.Sink's flags and opens its reader, starting the
+// sink's embedded broker in a process of its own when the sink has one and
+// cfg names no server.
+func openSink(ctx context.Context, cfg Config) (*sink, error) {
+	sk, _ := sinks.Named(cfg.Sink) // validate checked it
+	args, err := cfg.sinkArgs()
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s sink: %w", cfg.Sink, err)
-	}
-	readable, ok := settings.(sinks.Readable)
-	if !ok {
-		return nil, fmt.Errorf("bench: the %s sink cannot be read back", cfg.Sink)
-	}
-	s := &registrySink{name: cfg.Sink}
-	if s.reader, err = readable.Reader(""); err != nil {
 		return nil, err
 	}
-	s.env = sinks.Changed(fs)
-	if fl := fs.Lookup(cfg.Sink + "-url"); fl != nil {
-		s.url = fl.Value.String()
+	s := &sink{name: cfg.Sink}
+	if s.settings, s.fs, err = sk.Parse(args...); err != nil {
+		return nil, fmt.Errorf("bench: %s sink: %w", cfg.Sink, err)
 	}
-	if open := ceilings[cfg.Sink]; open != nil {
-		if s.ceiling, err = open(ctx, s.url); err != nil {
-			_ = s.reader.Close()
+	if _, ok := s.settings.(sinks.Embedder); ok && len(args) == 0 {
+		if s.broker, err = startBroker(ctx, cfg.RelayBinary, cfg.Sink); err != nil {
 			return nil, err
 		}
+		fmt.Fprintf(cfg.Progress, "%s: embedded broker in its own process: %s\n", cfg.Sink, strings.Join(s.broker.args, " "))
+		if s.settings, s.fs, err = sk.Parse(s.broker.args...); err != nil {
+			_ = s.close()
+			return nil, fmt.Errorf("bench: %s sink: %w", cfg.Sink, err)
+		}
+	}
+	if s.reader, err = s.settings.(sinks.Readable).Reader(); err != nil {
+		_ = s.close()
+		return nil, err
 	}
 	return s, nil
 }
 
-func (s *registrySink) relayArgs() []string { return []string{"--sink", s.name} }
-func (s *registrySink) relayEnv() []string  { return s.env }
+// relayEnv is the sink's part of the relays' environment.
+func (s *sink) relayEnv() []string { return sinks.Changed(s.fs) }
 
-func (s *registrySink) prepare(ctx context.Context, topic string) error {
+// prepare makes topic's destination (a topic, stream or queue), empty;
+// cleanup removes it.
+func (s *sink) prepare(ctx context.Context, topic string) error {
 	_, err := s.reader.Prepare(ctx, topic)
 	return err
 }
 
-func (s *registrySink) cleanup(ctx context.Context, topic string) error {
+func (s *sink) cleanup(ctx context.Context, topic string) error {
 	return s.reader.Remove(ctx, topic)
 }
 
-func (s *registrySink) read(ctx context.Context, topic string, follow bool, a *arrivals, ready func()) error {
+// read records into a each event that reached topic's destination, with
+// its arrival time. With follow it reads until ctx ends (and returns nil
+// then); without, it stops once it read what the destination held when it
+// began. ready, when not nil, is called once the consumer is in place.
+func (s *sink) read(ctx context.Context, topic string, follow bool, a *arrivals, ready func()) error {
 	return s.reader.Read(ctx, topic, follow, func(r sinks.Record) {
 		id, _ := uuid.Parse(r.EventID)
 		a.add([]uuid.UUID{id}, time.Now())
 	}, ready)
 }
 
-func (s *registrySink) settings(st *Settings) { st.Sink, st.SinkURL = s.name, redactURL(s.url) }
+// reportSettings fills the sink's entries of Settings: its name, its
+// --<sink>-url (password hidden) and --kafka-brokers, where it has them.
+func (s *sink) reportSettings(st *Settings) {
+	st.Sink, st.EmbeddedBroker = s.name, s.broker != nil
+	if f := s.fs.Lookup(s.name + "-url"); f != nil {
+		st.SinkURL = redactURL(f.Value.String())
+	}
+	if f := s.fs.Lookup("kafka-brokers"); f != nil {
+		st.Brokers = strings.Split(f.Value.String(), ",")
+	}
+}
 
-func (s *registrySink) close() error {
-	err := s.reader.Close()
-	if s.ceiling != nil {
-		err = errors.Join(err, s.ceiling.close())
+// close releases the reader and stops the embedded broker.
+func (s *sink) close() error {
+	var err error
+	if s.reader != nil {
+		err = s.reader.Close()
+	}
+	if s.broker != nil {
+		err = errors.Join(err, s.broker.stop())
 	}
 	return err
 }

@@ -3,7 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -15,12 +18,23 @@ import (
 
 // runSinkCeiling measures the sink ceiling: cfg.SinkCeilingEvents events
 // like burn-down's (payload of cfg.PayloadBytes, keys key-0, key-1, ...,
-// fresh ids, a created_at) published with s's own client to a fresh
-// destination, in batches of cfg.BatchSize, as many batches at a time as
-// a relay has workers by default, each batch awaited whole as the relay
-// awaits Publish. The messages are built before the clock starts; the
-// destination is removed after.
-func runSinkCeiling(ctx context.Context, cfg Config, s *registrySink) (*SinkCeilingResult, error) {
+// fresh ids, a created_at) published by the sink's own publisher (the one
+// the relays run, from the same flags) to a fresh destination, in batches
+// of cfg.BatchSize, as many batches at a time as a relay has workers by
+// default, each batch awaited whole as the relay awaits Publish. The
+// messages are built before the clock starts; the destination is removed
+// after.
+func runSinkCeiling(ctx context.Context, cfg Config, s *sink) (res *SinkCeilingResult, err error) {
+	rc := relay.DefaultConfig()
+	rc.BatchSize = cfg.BatchSize
+	if err := s.settings.Check(rc); err != nil {
+		return nil, fmt.Errorf("sink ceiling: %w", err)
+	}
+	pub, err := s.settings.Open(rc, slog.New(slog.DiscardHandler), io.Discard)
+	if err != nil {
+		return nil, fmt.Errorf("sink ceiling: %w", err)
+	}
+	defer func() { err = errors.Join(err, pub.Close()) }()
 	topic := fmt.Sprintf("bench.%s.sink-ceiling.%d", cfg.Schema, time.Now().UnixMilli())
 	if err := s.prepare(ctx, topic); err != nil {
 		return nil, err
@@ -30,7 +44,7 @@ func runSinkCeiling(ctx context.Context, cfg Config, s *registrySink) (*SinkCeil
 			fmt.Fprintf(cfg.Progress, "warning: %v\n", err)
 		}
 	}()
-	workers := relay.DefaultConfig().Workers
+	workers := rc.Workers
 	fmt.Fprintf(cfg.Progress, "sink ceiling: %s: publishing %d events in batches of %d, %d at a time\n", cfg.Sink, cfg.SinkCeilingEvents, cfg.BatchSize, workers)
 	payload := bytes.Repeat([]byte("x"), cfg.PayloadBytes)
 	created := time.Now()
@@ -53,7 +67,7 @@ func runSinkCeiling(ctx context.Context, cfg Config, s *registrySink) (*SinkCeil
 		wg.Go(func() {
 			for batch := range next {
 				began := time.Now()
-				if err := s.ceiling.publish(ctx, topic, batch); err != nil {
+				if err := pub.Publish(ctx, batch); err != nil {
 					errs[w] = err
 					cancel()
 					return
@@ -85,7 +99,7 @@ feed:
 	for _, t := range took {
 		all = append(all, t...)
 	}
-	res := &SinkCeilingResult{
+	res = &SinkCeilingResult{
 		Sink: cfg.Sink, Batch: cfg.BatchSize, Workers: workers,
 		Events: cfg.SinkCeilingEvents, Seconds: elapsed.Seconds(),
 		EventsPerSecond: float64(cfg.SinkCeilingEvents) / elapsed.Seconds(),

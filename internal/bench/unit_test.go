@@ -152,7 +152,8 @@ func TestConfigValidation(t *testing.T) {
 		{"Timeout", func(c *Config) { c.Mode = ModeSoak; c.Duration = time.Hour }},
 		{"VacuumEvery", func(c *Config) { c.Mode = ModeSoak; c.VacuumEvery = -time.Second }},
 		{"Sink", func(c *Config) { c.Sink = "carrier-pigeon" }},
-		{"Brokers", func(c *Config) { c.Sink = SinkNATS; c.Brokers = []string{"b:9092"} }},
+		{"Brokers", func(c *Config) { c.Sink = "nats"; c.Brokers = []string{"b:9092"} }},
+		{"SinkURL", func(c *Config) { c.SinkURL = "kafka://b:9092" }},
 		{"SinkCeilingEvents", func(c *Config) { c.SinkCeilingEvents = -1 }},
 	}
 	if err := valid.withDefaults().validate(); err != nil {
@@ -164,19 +165,19 @@ func TestConfigValidation(t *testing.T) {
 		d.JanitorInterval != 5*time.Second || d.JanitorBatch != 1000 || d.SampleEvery != 30*time.Second || d.SampleInterval != time.Second {
 		t.Fatalf("soak defaults %+v (%v): want 500/s for 10m, retention 30s, janitor 5s and 1000, a sample every 30s", d, d.validate())
 	}
-	args := strings.Join(relayArgs(soak.withDefaults(), []string{"b:9092"}, "r1"), " ")
+	args := strings.Join(relayArgs(soak.withDefaults(), "r1"), " ")
 	if !strings.Contains(args, "--retention 30s --janitor-interval 5s --janitor-batch 1000") {
 		t.Errorf("soak relay args %q lack the janitor's settings", args)
 	}
-	if !strings.Contains(args, "--observe-file "+observeFD) || !strings.Contains(args, "--log-format json") {
-		t.Errorf("relay args %q do not send the events to %s and the log as JSON", args, observeFD)
+	if !strings.Contains(args, "--sink kafka") || !strings.Contains(args, "--observe-file "+observeFD) || !strings.Contains(args, "--log-format json") {
+		t.Errorf("relay args %q do not name the sink, send the events to %s and the log as JSON", args, observeFD)
 	}
-	if args := strings.Join(relayArgs(valid.withDefaults(), []string{"b:9092"}, "r1"), " "); strings.Contains(args, "--retention") {
+	if args := strings.Join(relayArgs(valid.withDefaults(), "r1"), " "); strings.Contains(args, "--retention") {
 		t.Errorf("burn-down relay args %q set the retention", args)
 	}
 	quiet := valid
 	quiet.NoNotify = true
-	if args := strings.Join(relayArgs(quiet.withDefaults(), []string{"b:9092"}, "r1"), " "); !strings.Contains(args, "--listen=false") {
+	if args := strings.Join(relayArgs(quiet.withDefaults(), "r1"), " "); !strings.Contains(args, "--listen=false") {
 		t.Errorf("relay args %q without notifications do not turn listening off", args)
 	}
 	for _, c := range cases {

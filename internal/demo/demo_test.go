@@ -20,30 +20,39 @@ import (
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// testSink is one sink the demo runs against, from the registry: its
-// flags pointing at the brokers of this machine, or those the variables
-// the sinks' own tests read name.
+// testSink is one sink the demo runs against, from the registry, with
+// its flags for topic.
 type testSink struct {
 	name, sink string
 	args       func(topic string) []string
 }
 
-var testSinks = []testSink{
-	{"kafka", "kafka", func(string) []string { return nil }},
-	{"nats", "nats", func(string) []string { return []string{"--nats-url", env("OUTBOX_TEST_NATS_URL", natssink.DefaultURL)} }},
-	{"rabbitmq", "rabbitmq", func(string) []string {
-		return []string{"--rabbitmq-url", env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL)}
-	}},
-	// The topic as a routing key on an exchange of its own, which the
-	// reader declares and deletes.
-	{"rabbitmq-exchange", "rabbitmq", func(topic string) []string {
-		return []string{"--rabbitmq-url", env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL), "--rabbitmq-exchange", "x." + topic}
-	}},
-	{"redis", "redis", func(string) []string {
-		return []string{"--redis-url", "redis://" + env("OUTBOX_TEST_REDIS_ADDR", "127.0.0.1:6379") + "/0", "--redis-stream-prefix", "demo-test:"}
-	}},
-	{"webhook", "webhook", func(string) []string { return nil }},
-}
+// testSinks are every sink of the registry that can be read back, on its
+// flags' defaults (this machine's brokers) or on the broker the variable
+// its own tests read names, and RabbitMQ again with the topic as a routing
+// key on an exchange of its own, which the reader declares and deletes.
+var testSinks = func() []testSink {
+	args := map[string]func(string) []string{
+		"nats": func(string) []string { return []string{"--nats-url", env("OUTBOX_TEST_NATS_URL", natssink.DefaultURL)} },
+		"rabbitmq": func(string) []string {
+			return []string{"--rabbitmq-url", env("OUTBOX_TEST_RABBITMQ_URL", rabbitmq.DefaultURL)}
+		},
+		"redis": func(string) []string {
+			return []string{"--redis-url", "redis://" + env("OUTBOX_TEST_REDIS_ADDR", "127.0.0.1:6379") + "/0", "--redis-stream-prefix", "demo-test:"}
+		},
+	}
+	var out []testSink
+	for _, name := range sinks.Readables() {
+		a := args[name]
+		if a == nil {
+			a = func(string) []string { return nil }
+		}
+		out = append(out, testSink{name, name, a})
+	}
+	return append(out, testSink{"rabbitmq-exchange", "rabbitmq", func(topic string) []string {
+		return append(args["rabbitmq"](topic), "--rabbitmq-exchange", "x."+topic)
+	}})
+}()
 
 // open returns the sink's reader for topic and the relays' publishers, as
 // relay demo wires them.
@@ -53,7 +62,7 @@ func (s testSink) open(t *testing.T, topic string, rc relay.Config) (sinks.Reade
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := settings.(sinks.Readable).Reader(topic)
+	reader, err := settings.(sinks.Readable).Reader()
 	if err != nil {
 		t.Fatal(err)
 	}

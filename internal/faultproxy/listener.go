@@ -29,6 +29,20 @@ func Listen(network, address string) (*Listener, error) {
 	return &Listener{Listener: ln, Proxy: p}, nil
 }
 
+// ListenTo returns Listen as a server's listen function
+// (kfakebroker.Options.Listen): *p is set to the Proxy of the listener it
+// makes.
+func ListenTo(p **Proxy) func(network, address string) (net.Listener, error) {
+	return func(network, address string) (net.Listener, error) {
+		ln, err := Listen(network, address)
+		if err != nil {
+			return nil, err
+		}
+		*p = ln.Proxy
+		return ln, nil
+	}
+}
+
 // Addr returns the proxy's address.
 func (l *Listener) Addr() net.Addr {
 	addr, err := net.ResolveTCPAddr("tcp", l.Proxy.Addr())

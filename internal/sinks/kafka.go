@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,7 +136,7 @@ func kafkaProblems(cfg kafka.Config) []error {
 			cfg.Brokers = []string{"localhost:9092"}
 		case strings.HasPrefix(ce.Field, "SASL"):
 			cfg.SASL = kafka.SASLConfig{}
-		case !zeroField(&cfg, ce.Field):
+		case !ZeroField(&cfg, ce.Field):
 			return out
 		}
 	}
@@ -166,51 +164,65 @@ func kafkaUsage(err error) error {
 }
 
 // kafkaReader reads Kafka back with kafka-go, one reader per partition,
-// from the brokers given or an embedded kfake broker. Its topics stay on
-// the brokers: Remove leaves them.
+// from the brokers given or an embedded kfake broker.
 type kafkaReader struct {
-	brokers  []string
-	embedded *kfakebroker.Broker
+	brokers []string
+	stop    func()          // the embedded broker's; nil with brokers given
+	created map[string]bool // the topics Prepare created
 }
 
-// Reader returns a Reader of --kafka-brokers; without brokers it starts an
-// embedded kfake broker on 127.0.0.1, with topic created (3 partitions),
-// and points --kafka-brokers at it.
-func (k *kafkaFlags) Reader(topic string) (Reader, error) {
-	if brokers := splitList(k.brokers); len(brokers) > 0 {
-		return &kafkaReader{brokers: brokers}, nil
-	}
-	b, err := kfakebroker.Start(kfakebroker.Options{Topics: []string{topic}, Partitions: 3})
+// Embed starts an embedded kfake broker on 127.0.0.1 and points
+// --kafka-brokers at it.
+func (k *kafkaFlags) Embed() (func(), error) {
+	b, err := kfakebroker.Start(kfakebroker.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("start embedded broker: %w", err)
 	}
 	k.brokers = strings.Join(b.Addrs(), ",")
-	return &kafkaReader{brokers: b.Addrs(), embedded: b}, nil
+	return b.Close, nil
 }
 
-// Prepare creates topic with 3 partitions on brokers given, unless it
-// exists.
+// Reader returns a Reader of --kafka-brokers; without brokers it embeds
+// one (Embed).
+func (k *kafkaFlags) Reader() (Reader, error) {
+	r := &kafkaReader{created: map[string]bool{}}
+	if k.brokers == "" {
+		var err error
+		if r.stop, err = k.Embed(); err != nil {
+			return nil, err
+		}
+	}
+	r.brokers = splitList(k.brokers)
+	return r, nil
+}
+
+// admin runs fn with a client of the brokers and closes its connections
+// after.
+func (k *kafkaReader) admin(fn func(*kafkago.Client) error) error {
+	tr := &kafkago.Transport{}
+	defer tr.CloseIdleConnections()
+	return fn(&kafkago.Client{Addr: kafkago.TCP(k.brokers...), Transport: tr})
+}
+
+// Prepare creates topic with 3 partitions, unless it exists.
 func (k *kafkaReader) Prepare(ctx context.Context, topic string) (string, error) {
-	if k.embedded != nil {
+	err := k.admin(func(c *kafkago.Client) error {
+		res, err := c.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{
+			{Topic: topic, NumPartitions: 3, ReplicationFactor: 1},
+		}})
+		if err == nil {
+			err = res.Errors[topic]
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		k.created[topic] = true
+	case !errors.Is(err, kafkago.TopicAlreadyExists):
+		return "", fmt.Errorf("create topic %s on %v: %w", topic, k.brokers, err)
+	}
+	if k.stop != nil {
 		return fmt.Sprintf("kafka:    embedded kfake broker on %v, topic %s (3 partitions)", k.brokers, topic), nil
-	}
-	conn, err := kafkago.DialContext(ctx, "tcp", k.brokers[0])
-	if err != nil {
-		return "", fmt.Errorf("dial %s: %w", k.brokers[0], err)
-	}
-	defer conn.Close()
-	ctrl, err := conn.Controller()
-	if err != nil {
-		return "", fmt.Errorf("find controller: %w", err)
-	}
-	cc, err := kafkago.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
-	if err != nil {
-		return "", fmt.Errorf("dial controller: %w", err)
-	}
-	defer cc.Close()
-	err = cc.CreateTopics(kafkago.TopicConfig{Topic: topic, NumPartitions: 3, ReplicationFactor: 1})
-	if err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		return "", fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	return fmt.Sprintf("kafka:    brokers %v, topic %s", k.brokers, topic), nil
 }
@@ -272,13 +284,28 @@ func (k *kafkaReader) Read(ctx context.Context, topic string, follow bool, got f
 	return errors.Join(errs...)
 }
 
-// Remove leaves topic: a Kafka topic is not the reader's to delete.
-func (k *kafkaReader) Remove(context.Context, string) error { return nil }
+// Remove deletes topic if Prepare created it.
+func (k *kafkaReader) Remove(ctx context.Context, topic string) error {
+	if !k.created[topic] {
+		return nil
+	}
+	delete(k.created, topic)
+	return k.admin(func(c *kafkago.Client) error {
+		res, err := c.DeleteTopics(ctx, &kafkago.DeleteTopicsRequest{Topics: []string{topic}})
+		if err == nil {
+			err = res.Errors[topic]
+		}
+		if err != nil {
+			return fmt.Errorf("delete topic %s: %w", topic, err)
+		}
+		return nil
+	})
+}
 
 // Close stops the embedded broker.
 func (k *kafkaReader) Close() error {
-	if k.embedded != nil {
-		k.embedded.Close()
+	if k.stop != nil {
+		k.stop()
 	}
 	return nil
 }

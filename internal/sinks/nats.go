@@ -177,7 +177,7 @@ type natsReader struct {
 }
 
 // Reader returns a Reader of the servers of --nats-url.
-func (n *natsFlags) Reader(string) (Reader, error) { return &natsReader{f: n}, nil }
+func (n *natsFlags) Reader() (Reader, error) { return &natsReader{f: n}, nil }
 
 // natsStream names topic's stream: OUTBOX_ and topic's letters and digits,
 // '_' for the rest.

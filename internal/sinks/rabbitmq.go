@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -135,7 +136,7 @@ func rabbitmqProblems(cfg rabbitmq.Config) []error {
 		out, seen[ce.Field] = append(out, err), true
 		if ce.Field == "URL" {
 			cfg.URL, cfg.TLS = "", nil
-		} else if !zeroField(&cfg, ce.Field) {
+		} else if !ZeroField(&cfg, ce.Field) {
 			return out
 		}
 	}
@@ -169,12 +170,15 @@ type rabbitmqReader struct {
 	f       *rabbitmqFlags
 	conn    *amqp.Connection
 	created map[string]string // topic -> the exchange Prepare declared
+
+	mu   sync.Mutex       // Reads of several topics run at once
+	read map[string]int64 // topic -> the messages read: the next one's Offset
 }
 
 // Reader returns a Reader of the broker of --rabbitmq-url, for the
 // routing of --rabbitmq-exchange.
-func (r *rabbitmqFlags) Reader(string) (Reader, error) {
-	return &rabbitmqReader{f: r, created: map[string]string{}}, nil
+func (r *rabbitmqFlags) Reader() (Reader, error) {
+	return &rabbitmqReader{f: r, created: map[string]string{}, read: map[string]int64{}}, nil
 }
 
 // queue returns the queue that receives topic, and where the sink sends it.
@@ -280,19 +284,34 @@ func (r *rabbitmqReader) Read(ctx context.Context, topic string, follow bool, go
 		// Consume, not ConsumeWithContext: amqp091-go v1.16 cancels a
 		// consumer whose context ended from a goroutine of its own, and a
 		// channel closed meanwhile then waits forever. The consumer is
-		// cancelled here, and what is still coming drained, before
-		// withChannel closes the channel.
+		// cancelled here, before withChannel closes the channel, and what
+		// it still receives is handed over: auto-acked, it has left the
+		// queue.
 		const tag = "outboxrelay-reader"
 		deliveries, err := ch.Consume(q, tag, true, false, false, false, nil) // auto-ack
 		if err != nil {
 			return fmt.Errorf("rabbitmq: consume %s: %w", q, err)
 		}
+		hand := func(d amqp.Delivery) {
+			id, _ := d.Headers[outbox.HeaderEventID].(string)
+			key, _ := d.Headers[rabbitmq.HeaderKey].(string)
+			r.mu.Lock()
+			offset := r.read[topic]
+			r.read[topic]++
+			r.mu.Unlock()
+			got(Record{EventID: id, Key: key, Payload: string(d.Body), Offset: offset, Time: time.Now()})
+		}
 		defer func() {
-			go func() {
-				for range deliveries { //nolint:revive // draining until the channel closes
-				}
-			}()
-			_ = ch.Cancel(tag, false)
+			if err := ch.Cancel(tag, false); err != nil {
+				go func() {
+					for range deliveries { //nolint:revive // the channel is closing: draining until it has
+					}
+				}()
+				return
+			}
+			for d := range deliveries {
+				hand(d)
+			}
 		}()
 		if ready != nil {
 			ready()
@@ -308,9 +327,7 @@ func (r *rabbitmqReader) Read(ctx context.Context, topic string, follow bool, go
 					}
 					return fmt.Errorf("rabbitmq: consumer of %s closed after %d messages", q, n)
 				}
-				id, _ := d.Headers[outbox.HeaderEventID].(string)
-				key, _ := d.Headers[rabbitmq.HeaderKey].(string)
-				got(Record{EventID: id, Key: key, Payload: string(d.Body), Offset: int64(n), Time: time.Now()})
+				hand(d)
 				idle.Reset(rabbitmqReadIdle)
 			case <-idle.C:
 				if !follow {

@@ -158,7 +158,7 @@ type redisReader struct {
 }
 
 // Reader returns a Reader of the server of --redis-url.
-func (r *redisFlags) Reader(string) (Reader, error) { return &redisReader{f: r}, nil }
+func (r *redisFlags) Reader() (Reader, error) { return &redisReader{f: r}, nil }
 
 // Prepare deletes the stream if an earlier run left it.
 func (r *redisReader) Prepare(ctx context.Context, topic string) (string, error) {

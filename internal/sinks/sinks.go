@@ -53,12 +53,20 @@ type Settings interface {
 // Readable is implemented by the Settings of a sink whose events can be
 // read back (every sink but stdout).
 type Readable interface {
-	// Reader returns a Reader of the broker the settings point at, for
-	// topic. It is called before Check, and may start a broker of its own
-	// (an embedded Kafka broker when no --kafka-brokers is given, a
-	// webhook receiver) and point the settings at it; Reader.Close stops
-	// it.
-	Reader(topic string) (Reader, error)
+	// Reader returns a Reader of the broker the settings point at. It is
+	// called before Check, and may start a broker of its own (an embedded
+	// Kafka broker when no --kafka-brokers is given, a webhook receiver)
+	// and point the settings at it; Reader.Close stops it.
+	Reader() (Reader, error)
+}
+
+// Embedder is implemented by the Settings of a sink whose broker can run
+// embedded, on 127.0.0.1, where any process of the host reaches it (Kafka:
+// a kfake broker). Embed starts one and points the settings at it; stop
+// stops it. Reader calls it when the settings name no broker; relay bench
+// calls it in a process of its own, to measure the broker's CPU apart.
+type Embedder interface {
+	Embed() (stop func(), err error)
 }
 
 // Reader reads back, with the broker's own client, what a sink published.
@@ -76,7 +84,8 @@ type Reader interface {
 	// what the destination held when it began. ready, when not nil, is
 	// called once the reader is in place.
 	Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error
-	// Remove deletes topic's destination.
+	// Remove deletes topic's destination (a Kafka topic only if Prepare
+	// created it).
 	Remove(ctx context.Context, topic string) error
 	// Close releases the connections and what Reader started (an
 	// embedded broker, a receiver).
@@ -93,8 +102,9 @@ type Record struct {
 	// Payload is the message's body.
 	Payload string
 	// Partition and Offset place the message in its destination: a key's
-	// messages in the order the destination keeps them. Partition is 0
-	// but on Kafka.
+	// messages in the order the destination keeps them, each message at
+	// the same place in every Read of one Reader. Partition is 0 but on
+	// Kafka.
 	Partition int
 	Offset    int64
 	// Time is when the broker stored the message (Kafka: when the producer
@@ -130,6 +140,20 @@ func register(s Sink) {
 // All returns every registered sink, in the order of their names.
 func All() []Sink { return slices.Clone(all) }
 
+// Readables returns the names of the registered sinks whose events can be
+// read back (their Settings are Readable), in order: those relay demo,
+// relay bench and the fault harness take.
+func Readables() []string {
+	var names []string
+	for _, s := range all {
+		st, _, _ := s.Parse()
+		if _, ok := st.(Readable); ok {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
 // Named returns the registered sink called name.
 func Named(name string) (Sink, bool) {
 	i := slices.IndexFunc(all, func(s Sink) bool { return s.Name == name })
@@ -153,13 +177,23 @@ func (s Sink) Parse(args ...string) (Settings, *flag.FlagSet, error) {
 // environment variables (OUTBOX_NATS_URL=...): what points a relay at the
 // broker Parse and Reader (which may start one) settled on.
 func Changed(fs *flag.FlagSet) []string {
-	var env []string
+	return changed(fs, func(name string) string { return EnvName(name) + "=" })
+}
+
+// Args returns the flags of fs whose value is not their default as
+// arguments for Parse (--kafka-brokers=...).
+func Args(fs *flag.FlagSet) []string {
+	return changed(fs, func(name string) string { return "--" + name + "=" })
+}
+
+func changed(fs *flag.FlagSet, prefix func(name string) string) []string {
+	var out []string
 	fs.VisitAll(func(f *flag.Flag) {
 		if v := f.Value.String(); v != f.DefValue {
-			env = append(env, EnvName(f.Name)+"="+v)
+			out = append(out, prefix(f.Name)+v)
 		}
 	})
-	return env
+	return out
 }
 
 // flagSet is Flags on a flag.FlagSet.
@@ -230,9 +264,11 @@ func splitList(s string) []string {
 	return out
 }
 
-// zeroField sets the field at path ("Brokers", "SASL.Mechanism") of the
-// struct p points to to its zero value, and reports whether there was one.
-func zeroField(p any, path string) bool {
+// ZeroField sets the field at path ("Brokers", "SASL.Mechanism") of the
+// struct p points to to its zero value, and reports whether there was one:
+// how a check reports every invalid field of a configuration, not only
+// the first (cmd/relay's relay.Config too).
+func ZeroField(p any, path string) bool {
 	v := reflect.ValueOf(p).Elem()
 	for name := range strings.SplitSeq(path, ".") {
 		if v.Kind() != reflect.Struct {

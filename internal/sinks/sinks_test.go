@@ -33,7 +33,7 @@ func TestParseAndChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := settings.(Readable).Reader("")
+	r, err := settings.(Readable).Reader()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestParseAndChanged(t *testing.T) {
 	if env := Changed(fs); len(env) != 1 || !strings.HasPrefix(env[0], "OUTBOX_WEBHOOK_URL=http://127.0.0.1:") {
 		t.Errorf("Changed after Reader = %q, want the receiver's URL", env)
 	}
-	if _, err := settings.(Readable).Reader(""); err == nil || !strings.Contains(err.Error(), "leave --webhook-url") {
+	if _, err := settings.(Readable).Reader(); err == nil || !strings.Contains(err.Error(), "leave --webhook-url") {
 		t.Errorf("a second Reader with --webhook-url set: %v, want refused", err)
 	}
 }
@@ -57,7 +57,7 @@ func TestKafkaReaderReadsToTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := UniqueTopic("sinks.test")
-	r, err := settings.(Readable).Reader(topic)
+	r, err := settings.(Readable).Reader()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +91,12 @@ func TestKafkaReaderReadsToTheEnd(t *testing.T) {
 		if rec.EventID == "" || rec.Payload != "{}" || rec.Time.IsZero() {
 			t.Errorf("record %+v: want an event id, the payload and a time", rec)
 		}
+	}
+	// Remove deletes the topic Prepare created: Prepare creates it anew.
+	if err := r.Remove(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Prepare(ctx, topic); err != nil || !r.(*kafkaReader).created[topic] {
+		t.Errorf("Prepare after Remove: %v, created %v: want the topic created again", err, r.(*kafkaReader).created[topic])
 	}
 }

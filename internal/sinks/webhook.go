@@ -189,7 +189,7 @@ const webhookPath = "/hooks/"
 // Reader starts a receiver on a free port of 127.0.0.1 and points
 // --webhook-url at it; a --webhook-url given is refused, as the receiver
 // could not read what reaches another.
-func (w *webhookFlags) Reader(string) (Reader, error) {
+func (w *webhookFlags) Reader() (Reader, error) {
 	if w.url != "" {
 		return nil, usage("--sink webhook reads back from a receiver of its own: leave --webhook-url (%s) unset", EnvName("webhook-url"))
 	}

@@ -1,7 +1,6 @@
 package kafka_test
 
 import (
-	"net"
 	"strconv"
 	"testing"
 
@@ -19,14 +18,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	var proxy *faultproxy.Proxy
 	b := startBroker(t, kfakebroker.Options{
-		Listen: func(network, address string) (net.Listener, error) {
-			ln, err := faultproxy.Listen(network, address)
-			if err != nil {
-				return nil, err
-			}
-			proxy = ln.Proxy
-			return ln, nil
-		},
+		Listen: faultproxy.ListenTo(&proxy),
 	})
 	publisherstest.Run(t, publisherstest.Harness{
 		Name: "kafka",

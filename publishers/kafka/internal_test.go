@@ -267,14 +267,7 @@ func TestPublishSendsNothingAfterItReturns(t *testing.T) {
 	var proxy *faultproxy.Proxy
 	b, err := kfakebroker.Start(kfakebroker.Options{
 		Topics: []string{"t"},
-		Listen: func(network, address string) (net.Listener, error) {
-			ln, err := faultproxy.Listen(network, address)
-			if err != nil {
-				return nil, err
-			}
-			proxy = ln.Proxy
-			return ln, nil
-		},
+		Listen: faultproxy.ListenTo(&proxy),
 	})
 	if err != nil {
 		t.Fatal(err)
