@@ -66,10 +66,8 @@ type Config struct {
 	// database works on one batch while another is being published or
 	// recorded. The workers share wake-ups: a notification or a poll
 	// starts one claim, not one per worker, and a full batch invites
-	// another worker to claim the next one. With ordered topics it is
-	// also how many shards a relay serves at once: as many ordered loops,
-	// each leasing a shard of its own (docs/ordering.md). Defaults to 2;
-	// at most 64.
+	// another worker to claim the next one. Ordered topics have loops of
+	// their own (Ordering.Loops). Defaults to 2; at most 64.
 	Workers int
 	// Claim is how an unordered claim holds its rows while they are
 	// published: ClaimLease (the default) or ClaimLock; see ClaimMode and
@@ -218,10 +216,9 @@ const (
 	// DefaultOrderedLoops is Ordering.Loops' default. An ordered loop
 	// waits for each batch's write-back before it claims the next (the
 	// next claim must see the outcome), so more loops drain a backlog
-	// faster on one replica (4 drained about 15% faster than 2 on 2
-	// cores); but under a steady load each loop leases, claims and hands
-	// back shards for a few events at a time, and 4 loops cost the
-	// database 75% more than 2 (docs/ordering.md#serving-a-shard).
+	// faster on one replica; but under a steady load each loop leases,
+	// claims and hands back shards for a few events at a time, which
+	// costs the database more (docs/ordering.md#serving-a-shard).
 	DefaultOrderedLoops = 2
 	// DefaultShardBudgetBatches is Ordering.ShardBudget's default in
 	// batches: ShardBudget defaults to this times BatchMin.
