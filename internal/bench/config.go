@@ -189,10 +189,6 @@ type Config struct {
 	// events like the relays' (the same payload size), in batches of
 	// BatchSize, with no database. Defaults to Events.
 	SinkCeilingEvents int
-	// CeilingScript, when set, is the path of shared/bench/ceiling.sh,
-	// run after the Go ceiling for cross-checking (it needs psql and
-	// pgbench on PATH). Defaults to "": not run.
-	CeilingScript string
 	// SampleInterval is how often Run samples pg_stat_activity for the
 	// duration of the relays' statements. Negative disables sampling.
 	// Defaults to 20ms (1s in soak mode, whose claim latency comes from
@@ -407,8 +403,6 @@ func (c Config) validateMySQL() error {
 		return bad("HoldSnapshot", "PostgreSQL only")
 	case c.NoNotify:
 		return bad("NoNotify", "PostgreSQL only: on MySQL the relays always poll")
-	case c.CeilingScript != "":
-		return bad("CeilingScript", "shared/bench/ceiling.sh runs on PostgreSQL only")
 	case strings.EqualFold(c.Schema, mc.DBName):
 		return bad("Schema", "%q is the database of the URL; the benchmark drops and recreates its schema, so give it a database of its own", c.Schema)
 	case lower == "mysql" || lower == "sys" || lower == "performance_schema":

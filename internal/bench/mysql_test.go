@@ -168,7 +168,6 @@ func TestMySQLConfigRefused(t *testing.T) {
 		{"soak", func(c *Config) { c.Mode = ModeSoak }, "DatabaseURL"},
 		{"hold snapshot", func(c *Config) { c.HoldSnapshot = true }, "HoldSnapshot"},
 		{"no notify", func(c *Config) { c.NoNotify = true }, "NoNotify"},
-		{"ceiling script", func(c *Config) { c.CeilingScript = "ceiling.sh" }, "CeilingScript"},
 		{"the URL's database", func(c *Config) { c.Schema = "Test" }, "Schema"},
 		{"a server database", func(c *Config) { c.Schema = "mysql" }, "Schema"},
 		{"too long", func(c *Config) { c.Schema = strings.Repeat("a", 60) }, "Schema"},
