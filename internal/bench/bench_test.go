@@ -24,7 +24,7 @@ func newConfig(t *testing.T, mode Mode) Config {
 	t.Helper()
 	_, table := testdb.NewEmpty(t) // a fresh schema name, dropped at the end
 	return Config{
-		Mode: mode, DatabaseURL: testdb.URL(t), Schema: table.Schema, RelayBinary: relayBin,
+		Mode: mode, DatabaseURL: testdb.URL(t), Schema: table.Schema, RelayBinary: relayBin, BrokerBinary: benchBin,
 		Relays: []int{1}, PollInterval: 10 * time.Millisecond, SampleInterval: 2 * time.Millisecond,
 		Timeout: 2 * time.Minute, Progress: testWriter{t},
 	}
@@ -342,7 +342,7 @@ func TestRefusesForeignSchema(t *testing.T) {
 	cfg := newConfig(t, ModeIdle)
 	cfg.Schema = table.Schema
 	_, err := Run(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "not created by relay bench") {
+	if err == nil || !strings.Contains(err.Error(), "not created by relay-bench") {
 		t.Fatalf("Run on a foreign schema: %v, want ErrForeignSchema", err)
 	}
 	var n int

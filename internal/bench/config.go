@@ -96,11 +96,15 @@ type Config struct {
 	SinkURL string
 	// Brokers are the Kafka sink's --kafka-brokers. Defaults to none: Run
 	// starts the sink's embedded broker (sinks.Embedder) in a process of
-	// its own (RelayBinary bench broker) and stops it at the end.
+	// its own (BrokerBinary broker) and stops it at the end.
 	Brokers []string
 	// RelayBinary is the path of the relay binary: the relays run as
 	// `RelayBinary run ...` child processes. Required.
 	RelayBinary string
+	// BrokerBinary is the path of the relay-bench binary: a sink's
+	// embedded broker runs as `BrokerBinary broker --sink NAME` (see
+	// ServeBroker). Required.
+	BrokerBinary string
 	// Relays lists the relay counts: the mode runs once per count.
 	// Defaults to [1].
 	Relays []int
@@ -264,6 +268,11 @@ func setDefault[T int | time.Duration](v *T, def T) {
 	}
 }
 
+// Validate reports the first invalid field of c, after defaults, as a
+// *ConfigError; Run checks it too. It reads nothing beyond c: a caller
+// can check a Config before it builds the binaries the Config names.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 // validate checks a defaulted config; the error is a *ConfigError.
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
@@ -299,6 +308,8 @@ func (c Config) validate() error {
 	switch {
 	case c.RelayBinary == "":
 		return bad("RelayBinary", "empty")
+	case c.BrokerBinary == "":
+		return bad("BrokerBinary", "empty")
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is not between 1 and 10000", c.BatchSize)
 	case c.PayloadBytes < 1 || c.PayloadBytes > outbox.DefaultMaxPayloadBytes:

@@ -7,7 +7,7 @@ import (
 )
 
 // Report is the outcome of Run: the settings, the SQL ceiling and one
-// Result per relay count. It encodes to the JSON that `relay bench --json`
+// Result per relay count. It encodes to the JSON that `relay-bench --json`
 // prints; the field names are stable.
 type Report struct {
 	// Mode is the mode of every run.
@@ -37,7 +37,7 @@ type Settings struct {
 	// --<sink>-url (password hidden; the webhook receiver's URL
 	// template), Brokers its --kafka-brokers, where it has them;
 	// EmbeddedBroker is set when the broker ran embedded in a process of
-	// its own (`relay bench broker`).
+	// its own (`relay-bench broker`).
 	Sink           string   `json:"sink,omitempty"`
 	SinkURL        string   `json:"sink_url,omitempty"`
 	Brokers        []string `json:"brokers"`

@@ -117,7 +117,7 @@ func TestCeilingIterations(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	valid := Config{Mode: ModeBurnDown, DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres", RelayBinary: "/bin/relay"}
+	valid := Config{Mode: ModeBurnDown, DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres", RelayBinary: "/bin/relay", BrokerBinary: "/bin/relay-bench"}
 	cases := []struct {
 		field  string
 		modify func(*Config)
@@ -129,6 +129,7 @@ func TestConfigValidation(t *testing.T) {
 		{"Schema", func(c *Config) { c.Schema = "a.b" }},
 		{"Schema", func(c *Config) { c.Schema = strings.Repeat("s", 60) }},
 		{"RelayBinary", func(c *Config) { c.RelayBinary = "" }},
+		{"BrokerBinary", func(c *Config) { c.BrokerBinary = "" }},
 		{"Relays", func(c *Config) { c.Relays = []int{1, 0} }},
 		{"BatchSize", func(c *Config) { c.BatchSize = 10001 }},
 		{"PollInterval", func(c *Config) { c.PollInterval = time.Microsecond }},
@@ -174,7 +175,7 @@ func TestConfigValidation(t *testing.T) {
 	for _, c := range cases {
 		cfg := valid
 		c.modify(&cfg)
-		err := cfg.withDefaults().validate()
+		err := cfg.Validate()
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != c.field {
 			t.Errorf("%s: got %v, want a *ConfigError for %s", c.field, err, c.field)
