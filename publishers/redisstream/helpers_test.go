@@ -223,9 +223,8 @@ type privateRedis struct {
 // accepts connections.
 func startPrivate(t testing.TB, args ...string) *privateRedis {
 	t.Helper()
-	r := &privateRedis{port: freePort(t), args: args}
-	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
-	r.start(t)
+	r := &privateRedis{args: args}
+	r.startOnAFreePort(t)
 	r.Client = newClient(t, r.Addr)
 	return r
 }
@@ -239,18 +238,33 @@ func startPrivateTLS(t testing.TB, pki testPKI, authClients bool) *privateRedis 
 	if authClients {
 		auth = "yes"
 	}
-	r := &privateRedis{port: freePort(t), args: []string{
+	r := &privateRedis{args: []string{
 		"--port", "0", "--tls-port", "{port}",
 		"--tls-cert-file", pki.serverCert, "--tls-key-file", pki.serverKey,
 		"--tls-ca-cert-file", pki.caCert, "--tls-auth-clients", auth,
 	}}
-	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
-	r.start(t)
+	r.startOnAFreePort(t)
 	return r
 }
 
-// start starts the server process on r's port.
-func (r *privateRedis) start(t testing.TB) {
+// startOnAFreePort starts the server on a port nothing listened on, and
+// on another if something took that one before the server bound it (a
+// client's connection elsewhere on a busy machine may).
+func (r *privateRedis) startOnAFreePort(t testing.TB) {
+	t.Helper()
+	for range 5 {
+		r.port = freePort(t)
+		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
+		if !r.start(t) {
+			return
+		}
+	}
+	t.Fatal("redis-server found its port taken five times")
+}
+
+// start starts the server process on r's port. It returns true, having
+// started nothing, when the port was taken; any other failure fails t.
+func (r *privateRedis) start(t testing.TB) (portTaken bool) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -296,10 +310,14 @@ func (r *privateRedis) start(t testing.TB) {
 	select {
 	case <-ready:
 	case <-exited:
+		if strings.Contains(tail.String(), "Address already in use") {
+			return true
+		}
 		t.Fatalf("redis-server %v exited before it was ready:\n%s", all, tail.String())
 	case <-time.After(time.Minute):
 		t.Fatalf("redis-server %v not ready after a minute", all) // the log is still being written: not shown
 	}
+	return false
 }
 
 // Restart stops the server (SHUTDOWN NOSAVE, which closes every client
@@ -313,5 +331,7 @@ func (r *privateRedis) Restart(t testing.TB) {
 	case <-time.After(time.Minute):
 		t.Fatal("redis-server still running a minute after SHUTDOWN")
 	}
-	r.start(t)
+	if r.start(t) {
+		t.Fatalf("redis-server could not restart: port %d was taken meanwhile", r.port)
+	}
 }
