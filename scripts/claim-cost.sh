@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # claim-cost.sh: the SQL-only cost of our row lifecycle (the relay's claim
 # statement, returning the rows, then a mark-sent) on the real outbox schema,
-# next to ../shared/bench/ceiling.sh's reference lifecycle, in one run. It
-# shows what the schema's indexes cost per event (docs/benchmarks.md#index-entries).
+# with pgbench, and of variants of it, in one run. It shows what the schema's
+# indexes and the claim's parts cost per event (docs/benchmarks.md);
+# relay-bench burn-down's SQL ceiling is the reference lifecycle.
 #
 #   usage: [VARIANTS="..."] scripts/claim-cost.sh [DATABASE_URL] [ROWS] [ROUNDS]
 #   default: postgres://postgres@127.0.0.1:5432/postgres 200000 3, VARIANTS="005 004 005-keyless lock"
 #
 # Variants, each on a fresh table in schema outbox_claimcost, with ROWS events
 # of 200 bytes and batches of 1000, drained by 3/4 with pgbench (1 client):
-#   005         the schema as migrated (ordered_pending_idx), keyed events
-#   004         migration 005 reverted (ordered_idx also holds processing rows)
+#   005         the schema as migrated (with 005's ordered_pending_idx), keyed events
+#   004         migrated down to 004 (ordered_idx also holds processing rows)
 #   005-keyless the schema as migrated, events without a key
 #   lock        a lock claim (--claim-mode lock): BEGIN, the SELECT ... FOR UPDATE
 #               SKIP LOCKED of the pending rows, one UPDATE to sent, COMMIT
 #   nolapsed    005 with a claim that has no lapsed-lease branch (Run's claimDue)
-#   noreturn    005 with a claim that returns nothing, as ceiling.sh's
+#   noreturn    005 with a claim that returns nothing, as the SQL ceiling's
 #   nosentidx   005 with sent_idx dropped
 #   ctid        nolapsed, the UPDATE finding the picked rows by ctid (a TID scan)
 #               instead of by id (a primary-key probe each)
 #   brinsent    nolapsed, with sent_idx a BRIN index instead of a B-tree
 #   ctidbrin    both
-# then the ceiling's mark_sent with 1 client (CEILING: the path of ceiling.sh). Prints "<variant> events_per_s=<n>".
+# Prints "<variant> events_per_s=<n>".
 set -euo pipefail
 url=${1:-postgres://postgres@127.0.0.1:5432/postgres}
 rows=${2:-200000}
@@ -29,7 +30,6 @@ rounds=${3:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'psql -q "$url" -c "DROP SCHEMA IF EXISTS outbox_claimcost CASCADE" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
-ceiling=${CEILING:-$here/../shared/bench/ceiling.sh} # skipped when absent
 relay=${RELAY:-}
 if [ -z "$relay" ]; then
   (cd "$here" && go build -o "$tmp/relay" ./cmd/relay)
@@ -89,7 +89,10 @@ run() { # variant
   psql -q "$url" -c "DROP SCHEMA IF EXISTS outbox_claimcost CASCADE" -c "CREATE SCHEMA outbox_claimcost" >/dev/null 2>&1
   "$relay" migrate up --database-url "$url" --schema outbox_claimcost --table outbox >/dev/null
   case $1 in
-    004) "$relay" migrate down --database-url "$url" --schema outbox_claimcost --table outbox >/dev/null ;;
+    004) # every migration after 004, newest first
+      for _ in $(seq $(($(ls "$here"/migrations/[0-9]*.up.sql | wc -l) - 4))); do
+        "$relay" migrate down --database-url "$url" --schema outbox_claimcost --table outbox >/dev/null
+      done ;;
     005-keyless) key=NULL ;;
     nosentidx) psql -q "$url" -c "DROP INDEX outbox_claimcost.outbox_sent_idx" >/dev/null ;;
     brinsent | ctidbrin) psql -q "$url" -c "DROP INDEX outbox_claimcost.outbox_sent_idx" \
@@ -108,5 +111,4 @@ run() { # variant
 }
 for _ in $(seq "$rounds"); do
   for v in ${VARIANTS:-005 004 005-keyless lock}; do run "$v"; done
-  if [ -f "$ceiling" ]; then bash "$ceiling" "$url" "$rows" 1000 | sed -n '/mark_sent clients=1 /p'; fi
 done

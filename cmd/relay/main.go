@@ -14,9 +14,9 @@
 //
 // Every flag can also be set from the environment: --database-url is
 // OUTBOX_DATABASE_URL. A mysql:// or mariadb:// URL selects MySQL 8 or
-// MariaDB 10.6+, where every command but bench's steady, idle and soak
-// modes works (docs/mysql.md). Exit status: 0 success, 1 failure, 2 bad
-// usage or configuration.
+// MariaDB 10.6+, where every command works (docs/mysql.md). Exit status:
+// 0 success, 1 failure, 2 bad usage or configuration. The benchmark
+// harness is a command of its own, cmd/relay-bench.
 package main
 
 import (
@@ -38,7 +38,6 @@ Usage:
   relay run [flags]              claim and publish outbox rows until SIGTERM/SIGINT
   relay migrate up|down|status   manage the outbox table's schema
   relay demo [flags]             end-to-end demo: local PostgreSQL (or --database-url mysql://...), an embedded Kafka-protocol broker or --sink nats|rabbitmq|redis|webhook
-  relay bench <mode> [flags]     benchmark: burn-down, steady or idle, against the SQL ceiling
   relay healthcheck [flags]      ask a running relay's /readyz (or --path /healthz); exit 0 on HTTP 200
   relay status [flags]           rows by state and topic, oldest due age, relays, shard leases, retention
   relay failed list|show|retry|purge [flags] [ID...]
@@ -92,8 +91,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "demo":
 		err = runDemo(ctx, rest, getenv, stdout, stderr)
-	case "bench":
-		err = runBench(ctx, rest, getenv, stdout, stderr)
 	case "status":
 		err = runStatus(ctx, rest, getenv, stdout, stderr)
 	case "failed":
@@ -108,6 +105,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "help", "-h", "--help", "-help":
 		fmt.Fprintln(stdout, usage)
 		return 0
+	case "bench":
+		fmt.Fprintln(stderr, `relay: unknown command "bench": the benchmark harness is the command relay-bench, run from a clone of the repository: go run ./cmd/relay-bench --help`)
+		return 2
 	default:
 		fmt.Fprintf(stderr, "relay: unknown command %q\n\n%s\n", cmd, usage)
 		return 2

@@ -24,9 +24,7 @@ import (
 // A --database-url starting mysql:// or mariadb:// selects MySQL 8.0.13+
 // or MariaDB 10.6+ (docs/mysql.md#command-line); anything else is
 // PostgreSQL. relay migrate, run, demo and the admin commands (status,
-// failed, replay) work on both, and so does relay bench burn-down; its
-// steady, idle and soak modes read PostgreSQL's statistics views and
-// refuse a MySQL URL with a usage error.
+// failed, replay) work on both.
 //
 // On MySQL --schema names the database. Left unset, it is the URL's
 // database, so that `relay run --database-url mysql://app@db/shop` serves

@@ -15,7 +15,7 @@ import (
 
 // --observe-file PATH appends what the relay reports to its relay.Observer
 // to PATH, one JSON object per line, in the order the events were reported.
-// The form is stable: programs read it (relay bench does). Examples:
+// The form is stable: programs read it (relay-bench does). Examples:
 //
 //	{"time":"2026-05-04T10:00:00.1234Z","kind":"started","relay_id":"host-41-a1b2"}
 //	{"time":"2026-05-04T10:00:00.1301Z","kind":"claimed","claim":"lease","rows":100,"duration_ms":1.93}

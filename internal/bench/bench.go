@@ -37,12 +37,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		if cfg.CeilingScript != "" {
-			fmt.Fprintf(cfg.Progress, "ceiling: running %s\n", cfg.CeilingScript)
-			if rep.CeilingScript, err = runCeilingScript(ctx, cfg); err != nil {
-				return rep, err
-			}
-		}
 		if rep.SinkCeiling, err = runSinkCeiling(ctx, cfg, h.sink); err != nil {
 			return rep, err
 		}
@@ -58,16 +52,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Runs = append(rep.Runs, res)
 		if err != nil {
 			return rep, fmt.Errorf("%s with %d relays: %w", cfg.Mode, n, err)
-		}
-	}
-	if rep.CeilingScript != nil {
-		fmt.Fprintf(cfg.Progress, "ceiling: running %s again\n", cfg.CeilingScript)
-		if rep.CeilingScriptAfter, err = runCeilingScript(ctx, cfg); err != nil {
-			return rep, err
-		}
-		mean := (mainCeiling(rep.CeilingScript) + mainCeiling(rep.CeilingScriptAfter)) / 2
-		for i := range rep.Runs {
-			rep.Runs[i].CeilingScriptRatio = ratio(rep.Runs[i].EventsPerSecond, mean)
 		}
 	}
 	return rep, nil

@@ -16,13 +16,13 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/sinks"
 )
 
-// BrokerCommand is the hidden subcommand of the relay binary that serves a
-// sink's embedded broker: `relay bench broker --sink kafka`.
+// BrokerCommand is the subcommand of relay-bench that serves a sink's
+// embedded broker: `relay-bench broker --sink kafka`.
 const BrokerCommand = "broker"
 
 const brokerStartTimeout = 30 * time.Second
 
-// ServeBroker is `relay bench broker`: it starts the embedded broker of
+// ServeBroker is `relay-bench broker`: it starts the embedded broker of
 // the sink named sink (sinks.Embedder), writes to w one line, the JSON
 // array of the sink's flags that point at it (["--kafka-brokers=..."]),
 // and serves until ctx ends. Run starts it as its own process so that the
@@ -56,7 +56,7 @@ func ServeBroker(ctx context.Context, w io.Writer, sink string) error {
 	return nil
 }
 
-// brokerProc is the `relay bench broker` child process.
+// brokerProc is the `relay-bench broker` child process.
 type brokerProc struct {
 	cmd    *exec.Cmd
 	args   []string // the sink's flags that point at the broker
@@ -65,11 +65,11 @@ type brokerProc struct {
 	err    error // valid once done is closed
 }
 
-// startBroker starts `bin bench broker --sink sink` and returns once it
+// startBroker starts `bin broker --sink sink` and returns once it
 // printed the sink's flags.
 func startBroker(ctx context.Context, bin, sink string) (*brokerProc, error) {
 	b := &brokerProc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	b.cmd = exec.Command(bin, "bench", BrokerCommand, "--sink", sink)
+	b.cmd = exec.Command(bin, BrokerCommand, "--sink", sink)
 	b.cmd.Stderr = b.stderr
 	b.cmd.SysProcAttr = procAttr()
 	stdout, err := b.cmd.StdoutPipe()

@@ -13,12 +13,11 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// The SQL-only reference lifecycle of shared/bench/ceiling.sh: the
-// statements a lease relay must run, with no Go relay and no broker. They
-// run on an outbox table made by package migrations, as the relay's is, so
-// that the ceiling pays for the same columns, indexes and triggers (the
-// script's own table is a copy with bigint ids and only the two partial
-// claim indexes). {{table}} is replaced by the quoted table name.
+// The SQL-only reference lifecycle, the SQL ceiling: the statements a
+// lease relay must run, with no Go relay and no broker. They run on an
+// outbox table made by package migrations, as the relay's is, so that the
+// ceiling pays for the same columns, indexes and triggers. {{table}} is
+// replaced by the quoted table name.
 const (
 	ceilingTruncateSQL = `TRUNCATE {{table}}`
 
@@ -80,7 +79,7 @@ const (
 
 // ceilingIterations is the reference's loop count per client: three
 // quarters of the rows, in batches, shared among the clients (integer
-// arithmetic as in the script), so no client runs out of rows.
+// arithmetic), so no client runs out of rows.
 func ceilingIterations(rows, batch, clients int) int {
 	return rows / batch / clients * 3 / 4
 }
@@ -89,7 +88,7 @@ func ceilingIterations(rows, batch, clients int) int {
 // an outbox table migrated in the schema cfg.Schema + "_ceiling", which it
 // drops at the end.
 //
-// Like pgbench running the reference script, each client runs the claim
+// As pgbench would run them from a script, each client runs the claim
 // and then the second statement, each in its own (autocommit) transaction
 // and over the simple query protocol; one loop is one "transaction" of
 // pgbench. Connections are made before the clock starts.

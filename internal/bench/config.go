@@ -96,11 +96,15 @@ type Config struct {
 	SinkURL string
 	// Brokers are the Kafka sink's --kafka-brokers. Defaults to none: Run
 	// starts the sink's embedded broker (sinks.Embedder) in a process of
-	// its own (RelayBinary bench broker) and stops it at the end.
+	// its own (BrokerBinary broker) and stops it at the end.
 	Brokers []string
 	// RelayBinary is the path of the relay binary: the relays run as
 	// `RelayBinary run ...` child processes. Required.
 	RelayBinary string
+	// BrokerBinary is the path of the relay-bench binary: a sink's
+	// embedded broker runs as `BrokerBinary broker --sink NAME` (see
+	// ServeBroker). Required.
+	BrokerBinary string
 	// Relays lists the relay counts: the mode runs once per count.
 	// Defaults to [1].
 	Relays []int
@@ -189,10 +193,6 @@ type Config struct {
 	// events like the relays' (the same payload size), in batches of
 	// BatchSize, with no database. Defaults to Events.
 	SinkCeilingEvents int
-	// CeilingScript, when set, is the path of shared/bench/ceiling.sh,
-	// run after the Go ceiling for cross-checking (it needs psql and
-	// pgbench on PATH). Defaults to "": not run.
-	CeilingScript string
 	// SampleInterval is how often Run samples pg_stat_activity for the
 	// duration of the relays' statements. Negative disables sampling.
 	// Defaults to 20ms (1s in soak mode, whose claim latency comes from
@@ -268,6 +268,11 @@ func setDefault[T int | time.Duration](v *T, def T) {
 	}
 }
 
+// Validate reports the first invalid field of c, after defaults, as a
+// *ConfigError; Run checks it too. It reads nothing beyond c: a caller
+// can check a Config before it builds the binaries the Config names.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 // validate checks a defaulted config; the error is a *ConfigError.
 func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
@@ -303,6 +308,8 @@ func (c Config) validate() error {
 	switch {
 	case c.RelayBinary == "":
 		return bad("RelayBinary", "empty")
+	case c.BrokerBinary == "":
+		return bad("BrokerBinary", "empty")
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return bad("BatchSize", "%d is not between 1 and 10000", c.BatchSize)
 	case c.PayloadBytes < 1 || c.PayloadBytes > outbox.DefaultMaxPayloadBytes:
@@ -407,8 +414,6 @@ func (c Config) validateMySQL() error {
 		return bad("HoldSnapshot", "PostgreSQL only")
 	case c.NoNotify:
 		return bad("NoNotify", "PostgreSQL only: on MySQL the relays always poll")
-	case c.CeilingScript != "":
-		return bad("CeilingScript", "shared/bench/ceiling.sh runs on PostgreSQL only")
 	case strings.EqualFold(c.Schema, mc.DBName):
 		return bad("Schema", "%q is the database of the URL; the benchmark drops and recreates its schema, so give it a database of its own", c.Schema)
 	case lower == "mysql" || lower == "sys" || lower == "performance_schema":

@@ -1,4 +1,5 @@
-// Package bench is the benchmark harness behind `relay bench`: it measures
+// Package bench is the benchmark harness behind the relay-bench command
+// (cmd/relay-bench): it measures
 // real relay processes against a real PostgreSQL and a sink (Kafka by
 // default; any sink of internal/sinks that can be read back with
 // Config.Sink), and the SQL-only ceiling of the relay's lifecycle on the
@@ -8,7 +9,7 @@
 // # What runs where
 //
 //   - The relays are child processes of the relay binary
-//     (`relay run --observe-file /dev/fd/3 --log-format json ...`), one
+//     (Config.RelayBinary: `relay run --observe-file /dev/fd/3 --log-format json ...`), one
 //     per replica, so that each one's CPU time and peak RSS come from the
 //     kernel (getrusage after SIGTERM). Each writes its observer events
 //     (relay.Event, as JSON lines: see cmd/relay/observe.go) into a pipe
@@ -26,7 +27,8 @@
 //     port) reach the relays in their environment (OUTBOX_NATS_URL, ...).
 //     A sink whose broker can run embedded (sinks.Embedder: Kafka's kfake)
 //     and that Config points at no server gets it in a process of its own
-//     (`relay bench broker`, see ServeBroker), stopped at the end.
+//     (`relay-bench broker`, Config.BrokerBinary; see ServeBroker),
+//     stopped at the end.
 //   - Each run (a mode with one relay count) drops and recreates
 //     Config.Schema, migrates it with package migrations, and uses a fresh
 //     topic, deleted afterwards.
@@ -69,17 +71,15 @@
 // over the second half, the dead tuples' trend, claim latency at the end
 // against the start, and Leveled.
 //
-// The SQL ceiling (burn-down only) runs the reference lifecycle of
-// shared/bench/ceiling.sh with pgx, on an outbox table made by package
-// migrations in a schema of its own (the relay's columns, indexes and
-// triggers; the script makes a smaller table of its own): fill
-// Config.CeilingRows rows, VACUUM ANALYZE, then clients looping a claim UPDATE of one batch followed by a
-// mark-sent UPDATE (or a DELETE), each statement its own transaction as
-// under pgbench. Result.CeilingRatio divides the burn-down throughput by
-// the mark_sent figure at one client. With Config.CeilingScript the
-// script itself runs too, before and after the runs (the host's load
-// moves between them), and Result.CeilingScriptRatio divides by the mean
-// of its two mark_sent figures at one client.
+// The SQL ceiling (burn-down only, ceiling.go) is the reference the
+// relay is measured against: the statements a lease relay must run, with
+// no relay and no broker, on an outbox table made by package migrations
+// in a schema of its own (the relay's columns, indexes and triggers):
+// fill Config.CeilingRows rows, VACUUM ANALYZE, then clients looping a
+// claim UPDATE of one batch followed by a mark-sent UPDATE (or a DELETE),
+// each statement its own transaction, as under pgbench.
+// Result.CeilingRatio divides the burn-down throughput by the mark_sent
+// figure at one client.
 //
 // The sink ceiling (burn-down) publishes Config.SinkCeilingEvents events
 // like burn-down's with the sink's publisher (the one the relays run,
@@ -92,8 +92,8 @@
 //
 // With a mysql:// (or mariadb://) Config.DatabaseURL, burn-down runs on
 // MySQL 8 or MariaDB 10.6+ (mysql.go, ceiling_mysql.go,
-// burndown_mysql.go); the other modes, HoldSnapshot, NoNotify and
-// CeilingScript are refused with a *ConfigError, since they read
+// burndown_mysql.go); the other modes, HoldSnapshot and NoNotify are
+// refused with a *ConfigError, since they read
 // PostgreSQL's statistics views or exist on PostgreSQL only. Config.Schema
 // is then a database, which Run drops and recreates (it must not be the
 // URL's database; Run marks the databases it makes with a table,
@@ -136,7 +136,7 @@
 //
 // # JSON
 //
-// Report encodes to the output of `relay bench --json`. Field names are
+// Report encodes to the output of `relay-bench --json`. Field names are
 // stable; each is documented on Report, Settings, CeilingResult,
 // SinkCeilingResult, Result,
 // TableStats, SteadyStats, IdleStats, SoakStats, SoakSample, JanitorJob

@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// relayBin is the relay binary TestMain builds: the relays (and the
-// embedded broker) of the tests are its processes.
-var relayBin string
+// relayBin and benchBin are the binaries TestMain builds: the relays of
+// the tests are relayBin's processes, the embedded broker benchBin's.
+var relayBin, benchBin string
 
-// TestMain builds the relay binary into a temporary directory, runs the
+// TestMain builds relay and relay-bench into a temporary directory, runs the
 // tests, removes the directory and then fails the run if goroutines of
 // kafka-go or pgx outlived the tests.
 func TestMain(m *testing.M) {
@@ -24,10 +24,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	relayBin = filepath.Join(dir, "relay")
+	relayBin, benchBin = filepath.Join(dir, "relay"), filepath.Join(dir, "relay-bench")
 	code := 1
-	if out, err := exec.Command("go", "build", "-o", relayBin, "github.com/outboxrelay/outboxrelay/cmd/relay").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build relay: %v\n%s", err, out)
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/outboxrelay/outboxrelay/cmd/relay", "github.com/outboxrelay/outboxrelay/cmd/relay-bench")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build relay and relay-bench: %v\n%s", err, out)
 	} else {
 		code = m.Run()
 	}

@@ -35,7 +35,7 @@ func newMySQLConfig(t *testing.T) (Config, *sql.DB) {
 		}
 	})
 	return Config{
-		Mode: ModeBurnDown, DatabaseURL: mysqldsn.URL(mc), Schema: schema, RelayBinary: relayBin,
+		Mode: ModeBurnDown, DatabaseURL: mysqldsn.URL(mc), Schema: schema, RelayBinary: relayBin, BrokerBinary: benchBin,
 		Relays: []int{1}, PollInterval: 10 * time.Millisecond, Timeout: 2 * time.Minute, Progress: testWriter{t},
 	}, db
 }
@@ -157,7 +157,7 @@ func TestMySQLCeilingIsTheRelaysStatements(t *testing.T) {
 // options that need PostgreSQL, and for a schema Run must not drop.
 func TestMySQLConfigRefused(t *testing.T) {
 	t.Parallel()
-	base := Config{Mode: ModeBurnDown, DatabaseURL: "mysql://root@127.0.0.1:3306/test", RelayBinary: "relay"}
+	base := Config{Mode: ModeBurnDown, DatabaseURL: "mysql://root@127.0.0.1:3306/test", RelayBinary: "relay", BrokerBinary: "relay-bench"}
 	cases := []struct {
 		name  string
 		edit  func(*Config)
@@ -168,7 +168,6 @@ func TestMySQLConfigRefused(t *testing.T) {
 		{"soak", func(c *Config) { c.Mode = ModeSoak }, "DatabaseURL"},
 		{"hold snapshot", func(c *Config) { c.HoldSnapshot = true }, "HoldSnapshot"},
 		{"no notify", func(c *Config) { c.NoNotify = true }, "NoNotify"},
-		{"ceiling script", func(c *Config) { c.CeilingScript = "ceiling.sh" }, "CeilingScript"},
 		{"the URL's database", func(c *Config) { c.Schema = "Test" }, "Schema"},
 		{"a server database", func(c *Config) { c.Schema = "mysql" }, "Schema"},
 		{"too long", func(c *Config) { c.Schema = strings.Repeat("a", 60) }, "Schema"},

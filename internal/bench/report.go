@@ -10,17 +10,15 @@ import (
 
 // WriteTable prints the report for people: the ceiling, then one line per
 // run with the throughput (or latency, or idle load) and one with what it
-// cost. `relay bench` prints it unless --json is given.
+// cost. relay-bench prints it unless --json is given.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	mysql := rep.Settings.Database == "mysql"
 	if mysql {
 		writeCeiling(tw, "SQL ceiling (Go: the relay's MySQL claim transaction and mark-sent on a migrated outbox table, "+rep.Settings.ServerVersion+")", rep.Ceiling)
 	} else {
-		writeCeiling(tw, "SQL ceiling (Go: the statements of shared/bench/ceiling.sh on a migrated outbox table)", rep.Ceiling)
+		writeCeiling(tw, "SQL ceiling (the claim and mark-sent or delete statements alone, on a migrated outbox table)", rep.Ceiling)
 	}
-	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh)", rep.CeilingScript)
-	writeCeiling(tw, "SQL ceiling (shared/bench/ceiling.sh, again after the runs)", rep.CeilingScriptAfter)
 	writeSinkCeiling(tw, rep.SinkCeiling)
 	writeRuns(tw, rep.Mode, rep.Runs, rep.SinkCeiling != nil)
 	fmt.Fprintln(tw)
@@ -137,10 +135,6 @@ func writeRuns(w io.Writer, mode Mode, runs []Result, withSink bool) {
 	if withSink {
 		head = slices.Insert(head, 7, "x sink ceiling")
 	}
-	withScript := slices.ContainsFunc(runs, func(r Result) bool { return r.CeilingScriptRatio != nil })
-	if withScript {
-		head = slices.Insert(head, 7, "x ceiling.sh")
-	}
 	switch mode {
 	case ModeSteady, ModeSoak:
 		head = append(head, "target/s", "lat p50 ms", "p95", "p99", "max", "commit p50/p99 ms", "late writes")
@@ -154,9 +148,6 @@ func writeRuns(w io.Writer, mode Mode, runs []Result, withSink bool) {
 			fmt.Sprint(r.Duplicates), fmt.Sprint(r.Missing), fmt.Sprint(r.RelayWarnings)}
 		if withSink {
 			cells = slices.Insert(cells, 7, optional(r.SinkCeilingRatio, "%.2f"))
-		}
-		if withScript {
-			cells = slices.Insert(cells, 7, optional(r.CeilingScriptRatio, "%.2f"))
 		}
 		if s := r.Steady; s != nil {
 			cells = append(cells, fmt.Sprint(s.TargetRate))

@@ -7,7 +7,7 @@ import (
 )
 
 // Report is the outcome of Run: the settings, the SQL ceiling and one
-// Result per relay count. It encodes to the JSON that `relay bench --json`
+// Result per relay count. It encodes to the JSON that `relay-bench --json`
 // prints; the field names are stable.
 type Report struct {
 	// Mode is the mode of every run.
@@ -17,14 +17,6 @@ type Report struct {
 	// Ceiling is the SQL-only ceiling measured in this invocation, one
 	// entry per lifecycle and client count; empty when it was not run.
 	Ceiling []CeilingResult `json:"ceiling"`
-	// CeilingScript is what shared/bench/ceiling.sh printed, when
-	// Config.CeilingScript was set.
-	CeilingScript []CeilingResult `json:"ceiling_script,omitempty"`
-	// CeilingScriptAfter is what the script printed when it ran again
-	// after the runs of a burn-down: the host's load moves between the
-	// two, and a ratio is taken against their mean
-	// (Result.CeilingScriptRatio).
-	CeilingScriptAfter []CeilingResult `json:"ceiling_script_after,omitempty"`
 	// SinkCeiling is the sink ceiling measured in this invocation
 	// (burn-down, unless Config.NoCeiling); absent otherwise.
 	SinkCeiling *SinkCeilingResult `json:"sink_ceiling,omitempty"`
@@ -45,7 +37,7 @@ type Settings struct {
 	// --<sink>-url (password hidden; the webhook receiver's URL
 	// template), Brokers its --kafka-brokers, where it has them;
 	// EmbeddedBroker is set when the broker ran embedded in a process of
-	// its own (`relay bench broker`).
+	// its own (`relay-bench broker`).
 	Sink           string   `json:"sink,omitempty"`
 	SinkURL        string   `json:"sink_url,omitempty"`
 	Brokers        []string `json:"brokers"`
@@ -170,11 +162,6 @@ type Result struct {
 	// events per second measured in the same invocation (burn-down;
 	// absent otherwise).
 	SinkCeilingRatio *float64 `json:"sink_ceiling_ratio,omitempty"`
-	// CeilingScriptRatio is EventsPerSecond divided by the mean of
-	// shared/bench/ceiling.sh's mark_sent figure at one client before and
-	// after the runs (Report.CeilingScript, CeilingScriptAfter); absent
-	// when the script did not run both times.
-	CeilingScriptRatio *float64 `json:"ceiling_script_ratio,omitempty"`
 
 	// RelayCPUSeconds is the user+system CPU time of all relay processes,
 	// from their start to their exit (getrusage of the children).

@@ -16,10 +16,11 @@ import (
 
 // ErrForeignSchema is returned when the schema to drop exists but was not
 // created by Run: the benchmark drops only what it made.
-var ErrForeignSchema = errors.New("bench: schema exists and was not created by relay bench")
+var ErrForeignSchema = errors.New("bench: schema exists and was not created by relay-bench")
 
 // schemaMarker is the comment Run puts on the schemas it creates; only a
-// schema carrying it is dropped.
+// schema carrying it is dropped. The text stays as it is, so that the
+// schemas earlier versions marked are still recognized.
 const schemaMarker = "outboxrelay bench: dropped and recreated by every run of relay bench"
 
 // The statements about the schema and the table's health. {{schema}} and

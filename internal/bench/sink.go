@@ -47,7 +47,7 @@ func openSink(ctx context.Context, cfg Config) (*sink, error) {
 		return nil, fmt.Errorf("bench: %s sink: %w", cfg.Sink, err)
 	}
 	if _, ok := s.settings.(sinks.Embedder); ok && len(args) == 0 {
-		if s.broker, err = startBroker(ctx, cfg.RelayBinary, cfg.Sink); err != nil {
+		if s.broker, err = startBroker(ctx, cfg.BrokerBinary, cfg.Sink); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(cfg.Progress, "%s: embedded broker in its own process: %s\n", cfg.Sink, strings.Join(s.broker.args, " "))

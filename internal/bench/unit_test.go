@@ -105,17 +105,8 @@ func TestRelayEvents(t *testing.T) {
 		t.Errorf("warnings %v: want the log's, 7 events dropped and 1 line unreadable", w)
 	}
 }
-func TestParseCeilingScript(t *testing.T) {
-	out := []byte("ceiling mark_sent clients=1 events_per_s=34123\nnoise\nceiling delete_sent clients=2 events_per_s=51000\n")
-	got := parseCeilingScript(out, 400000, 1000)
-	if len(got) != 2 || got[0] != (CeilingResult{Lifecycle: "mark_sent", Clients: 1, Rows: 400000, Batch: 1000, EventsPerSecond: 34123}) ||
-		got[1].Lifecycle != "delete_sent" || got[1].Clients != 2 || got[1].EventsPerSecond != 51000 {
-		t.Errorf("parsed %+v", got)
-	}
-}
-
 func TestCeilingIterations(t *testing.T) {
-	// The script's integer arithmetic: 400000 / 1000 / 2 * 3 / 4 = 150.
+	// Integer arithmetic: 400000 / 1000 / 2 * 3 / 4 = 150.
 	for _, c := range []struct{ rows, batch, clients, want int }{
 		{400000, 1000, 1, 300}, {400000, 1000, 2, 150}, {200000, 1000, 1, 150}, {1000, 1000, 1, 0},
 	} {
@@ -126,7 +117,7 @@ func TestCeilingIterations(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	valid := Config{Mode: ModeBurnDown, DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres", RelayBinary: "/bin/relay"}
+	valid := Config{Mode: ModeBurnDown, DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres", RelayBinary: "/bin/relay", BrokerBinary: "/bin/relay-bench"}
 	cases := []struct {
 		field  string
 		modify func(*Config)
@@ -138,6 +129,7 @@ func TestConfigValidation(t *testing.T) {
 		{"Schema", func(c *Config) { c.Schema = "a.b" }},
 		{"Schema", func(c *Config) { c.Schema = strings.Repeat("s", 60) }},
 		{"RelayBinary", func(c *Config) { c.RelayBinary = "" }},
+		{"BrokerBinary", func(c *Config) { c.BrokerBinary = "" }},
 		{"Relays", func(c *Config) { c.Relays = []int{1, 0} }},
 		{"BatchSize", func(c *Config) { c.BatchSize = 10001 }},
 		{"PollInterval", func(c *Config) { c.PollInterval = time.Microsecond }},
@@ -183,7 +175,7 @@ func TestConfigValidation(t *testing.T) {
 	for _, c := range cases {
 		cfg := valid
 		c.modify(&cfg)
-		err := cfg.withDefaults().validate()
+		err := cfg.Validate()
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != c.field {
 			t.Errorf("%s: got %v, want a *ConfigError for %s", c.field, err, c.field)

@@ -1,7 +1,7 @@
 // Package sinks is the registry of the sinks: each file here describes one
 // sink (a package under publishers/) to everything that uses it. relay run
 // (cmd/relay) takes its --sink names, flags and publishers from it; relay
-// demo (internal/demo), relay bench (internal/bench) and the fault harness
+// demo (internal/demo), relay-bench (internal/bench) and the fault harness
 // (integration/chaos) the Reader that reads a sink's events back, built
 // from the same flags.
 //
@@ -63,7 +63,7 @@ type Readable interface {
 // Embedder is implemented by the Settings of a sink whose broker can run
 // embedded, on 127.0.0.1, where any process of the host reaches it (Kafka:
 // a kfake broker). Embed starts one and points the settings at it; stop
-// stops it. Reader calls it when the settings name no broker; relay bench
+// stops it. Reader calls it when the settings name no broker; relay-bench
 // calls it in a process of its own, to measure the broker's CPU apart.
 type Embedder interface {
 	Embed() (stop func(), err error)
@@ -142,7 +142,7 @@ func All() []Sink { return slices.Clone(all) }
 
 // Readables returns the names of the registered sinks whose events can be
 // read back (their Settings are Readable), in order: those relay demo,
-// relay bench and the fault harness take.
+// relay-bench and the fault harness take.
 func Readables() []string {
 	var names []string
 	for _, s := range all {

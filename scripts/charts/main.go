@@ -1,14 +1,14 @@
 // Command charts draws the charts of docs/benchmarks.md from the JSON that
-// `relay bench --json` prints, with gonum/plot. It is a module of its own,
+// `relay-bench ... --json` prints, with gonum/plot. It is a module of its own,
 // so that the plotting library stays out of the relay's go.mod; from the
 // repository's root:
 //
-//	relay bench burn-down --events 1000000 --relays 1 --batch-size 1000 --json > docs/bench/burndown-1m.json
-//	relay bench steady --rate 2000 --duration 60s --json > docs/bench/steady.json
+//	go run ./cmd/relay-bench burn-down --events 1000000 --relays 1 --batch-size 1000 --json > docs/bench/burndown-1m.json
+//	go run ./cmd/relay-bench steady --rate 2000 --duration 60s --json > docs/bench/steady.json
 //	cd scripts/charts && go run . -burndown ../../docs/bench/burndown-1m.json -steady ../../docs/bench/steady.json -out ../../docs/img
 //
 // -burndown takes one report or a JSON array of reports (each run one
-// bar group: the relay's events/s beside the SQL ceilings its report
+// bar group: the relay's events/s beside the SQL ceiling its report
 // measured) and writes burndown.png. -steady takes one report or an array
 // (each run one group of latency percentiles) and writes latency.png.
 // -soak takes labelled soak reports, "partitions=a.json,delete=b.json",
@@ -33,7 +33,7 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// report is the part of `relay bench --json` the charts read.
+// report is the part of `relay-bench --json` the charts read.
 type report struct {
 	Mode    string `json:"mode"`
 	Ceiling []struct {
@@ -41,11 +41,6 @@ type report struct {
 		Clients         int     `json:"clients"`
 		EventsPerSecond float64 `json:"events_per_s"`
 	} `json:"ceiling"`
-	CeilingScript []struct {
-		Lifecycle       string  `json:"lifecycle"`
-		Clients         int     `json:"clients"`
-		EventsPerSecond float64 `json:"events_per_s"`
-	} `json:"ceiling_script"`
 	Runs []struct {
 		Relays          int     `json:"relays"`
 		BatchSize       int     `json:"batch_size"`
@@ -138,21 +133,19 @@ var palette = []color.Color{
 }
 
 // burndownPlot groups, per run, the relay's events/s and the mark-sent
-// ceilings with one client that its report measured (from Go and, when
-// run, ceiling.sh).
+// ceiling with one client that its report measured.
 func burndownPlot(reps []report) (*plot.Plot, error) {
 	series := []struct {
 		name   string
 		values plotter.Values
-	}{{name: "relay"}, {name: "SQL ceiling (Go), 1 client"}, {name: "SQL ceiling (ceiling.sh), 1 client"}}
+	}{{name: "relay"}, {name: "SQL ceiling, 1 client"}}
 	var labels []string
 	for _, rep := range reps {
-		goCeiling, scriptCeiling := markSent(rep.Ceiling), markSent(rep.CeilingScript)
+		ceiling := markSent(rep.Ceiling)
 		for _, r := range rep.Runs {
 			labels = append(labels, fmt.Sprintf("run %d: %d relay(s), batch %d", len(labels)+1, r.Relays, r.BatchSize))
 			series[0].values = append(series[0].values, r.EventsPerSecond)
-			series[1].values = append(series[1].values, goCeiling)
-			series[2].values = append(series[2].values, scriptCeiling)
+			series[1].values = append(series[1].values, ceiling)
 		}
 	}
 	if len(labels) == 0 {
@@ -162,8 +155,8 @@ func burndownPlot(reps []report) (*plot.Plot, error) {
 	p.Title.Text = "Burn-down throughput against the SQL ceiling of the same run"
 	p.Y.Label.Text = "events per second"
 	p.Y.Min = 0
-	return groupedBars(p, labels, []string{series[0].name, series[1].name, series[2].name},
-		[]plotter.Values{series[0].values, series[1].values, series[2].values})
+	return groupedBars(p, labels, []string{series[0].name, series[1].name},
+		[]plotter.Values{series[0].values, series[1].values})
 }
 
 // markSent returns the claim + mark-sent ceiling with one client, or 0.

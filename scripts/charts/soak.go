@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// soakRun is the part of a `relay bench soak --json` report the soak
+// soakRun is the part of a `relay-bench soak --json` report the soak
 // charts read: the samples of its first run.
 type soakRun struct {
 	Runs []struct {
