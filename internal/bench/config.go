@@ -109,7 +109,7 @@ type Config struct {
 	// Defaults to [1].
 	Relays []int
 	// BatchSize is the relays' --batch-size, and the batch of the SQL
-	// ceiling. Defaults to 100, the relay's default.
+	// ceiling. Defaults to DefaultBatchSize, the relay's default.
 	BatchSize int
 	// PayloadBytes is the size of every event's payload. Defaults to 200.
 	PayloadBytes int

@@ -37,8 +37,9 @@
 //
 // burn-down pre-writes Config.Events events with Writer.WriteBatch (COPY,
 // 1,000 per statement), runs VACUUM ANALYZE, reads the database clock and
-// starts the relays. The run ends when no row is pending or processing
-// (polled every 50ms on the two partial indexes); the drain time is the
+// starts the relays. The run ends when no row is pending or processing,
+// asked of the two partial indexes once the relays report every row sent,
+// or every second before; the drain time is the
 // last sent_at minus that clock reading. The topic is then read back
 // whole: duplicates are records whose outbox-event-id was seen before.
 //
