@@ -66,18 +66,18 @@ func (r *Relay) Backlog(ctx context.Context, limit int64) (Backlog, error) {
 	if limit <= 0 {
 		limit = defaultBacklogLimit
 	}
-	b, err := r.store.backlog(ctx, limit)
+	b, err := r.store.Backlog(ctx, limit)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("relay: read backlog: %w", err)
 	}
 	return b, nil
 }
 
-// backlog reads the Backlog on PostgreSQL (Relay.Backlog): one statement
+// Backlog reads the Backlog on PostgreSQL (Relay.Backlog): one statement
 // of bounded counts (backlog.sql) and, for the counts that reached limit,
 // the planner's estimates (backlog_estimate.sql), in one transaction that
 // gets ctx's deadline as its statement timeout.
-func (s *pgStore) backlog(ctx context.Context, limit int64) (Backlog, error) {
+func (s *pgStore) Backlog(ctx context.Context, limit int64) (Backlog, error) {
 	var b Backlog
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if deadline, ok := ctx.Deadline(); ok {

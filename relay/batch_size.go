@@ -74,37 +74,37 @@ func (s *batchSizer) resize(limit, claimed, bytes int) int {
 	return max(min(s.min, limit), min(n, s.max))
 }
 
-// claimBytes bound what one claim reads (Config.BatchBytes,
+// Bounds bound what one claim reads (Config.BatchBytes,
 // MaxEventBytes): its rows up to the one at which their sizes reach
 // batch, at least one, and no row's payload, key and headers above event.
 // The database measures the rows before it sends them (claim.sql).
-type claimBytes struct{ batch, event int }
+type Bounds struct{ Batch, Event int }
 
 // claimBytesOf returns cfg's bounds.
-func claimBytesOf(cfg Config) claimBytes {
-	return claimBytes{batch: cfg.BatchBytes, event: cfg.MaxEventBytes}
+func claimBytesOf(cfg Config) Bounds {
+	return Bounds{Batch: cfg.BatchBytes, Event: cfg.MaxEventBytes}
 }
 
-// tooLarge reports whether x is above the event bound: the claim returned
+// TooLarge reports whether x is above the event bound: the claim returned
 // it without its payload, key and headers.
-func (b claimBytes) tooLarge(x *row) bool { return x.size > int64(b.event) }
+func (b Bounds) TooLarge(x *Row) bool { return x.Size > int64(b.Event) }
 
-// rowBytes is the size of rows as the claim counted it (payloads, keys
+// RowBytes is the size of rows as the claim counted it (payloads, keys
 // and headers): what a batch holds in memory and hands to the sink. A row
 // above the event bound counts for nothing.
-func (b claimBytes) rowBytes(rows []row) int {
+func (b Bounds) RowBytes(rows []Row) int {
 	n := 0
 	for i := range rows {
-		if !b.tooLarge(&rows[i]) {
-			n += int(rows[i].size)
+		if !b.TooLarge(&rows[i]) {
+			n += int(rows[i].Size)
 		}
 	}
 	return n
 }
 
-// full reports whether a claim that asked for limit rows and took rows
+// Full reports whether a claim that asked for limit rows and took rows
 // came back full: with limit rows, or stopped by the batch bound. More
 // rows may wait.
-func (b claimBytes) full(limit int, rows []row) bool {
-	return len(rows) >= limit || b.rowBytes(rows) >= b.batch
+func (b Bounds) Full(limit int, rows []Row) bool {
+	return len(rows) >= limit || b.RowBytes(rows) >= b.Batch
 }

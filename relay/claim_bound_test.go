@@ -14,8 +14,8 @@ import (
 )
 
 // floorAt is a claim floor at t.
-func floorAt(t time.Time) floor {
-	return floor{due: pgtype.Timestamptz{Time: t, Valid: true}}
+func floorAt(t time.Time) Floor {
+	return Floor{Due: pgtype.Timestamptz{Time: t, Valid: true}}
 }
 
 // On a partitioned table the claims read from an id bound a minute before
@@ -39,7 +39,7 @@ func TestPartitionedClaimsPlanOnlyThePartitionsFromTheirBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := func(bound *[16]byte) string {
-		return explainPlan(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, true, nil, nil, bound, 4<<20, 16<<20)
+		return explainPlan(t, pool, q, 100, "test#1", 30000, from.Due, from.ID, false, []string{}, true, nil, nil, bound, 4<<20, 16<<20)
 	}
 	bounded, unbounded := plan(bound), plan(nil)
 	for i, p := range parts {
@@ -82,16 +82,16 @@ func TestRowsBelowTheClaimBoundAreFoundByTheLook(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := floorAt(dbNow.Add(-10 * time.Second))
-	rows, _, err := r.store.claim(ctx, "test#1", 10, claimRange{from: from, lapsed: true}, nil)
+	rows, _, err := r.store.Claim(ctx, "test#1", 10, ClaimRange{From: from, Lapsed: true}, nil)
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("claim from the floor = %d rows, %v; want none: the row is below its id bound", len(rows), err)
 	}
-	found, full, err := r.store.lookBelow(ctx, from, 10)
+	found, full, err := r.store.LookBelow(ctx, from, 10)
 	if err != nil || full || !slices.Contains(found, [16]byte(old)) || len(found) != 1 {
 		t.Fatalf("look = %v (full %v), %v; want the row below the bound alone", found, full, err)
 	}
-	rows, _, err = r.store.claim(ctx, "test#2", 10, claimRange{from: from, swept: found}, nil)
-	if err != nil || len(rows) != 1 || rows[0].id != old {
+	rows, _, err = r.store.Claim(ctx, "test#2", 10, ClaimRange{From: from, Swept: found}, nil)
+	if err != nil || len(rows) != 1 || rows[0].ID != old {
 		t.Fatalf("claim of what the look found = %d rows, %v; want the row", len(rows), err)
 	}
 
@@ -105,12 +105,12 @@ func TestRowsBelowTheClaimBoundAreFoundByTheLook(t *testing.T) {
 		t.Fatalf("the new row %s is not in partition %s", now, parts[0].Name)
 	}
 	ahead := floorAt(parts[2].From.Add(claimBoundMargin))
-	found, _, err = r.store.lookBelow(ctx, ahead, 10)
+	found, _, err = r.store.LookBelow(ctx, ahead, 10)
 	if err != nil || !slices.Contains(found, [16]byte(now)) {
 		t.Fatalf("look below a floor two partitions ahead = %v, %v; want the new row", found, err)
 	}
-	rows, _, err = r.store.claim(ctx, "test#3", 10, claimRange{from: ahead, swept: found}, nil)
-	if err != nil || len(rows) != 1 || rows[0].id != now {
+	rows, _, err = r.store.Claim(ctx, "test#3", 10, ClaimRange{From: ahead, Swept: found}, nil)
+	if err != nil || len(rows) != 1 || rows[0].ID != now {
 		t.Fatalf("claim of the row below the bound = %d rows, %v; want it", len(rows), err)
 	}
 }

@@ -23,11 +23,11 @@ const sizedBig = 2 // the index of the big row in sizedPayloads
 // checkSizedClaim checks a claim of the rows written from sizedPayloads
 // (ids): the first five, the big one with its size but without its key,
 // payload and headers, the others whole.
-func checkSizedClaim(t *testing.T, what string, ids []uuid.UUID, rows []row) {
+func checkSizedClaim(t *testing.T, what string, ids []uuid.UUID, rows []Row) {
 	t.Helper()
-	got := map[uuid.UUID]row{}
+	got := map[uuid.UUID]Row{}
 	for _, x := range rows {
-		got[x.id] = x
+		got[x.ID] = x
 	}
 	if len(rows) != 5 {
 		t.Errorf("%s took %d rows, want 5: the rows up to the one at which their bytes reach 350", what, len(rows))
@@ -44,17 +44,17 @@ func checkSizedClaim(t *testing.T, what string, ids []uuid.UUID, rows []row) {
 			t.Errorf("%s left row %d behind", what, i)
 			continue
 		}
-		if lo := int64(sizedPayloads[i] + 1); x.size < lo || x.size > lo+16 {
-			t.Errorf("%s: row %d has size %d, want its payload, key and headers, %d and a few bytes", what, i, x.size, lo)
+		if lo := int64(sizedPayloads[i] + 1); x.Size < lo || x.Size > lo+16 {
+			t.Errorf("%s: row %d has size %d, want its payload, key and headers, %d and a few bytes", what, i, x.Size, lo)
 		}
 		if i == sizedBig {
-			if x.payload != nil || x.key != nil || x.headers != nil {
-				t.Errorf("%s returned the big row's payload (%d bytes), key %q or headers %q", what, len(x.payload), x.key, x.headers)
+			if x.Payload != nil || x.Key != nil || x.Headers != nil {
+				t.Errorf("%s returned the big row's payload (%d bytes), key %q or headers %q", what, len(x.Payload), x.Key, x.Headers)
 			}
 			continue
 		}
-		if !bytes.Equal(x.payload, bytes.Repeat([]byte("p"), sizedPayloads[i])) || string(x.key) != "k" || len(x.headers) == 0 {
-			t.Errorf("%s: row %d came back as payload of %d bytes, key %q, headers %q; want it whole", what, i, len(x.payload), x.key, x.headers)
+		if !bytes.Equal(x.Payload, bytes.Repeat([]byte("p"), sizedPayloads[i])) || string(x.Key) != "k" || len(x.Headers) == 0 {
+			t.Errorf("%s: row %d came back as payload of %d bytes, key %q, headers %q; want it whole", what, i, len(x.Payload), x.Key, x.Headers)
 		}
 	}
 }
@@ -89,7 +89,7 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		cfg.Table = table
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ids := insertSized(t, pool, table)
-		rows, _, err := r.store.claim(context.Background(), "test#1", 10, everything, nil)
+		rows, _, err := r.store.Claim(context.Background(), "test#1", 10, everything, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ids := insertSized(t, pool, table)
 		ctx := context.Background()
-		l, err := pgOf(r).claimLocked(ctx, 10)
+		l, err := pgOf(r).ClaimLocked(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,20 +118,20 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		cfg.Table, cfg.Ordering = table, Ordering{Topics: []string{"*"}, Shards: 1}
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ctx := context.Background()
-		if err := pgOf(r).ensureShards(ctx, 1); err != nil {
+		if err := pgOf(r).EnsureShards(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		ids := insertSized(t, pool, table)
 		awaitReady(t, pool, table)
-		shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+		shard, ok, err := pgOf(r).LeaseShard(ctx, "lessee")
 		if err != nil || !ok {
 			t.Fatalf("leaseShard = %v, %v", ok, err)
 		}
-		claimed, _, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
+		claimed, _, err := pgOf(r).ClaimOrdered(ctx, "owner", 10, shard, "lessee", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSizedClaim(t, "the ordered claim", ids, claimed.rows)
+		checkSizedClaim(t, "the ordered claim", ids, claimed.Rows)
 	})
 }
 
@@ -142,7 +142,7 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 func TestMySQLClaimBoundsWhatItReads(t *testing.T) {
 	t.Parallel()
 	b := setupMySQL(t, time.Minute)
-	b.s.bytes = claimBytes{batch: 350, event: 1000}
+	b.s.bytes = Bounds{Batch: 350, Event: 1000}
 	ids := make([]uuid.UUID, len(sizedPayloads))
 	for i, n := range sizedPayloads {
 		ids[i] = uuid.Must(uuid.NewV7())

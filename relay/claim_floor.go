@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// floor is where Run's claims start reading pending rows: a key of
+// Floor is where Run's claims start reading pending rows: a key of
 // pending_idx, (next_retry_at, id).
 //
 // Each row a claim takes, and each row marked sent, leaves a dead entry
@@ -66,13 +66,13 @@ import (
 // the claims took them. A row that turns up below the floor therefore
 // waits at most about sweepMax and one look (a second under a snapshot
 // held for ten minutes at 1,000 events/s), and 250 ms on a healthy table.
-type floor struct {
-	due pgtype.Timestamptz
-	id  [16]byte
+type Floor struct {
+	Due pgtype.Timestamptz
+	ID  [16]byte
 }
 
 // bottom is the floor of a claim that reads pending rows from the lowest.
-var bottom = floor{due: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}}
+var bottom = Floor{Due: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}}
 
 const (
 	// floorMargin is how far the floor stays below the oldest row of a
@@ -90,48 +90,48 @@ const (
 	sweepMax   = time.Minute
 )
 
-// claimRange is what a lease claim reads: the rows swept if they are
+// ClaimRange is what a lease claim reads: the rows swept if they are
 // still due pending rows or lapsed leases, pending rows from from up, and,
 // when lapsed, rows whose lease ran out, of those only the ones whose
 // lease ended within lapsedWithin before now when lapsedWithin is
 // positive.
-type claimRange struct {
-	swept        [][16]byte
-	from         floor
-	lapsed       bool
-	lapsedWithin time.Duration
+type ClaimRange struct {
+	Swept        [][16]byte
+	From         Floor
+	Lapsed       bool
+	LapsedWithin time.Duration
 }
 
 // everything is the range of a claim that reads every pending row and
 // every lapsed lease, from the oldest: ProcessBatch's claims.
-var everything = claimRange{from: bottom, lapsed: true}
+var everything = ClaimRange{From: bottom, Lapsed: true}
 
-// less reports whether key a sorts before key b in pending_idx.
-func (a floor) less(b floor) bool {
-	ai, bi := a.due.InfinityModifier, b.due.InfinityModifier
+// Less reports whether key a sorts before key b in pending_idx.
+func (a Floor) Less(b Floor) bool {
+	ai, bi := a.Due.InfinityModifier, b.Due.InfinityModifier
 	switch {
 	case ai != bi:
 		return ai < bi
 	case ai != pgtype.Finite:
-		return bytes.Compare(a.id[:], b.id[:]) < 0
-	case !a.due.Time.Equal(b.due.Time):
-		return a.due.Time.Before(b.due.Time)
+		return bytes.Compare(a.ID[:], b.ID[:]) < 0
+	case !a.Due.Time.Equal(b.Due.Time):
+		return a.Due.Time.Before(b.Due.Time)
 	}
-	return bytes.Compare(a.id[:], b.id[:]) < 0
+	return bytes.Compare(a.ID[:], b.ID[:]) < 0
 }
 
 // nextFloor returns the floor for the claim after one that read pending
 // rows from prev (or lower) up with a batch of limit and took rows (see
 // floor). A claim that also looked for lapsed leases counts only if its
 // batch was not full: then it took every due pending row it saw.
-func nextFloor(prev floor, rows []row, limit int) floor {
+func nextFloor(prev Floor, rows []Row, limit int) Floor {
 	low, found := bottom, false
 	for _, r := range rows {
-		if !r.due.Valid || r.due.InfinityModifier != pgtype.Finite {
+		if !r.Due.Valid || r.Due.InfinityModifier != pgtype.Finite {
 			continue // hand-made: such a key is no floor
 		}
-		k := floor{due: r.due, id: r.id}
-		if !found || k.less(low) {
+		k := Floor{Due: r.Due, ID: r.ID}
+		if !found || k.Less(low) {
 			low, found = k, true
 		}
 	}
@@ -139,9 +139,9 @@ func nextFloor(prev floor, rows []row, limit int) floor {
 		return prev
 	}
 	if len(rows) < limit {
-		low = floor{due: pgtype.Timestamptz{Time: low.due.Time.Add(-floorMargin), Valid: true}}
+		low = Floor{Due: pgtype.Timestamptz{Time: low.Due.Time.Add(-floorMargin), Valid: true}}
 	}
-	if low.less(prev) {
+	if low.Less(prev) {
 		return prev
 	}
 	return low

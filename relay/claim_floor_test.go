@@ -17,27 +17,27 @@ func TestNextFloor(t *testing.T) {
 	at := func(s int) pgtype.Timestamptz {
 		return pgtype.Timestamptz{Time: time.Unix(int64(s), 0), Valid: true}
 	}
-	rw := func(due pgtype.Timestamptz, id byte) row { return row{id: [16]byte{15: id}, due: due} }
+	rw := func(due pgtype.Timestamptz, id byte) Row { return Row{ID: [16]byte{15: id}, Due: due} }
 	inf := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	margin := pgtype.Timestamptz{Time: time.Unix(5, 0).Add(-floorMargin), Valid: true}
 	for _, c := range []struct {
 		name  string
-		prev  floor
-		rows  []row
+		prev  Floor
+		rows  []Row
 		limit int
-		want  floor
+		want  Floor
 	}{
-		{"not full: floorMargin below its oldest", bottom, []row{rw(at(5), 1), rw(at(6), 2)}, 3, floor{due: margin}},
-		{"empty: where it was", floor{due: at(3)}, nil, 2, floor{due: at(3)}},
-		{"full: earliest due", bottom, []row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, floor{due: at(5), id: [16]byte{15: 9}}},
-		{"full: same due, lowest id", bottom, []row{rw(at(5), 4), rw(at(5), 3)}, 2, floor{due: at(5), id: [16]byte{15: 3}}},
-		{"infinite and null due ignored", bottom, []row{rw(inf, 1), rw(pgtype.Timestamptz{}, 2), rw(at(8), 3)}, 3, floor{due: at(8), id: [16]byte{15: 3}}},
-		{"nothing finite", floor{due: at(2)}, []row{rw(inf, 1)}, 1, floor{due: at(2)}},
-		{"never down: full", floor{due: at(6)}, []row{rw(at(5), 1)}, 1, floor{due: at(6)}},
-		{"never down: not full", floor{due: at(5)}, []row{rw(at(5), 1)}, 2, floor{due: at(5)}},
+		{"not full: floorMargin below its oldest", bottom, []Row{rw(at(5), 1), rw(at(6), 2)}, 3, Floor{Due: margin}},
+		{"empty: where it was", Floor{Due: at(3)}, nil, 2, Floor{Due: at(3)}},
+		{"full: earliest due", bottom, []Row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, Floor{Due: at(5), ID: [16]byte{15: 9}}},
+		{"full: same due, lowest id", bottom, []Row{rw(at(5), 4), rw(at(5), 3)}, 2, Floor{Due: at(5), ID: [16]byte{15: 3}}},
+		{"infinite and null due ignored", bottom, []Row{rw(inf, 1), rw(pgtype.Timestamptz{}, 2), rw(at(8), 3)}, 3, Floor{Due: at(8), ID: [16]byte{15: 3}}},
+		{"nothing finite", Floor{Due: at(2)}, []Row{rw(inf, 1)}, 1, Floor{Due: at(2)}},
+		{"never down: full", Floor{Due: at(6)}, []Row{rw(at(5), 1)}, 1, Floor{Due: at(6)}},
+		{"never down: not full", Floor{Due: at(5)}, []Row{rw(at(5), 1)}, 2, Floor{Due: at(5)}},
 	} {
 		got := nextFloor(c.prev, c.rows, c.limit)
-		if got.id != c.want.id || got.due.InfinityModifier != c.want.due.InfinityModifier || !got.due.Time.Equal(c.want.due.Time) {
+		if got.ID != c.want.ID || got.Due.InfinityModifier != c.want.Due.InfinityModifier || !got.Due.Time.Equal(c.want.Due.Time) {
 			t.Errorf("%s: nextFloor = %+v, want %+v", c.name, got, c.want)
 		}
 	}
@@ -131,7 +131,7 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 0 {
 		t.Fatal("the claim after the look left the late row pending")
 	}
-	if len(c.found) != 0 || c.floor.less(floorBefore) {
+	if len(c.found) != 0 || c.floor.Less(floorBefore) {
 		t.Errorf("after the claim: %d found rows left, floor %+v (was %+v); want none, and the floor not lower", len(c.found), c.floor, floorBefore)
 	}
 	c.sent.flush(context.Background())
@@ -191,7 +191,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 
 	entered, release := make(chan struct{}), make(chan struct{})
 	look := c.lookBelow
-	c.lookBelow = func(ctx context.Context, from floor, limit int) ([][16]byte, bool, error) {
+	c.lookBelow = func(ctx context.Context, from Floor, limit int) ([][16]byte, bool, error) {
 		close(entered)
 		<-release
 		return look(ctx, from, limit)
@@ -307,7 +307,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		}
 		c.sent.flush(ctx)
 	}
-	reads := func(from floor) int {
+	reads := func(from Floor) int {
 		t.Helper()
 		return claimPages(t, pool, pgOf(r).q.claim, from, nil)
 	}
@@ -337,11 +337,11 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, topics := pgOf(r).orderedTopics()
-	looked := statementPages(t, pool, pgOf(r).q.lookBelow, 1000, c.floor.due, c.floor.id, all, topics, nil)
+	looked := statementPages(t, pool, pgOf(r).q.lookBelow, 1000, c.floor.Due, c.floor.ID, all, topics, nil)
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}
-	plan := explainBuffers(t, pool, pgOf(r).q.claim, 100, "test#1", 30000, c.floor.due, c.floor.id, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
+	plan := explainBuffers(t, pool, pgOf(r).q.claim, 100, "test#1", 30000, c.floor.Due, c.floor.ID, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
 	swept, found := plan.pages("")
 	if !found {
 		t.Fatalf("the claim's plan has no index scan: %+v", plan)
@@ -362,13 +362,13 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	// processing_idx holds; the same statement testing the status so that
 	// the planner may read that index walks its dead entries.
 	insertRows(t, pool, table, perCycle)
-	rows, _, err := r.store.claim(ctx, "test#2", perCycle, claimRange{from: c.floor}, nil)
+	rows, _, err := r.store.Claim(ctx, "test#2", perCycle, ClaimRange{From: c.floor}, nil)
 	if err != nil || len(rows) != perCycle {
 		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, perCycle)
 	}
 	ids := make([][16]byte, len(rows))
 	for i := range rows {
-		ids[i] = rows[i].id
+		ids[i] = rows[i].ID
 	}
 	q := pgOf(r).q.markSent
 	byStatus := strings.Replace(q, "(status = 'processing') IS TRUE", "status = 'processing'", 1)
@@ -407,9 +407,9 @@ func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int
 // id, in a transaction it rolls back, under EXPLAIN (ANALYZE, BUFFERS),
 // and returns the buffers its scans of pending_idx touched: index pages
 // and the heap pages of the entries they checked.
-func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor, swept [][16]byte) int {
+func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from Floor, swept [][16]byte) int {
 	t.Helper()
-	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
+	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.Due, from.ID, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
 	pages, found := plan.pages("pending_idx")
 	if !found {
 		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)

@@ -12,13 +12,13 @@ import (
 // (docs/architecture.md#claim-modes).
 type lockClaims struct {
 	r  *Relay
-	db lockStore
+	db LockClaims
 }
 
 func (c lockClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
 	cctx, cancel := context.WithTimeout(hard, c.r.cfg.Lease)
 	defer cancel()
-	l, err := c.db.claimLocked(cctx, limit)
+	l, err := c.db.ClaimLocked(cctx, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -20,22 +20,22 @@ import (
 // outcome names in none of its lists: sent, released, retried, failed.
 func TestWithoutOutcomeListsTheRowsNoOutcomeNames(t *testing.T) {
 	ids := make([]uuid.UUID, 6)
-	rows := make([]row, len(ids))
+	rows := make([]Row, len(ids))
 	for i := range ids {
 		ids[i] = uuid.New()
-		rows[i] = row{id: ids[i]}
+		rows[i] = Row{ID: ids[i]}
 	}
 	out := &outcome{
-		sent:     ids[:1],
+		Sent:     ids[:1],
 		released: ids[1:2],
-		retries:  []retry{{id: ids[2]}},
-		failures: []failure{{id: ids[3]}},
+		Retries:  []Retry{{ID: ids[2]}},
+		Failures: []Failure{{ID: ids[3]}},
 	}
 	got := withoutOutcome(rows, out)
 	if len(got) != 2 || got[0] != ids[4] || got[1] != ids[5] {
 		t.Errorf("withoutOutcome = %v, want %v", got, ids[4:])
 	}
-	out.sent = append([]uuid.UUID{ids[0]}, ids[4:]...)
+	out.Sent = append([]uuid.UUID{ids[0]}, ids[4:]...)
 	if got := withoutOutcome(rows, out); len(got) != 0 {
 		t.Errorf("withoutOutcome of a batch with every outcome = %v, want none", got)
 	}
@@ -50,14 +50,14 @@ func TestOrderedClaimDecidesOnItsFirstRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 40, 4)
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).LeaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
 	claim := func() (claimed int, prefix bool, statements int) {
 		t.Helper()
 		c, e := claimExplained(t, pgOf(r), shard, "lessee", 20, windowsFor(20, Buckets))
-		return len(c.rows), c.prefix, len(e.plans)
+		return len(c.Rows), c.Prefix, len(e.plans)
 	}
 	if n, prefix, st := claim(); n != 20 || !prefix || st != 2 {
 		t.Errorf("every row ready: claimed %d rows, prefix %v, in %d statements; want 20, true, 2", n, prefix, st)
@@ -94,12 +94,12 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).LeaseShard(ctx, "lessee")
 	if err != nil || !ok || shard != 0 {
 		t.Fatalf("leaseShard = %d, %v, %v; want shard 0", shard, ok, err)
 	}
-	claimed, _, err := pgOf(r).claimOrdered(ctx, "owner", 500, shard, "lessee", nil)
-	rows := claimed.rows
+	claimed, _, err := pgOf(r).ClaimOrdered(ctx, "owner", 500, shard, "lessee", nil)
+	rows := claimed.Rows
 	if err != nil || len(rows) < 100 {
 		t.Fatalf("claimOrdered = %d rows, %v; want the shard's few hundred", len(rows), err)
 	}
@@ -107,22 +107,22 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	// down halfway).
 	half := len(rows) / 2
 	var sent []uuid.UUID
-	var retries []retry
-	var failures []failure
+	var retries []Retry
+	var failures []Failure
 	for i, x := range rows {
 		switch {
 		case i < half:
-			sent = append(sent, x.id)
+			sent = append(sent, x.ID)
 		default:
-			retries = append(retries, retry{id: x.id, delay: time.Second, error: "later"})
-			failures = append(failures, failure{id: x.id, error: "bad"})
+			retries = append(retries, Retry{ID: x.ID, Delay: time.Second, Error: "later"})
+			failures = append(failures, Failure{ID: x.ID, Error: "bad"})
 		}
 	}
 	// explain returns the plan lines of the write-back's statements.
 	explain := func(out *outcome) (lines []string, statements int) {
 		t.Helper()
 		b := &pgx.Batch{}
-		pgOf(r).queueRecord(b, &orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(rows)}, &recorded{})
+		pgOf(r).queueRecord(b, &OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: claimedTIDs(rows)}, &Recorded{})
 		for _, q := range b.QueuedQueries {
 			lines = append(lines, explainAnalyzed(t, pool, q.SQL, q.Arguments...)...)
 		}
@@ -145,8 +145,8 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 		name string
 		out  *outcome
 	}{
-		{"retried", &outcome{sent: sent, retries: retries}},
-		{"failed", &outcome{sent: sent, failures: failures}},
+		{"retried", &outcome{Sent: sent, Retries: retries}},
+		{"failed", &outcome{Sent: sent, Failures: failures}},
 	} {
 		lines, _ := explain(c.out)
 		if most, whole := read(lines); whole || most > len(rows)-half {
@@ -156,7 +156,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	}
 	// Sent rows alone: record_ordered.sql without
 	// record_ordered_retried.sql.
-	lines, statements := explain(&outcome{sent: sent})
+	lines, statements := explain(&outcome{Sent: sent})
 	if n := strings.Count(strings.Join(lines, "\n"), "Update on"); n != 3 || statements != 1 {
 		t.Errorf("the write-back of sent rows alone updates %d times:\n%s\nwant 3 (shard row, sent rows by tuple id, moved rows)", n, strings.Join(lines, "\n"))
 	}
@@ -189,7 +189,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	}
 	write(10) // transaction 2
 	write(10) // transaction 3
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).LeaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -201,35 +201,35 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 		}
 		return f
 	}
-	claim := func(r *Relay, limit int) orderedClaim {
+	claim := func(r *Relay, limit int) OrderedClaim {
 		t.Helper()
-		c, _, err := pgOf(r).claimOrdered(ctx, "owner", limit, shard, "lessee", nil)
+		c, _, err := pgOf(r).ClaimOrdered(ctx, "owner", limit, shard, "lessee", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	record := func(c orderedClaim, out *outcome) {
+	record := func(c OrderedClaim, out *outcome) {
 		t.Helper()
-		got, err := pgOf(r).recordOrdered(ctx, orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)})
-		if err != nil || got.sent != len(out.sent) || got.retried != len(out.retries) {
-			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.sent), len(out.retries))
+		got, err := pgOf(r).RecordOrdered(ctx, OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: claimedTIDs(c.Rows), Raise: c.raise(out)})
+		if err != nil || got.Sent != len(out.Sent) || got.Retried != len(out.Retries) {
+			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.Sent), len(out.Retries))
 		}
 	}
-	allSent := func(c orderedClaim) *outcome {
+	allSent := func(c OrderedClaim) *outcome {
 		out := &outcome{}
-		for _, x := range c.rows {
-			out.sent = append(out.sent, x.id)
+		for _, x := range c.Rows {
+			out.Sent = append(out.Sent, x.ID)
 		}
 		return out
 	}
 
 	// The 10 rows of transaction 1 and 5 of transaction 2, all sent.
 	c := claim(r, 15)
-	if len(c.rows) != 15 || !c.prefix {
-		t.Fatalf("first claim: %d rows, prefix %v; want 15, true", len(c.rows), c.prefix)
+	if len(c.Rows) != 15 || !c.Prefix {
+		t.Fatalf("first claim: %d rows, prefix %v; want 15, true", len(c.Rows), c.Prefix)
 	}
-	tx2 := c.rows[14].tx
+	tx2 := c.Rows[14].Tx
 	record(c, allSent(c))
 	if f := floor(); f == nil || *f != tx2 {
 		t.Fatalf("floor after the first claim's rows were sent = %v, want transaction 2 (%d)", f, tx2)
@@ -238,23 +238,23 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	// The other 5 of transaction 2 and the 10 of transaction 3: the floor
 	// at transaction 2 hides none of them. The last one is retried.
 	c = claim(r, 15)
-	if len(c.rows) != 15 || c.rows[0].tx != tx2 || !c.prefix {
-		t.Fatalf("second claim: %d rows from transaction %d, prefix %v; want 15 from %d, true", len(c.rows), c.rows[0].tx, c.prefix, tx2)
+	if len(c.Rows) != 15 || c.Rows[0].Tx != tx2 || !c.Prefix {
+		t.Fatalf("second claim: %d rows from transaction %d, prefix %v; want 15 from %d, true", len(c.Rows), c.Rows[0].Tx, c.Prefix, tx2)
 	}
-	last := c.rows[14]
+	last := c.Rows[14]
 	out := allSent(c)
-	out.sent = out.sent[:14]
-	out.retries = []retry{{id: last.id, error: "later"}}
+	out.Sent = out.Sent[:14]
+	out.Retries = []Retry{{ID: last.ID, Error: "later"}}
 	record(c, out)
-	if f := floor(); f == nil || *f > last.tx || *f != tx2 {
-		t.Fatalf("floor after a claim with a row retried = %v, want it left at transaction 2 (%d), below the retried row's %d", f, tx2, last.tx)
+	if f := floor(); f == nil || *f > last.Tx || *f != tx2 {
+		t.Fatalf("floor after a claim with a row retried = %v, want it left at transaction 2 (%d), below the retried row's %d", f, tx2, last.Tx)
 	}
 
 	// The retried row alone, claimed again; relay replay clears the floor
 	// before the write-back.
 	c = claim(r, 15)
-	if len(c.rows) != 1 || c.rows[0].id != last.id || !c.prefix {
-		t.Fatalf("third claim: %d rows, prefix %v; want the retried row, true", len(c.rows), c.prefix)
+	if len(c.Rows) != 1 || c.Rows[0].ID != last.ID || !c.Prefix {
+		t.Fatalf("third claim: %d rows, prefix %v; want the retried row, true", len(c.Rows), c.Prefix)
 	}
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET floor_tx = NULL"); err != nil {
 		t.Fatal(err)
@@ -270,8 +270,8 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() + interval '1 hour' WHERE id = (SELECT id FROM "+table.Ident()+" WHERE status = 'pending' AND key = 'k0' ORDER BY tx, id LIMIT 1)"); err != nil {
 		t.Fatal(err)
 	}
-	if c = claim(r, 15); len(c.rows) != 6 || c.prefix {
-		t.Fatalf("claim past a waiting key: %d rows, prefix %v; want 6, false", len(c.rows), c.prefix)
+	if c = claim(r, 15); len(c.Rows) != 6 || c.Prefix {
+		t.Fatalf("claim past a waiting key: %d rows, prefix %v; want 6, false", len(c.Rows), c.Prefix)
 	}
 	if raise := c.raise(allSent(c)); raise != nil {
 		t.Fatalf("raise of a claim past a waiting key = %d, want none", *raise)
@@ -281,8 +281,8 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() WHERE status = 'pending'"); err != nil {
 		t.Fatal(err)
 	}
-	if c = claim(byTopic, 15); len(c.rows) != 8 || c.prefix {
-		t.Fatalf("claim of ordered topics: %d rows, prefix %v; want 8, false", len(c.rows), c.prefix)
+	if c = claim(byTopic, 15); len(c.Rows) != 8 || c.Prefix {
+		t.Fatalf("claim of ordered topics: %d rows, prefix %v; want 8, false", len(c.Rows), c.Prefix)
 	}
 }
 
@@ -325,7 +325,7 @@ func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 	exec("DELETE FROM " + table.Ident() + " WHERE bucket * 4 / 1024 = 1")
 	var got []int
 	for i := range 4 {
-		shard, ok, err := pgOf(r).leaseShard(ctx, fmt.Sprintf("owner-%d", i))
+		shard, ok, err := pgOf(r).LeaseShard(ctx, fmt.Sprintf("owner-%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 	ctx := context.Background()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ordered", Ordering: Ordering{Topics: []string{"*"}, Shards: shards}})
-	if err := pgOf(r).ensureShards(ctx, shards); err != nil {
+	if err := pgOf(r).EnsureShards(ctx, shards); err != nil {
 		t.Fatal(err)
 	}
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
@@ -411,15 +411,15 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 30, 3)
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).LeaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
-	status := func(rows []row) map[string]int {
+	status := func(rows []Row) map[string]int {
 		t.Helper()
 		ids := make([]uuid.UUID, len(rows))
 		for i, x := range rows {
-			ids[i] = x.id
+			ids[i] = x.ID
 		}
 		got := map[string]int{}
 		q := "SELECT status, count(*) FROM " + table.Ident() + " WHERE id = ANY ($1) GROUP BY status"
@@ -440,43 +440,43 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 		}
 		return got
 	}
-	sent := func(c orderedClaim) *orderedWrite {
+	sent := func(c OrderedClaim) *OrderedWrite {
 		out := &outcome{}
-		for _, x := range c.rows {
-			out.sent = append(out.sent, x.id)
+		for _, x := range c.Rows {
+			out.Sent = append(out.Sent, x.ID)
 		}
-		return &orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)}
+		return &OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: claimedTIDs(c.Rows), Raise: c.raise(out)}
 	}
 
-	first, got, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
-	if err != nil || len(first.rows) != 10 || got != (recorded{}) {
-		t.Fatalf("first claim = %d rows, %+v, %v; want 10 rows, nothing written", len(first.rows), got, err)
+	first, got, err := pgOf(r).ClaimOrdered(ctx, "owner", 10, shard, "lessee", nil)
+	if err != nil || len(first.Rows) != 10 || got != (Recorded{}) {
+		t.Fatalf("first claim = %d rows, %+v, %v; want 10 rows, nothing written", len(first.Rows), got, err)
 	}
-	second, got, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", sent(first))
-	if err != nil || got.sent != 10 {
+	second, got, err := pgOf(r).ClaimOrdered(ctx, "owner", 10, shard, "lessee", sent(first))
+	if err != nil || got.Sent != 10 {
 		t.Fatalf("second claim = %+v, %v; want the first claim's 10 rows written sent", got, err)
 	}
 	// Without the write-back first, the claim would take the same rows
 	// again: they were pending until it ran.
-	if len(second.rows) != 10 || second.rows[0].id == first.rows[0].id {
-		t.Fatalf("second claim took %d rows, from %v; want the 10 after the first claim's (from %v)", len(second.rows), second.rows[0].id, first.rows[0].id)
+	if len(second.Rows) != 10 || second.Rows[0].ID == first.Rows[0].ID {
+		t.Fatalf("second claim took %d rows, from %v; want the 10 after the first claim's (from %v)", len(second.Rows), second.Rows[0].ID, first.Rows[0].ID)
 	}
-	if s := status(first.rows); s["sent"] != 10 {
+	if s := status(first.Rows); s["sent"] != 10 {
 		t.Fatalf("first claim's rows: %v; want 10 sent", s)
 	}
 
 	// A claim that fails (a limit the server refuses) writes nothing.
-	if _, _, err := pgOf(r).claimOrdered(ctx, "owner", -1, shard, "lessee", sent(second)); err == nil {
+	if _, _, err := pgOf(r).ClaimOrdered(ctx, "owner", -1, shard, "lessee", sent(second)); err == nil {
 		t.Fatal("claim with limit -1 succeeded; want an error")
 	}
-	if s := status(second.rows); s["pending"] != 10 {
+	if s := status(second.Rows); s["pending"] != 10 {
 		t.Fatalf("second claim's rows after a failed claim: %v; want 10 pending", s)
 	}
-	got, err = pgOf(r).handBack(ctx, shard, "lessee", sent(second))
-	if err != nil || got.sent != 10 {
+	got, err = pgOf(r).HandBack(ctx, shard, "lessee", sent(second))
+	if err != nil || got.Sent != 10 {
 		t.Fatalf("handBack = %+v, %v; want the second claim's 10 rows written sent", got, err)
 	}
-	if s := status(second.rows); s["sent"] != 10 {
+	if s := status(second.Rows); s["sent"] != 10 {
 		t.Fatalf("second claim's rows after the hand-back: %v; want 10 sent", s)
 	}
 	var held bool
@@ -504,7 +504,7 @@ func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
 		}),
 	})
 	lessee := r.tokens.next()
-	shard, ok, err := pgOf(r).leaseShard(ctx, lessee)
+	shard, ok, err := pgOf(r).LeaseShard(ctx, lessee)
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -513,7 +513,7 @@ func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
 	if claimed != 25 || wait != 0 || abandoned || c.waiting == nil {
 		t.Fatalf("serve = %d claimed, wait %v, abandoned %v, waiting %v; want 25, 0, false, a write-back", claimed, wait, abandoned, c.waiting != nil)
 	}
-	last := len(c.waiting.out.sent)
+	last := len(c.waiting.Out.Sent)
 	count := func(status string) int {
 		t.Helper()
 		var n int

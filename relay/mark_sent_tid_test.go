@@ -15,7 +15,7 @@ import (
 
 // claimedPlain returns a relay on a new unpartitioned table of n pending
 // rows, which it has claimed for "tid#1", and the claimed rows and ids.
-func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []row, []uuid.UUID) {
+func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []Row, []uuid.UUID) {
 	t.Helper()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
@@ -25,15 +25,15 @@ func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []r
 }
 
 // claimAll claims every row of r's table, n of them, for owner.
-func claimAll(t *testing.T, r *Relay, owner string, n int) ([]row, []uuid.UUID) {
+func claimAll(t *testing.T, r *Relay, owner string, n int) ([]Row, []uuid.UUID) {
 	t.Helper()
-	rows, _, err := r.store.claim(context.Background(), owner, n, claimRange{from: bottom}, nil)
+	rows, _, err := r.store.Claim(context.Background(), owner, n, ClaimRange{From: bottom}, nil)
 	if err != nil || len(rows) != n {
 		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, n)
 	}
 	ids := make([]uuid.UUID, n)
 	for i := range rows {
-		ids[i] = rows[i].id
+		ids[i] = rows[i].ID
 	}
 	return rows, ids
 }
@@ -46,7 +46,7 @@ func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
 	ctx := context.Background()
 	pool, table, r, rows, ids := claimedPlain(t, 6)
 	b := r.leases.leased(rows, "tid#1")
-	tids := b.sentTIDs(&outcome{sent: ids})
+	tids := b.sentTIDs(&outcome{Sent: ids})
 	if len(tids) != len(rows) {
 		t.Fatalf("sentTIDs of a batch sent whole = %d tuple ids; want %d", len(tids), len(rows))
 	}
@@ -55,7 +55,7 @@ func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET locked_by = 'other#1' WHERE id = $1", stolen); err != nil {
 		t.Fatal(err)
 	}
-	fenced, err := r.store.markSent(ctx, "tid#1", ids, tids)
+	fenced, err := r.store.MarkSent(ctx, "tid#1", ids, tids)
 	if err != nil || fenced != 1 {
 		t.Fatalf("markSent by tuple id = %d fenced, %v; want 1", fenced, err)
 	}
@@ -77,21 +77,21 @@ func TestRenewedOrPartlySentBatchesAreMarkedByID(t *testing.T) {
 	ctx := context.Background()
 	pool, table, r, rows, ids := claimedPlain(t, 3)
 	b := r.leases.leased(rows, "tid#1")
-	if tids := b.sentTIDs(&outcome{sent: ids[:2]}); tids != nil {
+	if tids := b.sentTIDs(&outcome{Sent: ids[:2]}); tids != nil {
 		t.Errorf("sentTIDs of a batch sent in part = %v; want nil", tids)
 	}
-	stale := b.sentTIDs(&outcome{sent: ids})
+	stale := b.sentTIDs(&outcome{Sent: ids})
 	if lost, err := b.renew(ctx); err != nil || lost != 0 {
 		t.Fatalf("renew = %d lost, %v", lost, err)
 	}
-	if tids := b.sentTIDs(&outcome{sent: ids}); tids != nil {
+	if tids := b.sentTIDs(&outcome{Sent: ids}); tids != nil {
 		t.Errorf("sentTIDs after a renewal = %v; want nil", tids)
 	}
 	// Why: the tuple ids from before the renewal name no live row.
-	if fenced, err := r.store.markSent(ctx, "tid#1", ids, stale); err != nil || fenced != len(ids) {
+	if fenced, err := r.store.MarkSent(ctx, "tid#1", ids, stale); err != nil || fenced != len(ids) {
 		t.Fatalf("markSent by the tuple ids from before the renewal = %d fenced, %v; want all %d (the test no longer shows why renewed batches go by id)", fenced, err, len(ids))
 	}
-	if fenced, err := r.store.markSent(ctx, "tid#1", ids, b.sentTIDs(&outcome{sent: ids})); err != nil || fenced != 0 {
+	if fenced, err := r.store.MarkSent(ctx, "tid#1", ids, b.sentTIDs(&outcome{Sent: ids})); err != nil || fenced != 0 {
 		t.Fatalf("markSent of the renewed batch = %d fenced, %v; want 0", fenced, err)
 	}
 	for id, v := range statusOf(t, pool, table) {
@@ -110,14 +110,14 @@ func TestPartitionedClaimsReturnNoTupleIDs(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
 	rows, ids := claimAll(t, r, "tid#1", 4)
 	for _, x := range rows {
-		if x.tid.Valid {
-			t.Fatalf("row %s came with tuple id %v from a partitioned table; want none", x.id, x.tid)
+		if x.TID.Valid {
+			t.Fatalf("row %s came with tuple id %v from a partitioned table; want none", x.ID, x.TID)
 		}
 	}
-	if tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{sent: ids}); tids != nil {
+	if tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{Sent: ids}); tids != nil {
 		t.Fatalf("sentTIDs on a partitioned table = %v; want nil", tids)
 	}
-	if fenced, err := r.store.markSent(ctx, "tid#1", ids, nil); err != nil || fenced != 0 {
+	if fenced, err := r.store.MarkSent(ctx, "tid#1", ids, nil); err != nil || fenced != 0 {
 		t.Fatalf("markSent = %d fenced, %v; want 0", fenced, err)
 	}
 }
@@ -130,11 +130,11 @@ func TestPlainClaimsReturnTheRowsTupleIDs(t *testing.T) {
 	pool, table, _, rows, _ := claimedPlain(t, 3)
 	for _, x := range rows {
 		var now pgtype.TID
-		if err := pool.QueryRow(ctx, "SELECT ctid FROM "+table.Ident()+" WHERE id = $1", x.id.String()).Scan(&now); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT ctid FROM "+table.Ident()+" WHERE id = $1", x.ID.String()).Scan(&now); err != nil {
 			t.Fatal(err)
 		}
-		if !x.tid.Valid || x.tid != now {
-			t.Errorf("row %s came with tuple id %v; its version is at %v", x.id, x.tid, now)
+		if !x.TID.Valid || x.TID != now {
+			t.Errorf("row %s came with tuple id %v; its version is at %v", x.ID, x.TID, now)
 		}
 	}
 }
@@ -150,7 +150,7 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{sent: ids})
+	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{Sent: ids})
 	plan := explainPlan(t, pool, pgOf(r).q.markSentByTID, tids, "tid#1")
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("mark-sent of %d tuple ids on a table of %d rows:\n%s\nwant a Tid Scan", n, n, plan)

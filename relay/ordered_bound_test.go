@@ -24,7 +24,7 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 	read := func(t *testing.T, shape string, n int) (lease, claim int) {
 		pool, table := testdb.NewUnpartitioned(t)
 		r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "bound", Ordering: Ordering{Topics: []string{"orders"}, Shards: 1}})
-		if err := pgOf(r).ensureShards(ctx, 1); err != nil {
+		if err := pgOf(r).EnsureShards(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		// n rows of the shape, then 10 due rows of other keys.
@@ -54,7 +54,7 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 		buckets := bucketsOf(0, 1)
 		c, e := claimExplained(t, pgOf(r), 0, "bound#1", limit, windowsFor(limit, len(buckets)))
 		if len(e.plans) != 4 {
-			t.Fatalf("the claim ran %d statements (claimed %d rows), want its three reads and the take", len(e.plans), len(c.rows))
+			t.Fatalf("the claim ran %d statements (claimed %d rows), want its three reads and the take", len(e.plans), len(c.Rows))
 		}
 		claim = e.buffers()
 		t.Logf("%s, backlog %d: the lease read %d buffers, the claim %d", shape, n, lease, claim)
@@ -82,7 +82,7 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 10, 10)
 	r.cfg.Lease = time.Second // the claim's time bound
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+	shard, ok, err := pgOf(r).LeaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -116,7 +116,7 @@ func TestOrderedClaimReadsLessWhenSmaller(t *testing.T) {
 	ctx := context.Background()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "small", Ordering: Ordering{Topics: []string{"orders"}, Shards: 64}})
-	if err := pgOf(r).ensureShards(ctx, 64); err != nil {
+	if err := pgOf(r).EnsureShards(ctx, 64); err != nil {
 		t.Fatal(err)
 	}
 	q := `INSERT INTO ` + table.Ident() + ` (topic, key, payload, next_retry_at)

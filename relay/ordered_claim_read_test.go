@@ -41,7 +41,7 @@ func newClaimBundle(t *testing.T) *claimBundle {
 	t.Helper()
 	pool, table := testdb.New(t)
 	store := func(topics ...string) *pgStore {
-		return newPGStore(pool, table, time.Minute, Ordering{Topics: topics, Shards: claimShards}, claimBytes{batch: 1 << 30, event: 1 << 30})
+		return newPGStore(pool, table, time.Minute, Ordering{Topics: topics, Shards: claimShards}, Bounds{Batch: 1 << 30, Event: 1 << 30})
 	}
 	b := &claimBundle{t: t, ctx: context.Background(), pool: pool, table: table, all: store("*"), some: store("orders")}
 	b.exec(`INSERT INTO {{shards}} (shard, locked_by, locked_until)
@@ -116,8 +116,8 @@ func (b *claimBundle) claimIn(tx pgx.Tx, limit int, w claimWindows, topics []str
 	if err != nil {
 		b.fatalIn(tx, "claim: %v", err)
 	}
-	for _, x := range c.rows {
-		ids = append(ids, x.id)
+	for _, x := range c.Rows {
+		ids = append(ids, x.ID)
 	}
 	return ids, db.statements == 2
 }
@@ -508,7 +508,7 @@ func TestOrderedClaimReadIsBounded(t *testing.T) {
 		for _, w := range []claimWindows{relay, passes} {
 			got, e := claimExplained(t, b.all, 0, claimLessee, limit, w)
 			c := costOf(e.plans...)
-			c.out = float64(len(got.rows))
+			c.out = float64(len(got.Rows))
 			t.Logf("backlog %d, windows %+v: the claim read %.0f rows, %d buffers (%d in all); a full read %.0f rows, %d buffers (%d in all)",
 				b.count("true"), w, c.rows, c.buffers, c.total, full.rows, full.buffers, full.total)
 			if c.out != limit || full.out != limit {

@@ -48,7 +48,7 @@ func (e *explaining) buffers() int {
 // claimExplained runs s's ordered claim of limit rows of shard, leased
 // to lessee, with the windows w under explaining, in a transaction it
 // rolls back.
-func claimExplained(t *testing.T, s *pgStore, shard int, lessee string, limit int, w claimWindows) (orderedClaim, *explaining) {
+func claimExplained(t *testing.T, s *pgStore, shard int, lessee string, limit int, w claimWindows) (OrderedClaim, *explaining) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := s.pool.Begin(ctx)

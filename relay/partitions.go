@@ -31,7 +31,7 @@ type PartitionsResult struct {
 type partitionManager struct {
 	cfg    Config
 	pg     *pgStore // nil on MySQL: the service does nothing
-	store  store
+	store  Store
 	log    *slog.Logger
 	tokens *tokens
 }
@@ -57,7 +57,7 @@ func (j *partitionManager) run(ctx context.Context) (PartitionsResult, error) {
 	defer stopHard()
 	cctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
 	defer cancel()
-	ok, err := j.store.claimJob(cctx, jobPartitions, owner)
+	ok, err := j.store.ClaimJob(cctx, jobPartitions, owner)
 	if err != nil || !ok {
 		return res, err
 	}
@@ -76,7 +76,7 @@ func (j *partitionManager) run(ctx context.Context) (PartitionsResult, error) {
 	complete := err == nil && held && !waited
 	if !res.LeaseLost {
 		fctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
-		_, ferr := j.store.finishJob(fctx, jobPartitions, owner, complete, j.cfg.JanitorInterval)
+		_, ferr := j.store.FinishJob(fctx, jobPartitions, owner, complete, j.cfg.JanitorInterval)
 		cancel()
 		if ferr != nil {
 			j.log.Warn("releasing the partitions job failed; it returns when its lease ends", "token", owner, "error", ferr)

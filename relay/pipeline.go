@@ -23,7 +23,7 @@ type pipeline struct {
 	cfg        Config
 	pub        publishers.Publisher
 	obs        Observer // cfg.Observer
-	store      store
+	store      Store
 	log        *slog.Logger
 	sink       *breaker // the sink's outage state (outage.go)
 	tokens     *tokens
@@ -110,9 +110,9 @@ func (p *pipeline) processIn(ctx context.Context, c claimer, limit int, sizes *b
 	beat(slot)
 	bytes := claimBytesOf(p.cfg)
 	if sizes != nil {
-		sizes.observe(limit, len(b.rows), bytes.rowBytes(b.rows))
+		sizes.observe(limit, len(b.rows), bytes.RowBytes(b.rows))
 	}
-	full = bytes.full(limit, b.rows)
+	full = bytes.Full(limit, b.rows)
 	b.slot = slot
 	if b.end != nil {
 		defer b.end(hard)
@@ -135,15 +135,15 @@ func (p *pipeline) processIn(ctx context.Context, c claimer, limit int, sizes *b
 		return res, full, err
 	}
 	b.ph.record = time.Since(start)
-	p.logBatch(res, b.ph, out.retries, out.failures, out.topics)
+	p.logBatch(res, b.ph, out.Retries, out.Failures, out.topics)
 	return res, full, nil
 }
 
 // outcome is what is to be recorded for a claimed batch.
 type outcome struct {
-	sent, released []uuid.UUID
-	retries        []retry
-	failures       []failure
+	Sent, released []uuid.UUID
+	Retries        []Retry
+	Failures       []Failure
 	// topics counts the rows by topic and outcome, for the Observer; nil
 	// without one.
 	topics *topicTally

@@ -68,8 +68,8 @@ func localSettings(params map[string]string, extra map[string]string) string {
 	return "SELECT " + strings.Join(calls, ", ")
 }
 
-// unsetSessionSettings names the sessionSettings that s's pool does not
+// UnsetSessionSettings names the sessionSettings that s's pool does not
 // set, sorted: Run warns of them.
-func (s *pgStore) unsetSessionSettings() []string {
+func (s *pgStore) UnsetSessionSettings() []string {
 	return slices.Sorted(maps.Keys(unsetSettings(s.pool.Config().ConnConfig.RuntimeParams)))
 }

@@ -21,8 +21,8 @@ import (
 type Relay struct {
 	cfg    Config
 	prober publishers.Prober // pub, when it can be probed
-	store  store             // every statement, on the caller's pool or database
-	shards shardStore        // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
+	store  Store             // every statement, on the caller's pool or database
+	shards Shards            // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
 	log    *slog.Logger
 	tokens *tokens // numbers claims (locked_by)
 	bell   *bell   // rung when an insert into the table commits
@@ -128,7 +128,7 @@ func NewMySQL(db *sql.DB, pub publishers.Publisher, cfg Config) (*Relay, error) 
 
 // newRelay returns the relay of cfg (defaults applied, valid) on st; pg
 // is st on PostgreSQL, nil elsewhere. table names the table in logs.
-func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table string) *Relay {
+func newRelay(st Store, pg *pgStore, pub publishers.Publisher, cfg Config, table string) *Relay {
 	r := &Relay{
 		cfg:    cfg,
 		store:  st,
@@ -141,7 +141,7 @@ func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table
 	r.leases = &leaseClaims{r: r}
 	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
 	if pg != nil && cfg.Ordering.allTopics() {
-		r.stream.dueKeyless = pg.dueKeyless
+		r.stream.dueKeyless = pg.DueKeyless
 	}
 	if pg != nil {
 		r.locks = lockClaims{r: r, db: pg}
@@ -156,7 +156,7 @@ func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table
 		r.turns.signal()
 	}
 	r.pipe = &pipeline{cfg: cfg, pub: pub, obs: cfg.Observer, store: st, log: r.log, tokens: r.tokens, keyBatches: keyBatches(pub)}
-	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.pipe.observe, wake)
+	r.sink = newBreaker(cfg, r.log, r.store.CountDue, r.pipe.observe, wake)
 	r.pipe.sink = r.sink
 	r.retention = &retention{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens, observe: r.pipe.observe}
 	r.partitions = &partitionManager{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens}

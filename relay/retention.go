@@ -69,7 +69,7 @@ const vacuumTimeout = 10 * time.Minute
 // that hold the retention job (RunRetention), every JanitorInterval.
 type retention struct {
 	cfg     Config
-	store   store
+	store   Store
 	pg      *pgStore // nil on MySQL: no partitions, no VACUUM
 	log     *slog.Logger
 	tokens  *tokens
@@ -86,7 +86,7 @@ func (j *retention) loop(ctx context.Context) {
 	every(ctx, j.cfg.JanitorInterval, func() {
 		if res, err := j.run(ctx); err != nil && ctx.Err() == nil {
 			level := slog.LevelWarn
-			if j.store.fatal(err) {
+			if j.store.Fatal(err) {
 				// Say it louder: the relay's role may lack DELETE on the
 				// table, or the schema be older than the relay.
 				level = slog.LevelError
@@ -110,7 +110,7 @@ func (j *retention) run(ctx context.Context) (RetentionResult, error) {
 	hard, stopHard := shutdownBound(ctx, j.cfg)
 	defer stopHard()
 	cctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
-	ok, err := j.store.claimJob(cctx, jobRetention, owner)
+	ok, err := j.store.ClaimJob(cctx, jobRetention, owner)
 	cancel()
 	if err != nil || !ok {
 		return res, err
@@ -127,7 +127,7 @@ targets:
 	for _, target := range targets {
 		for !res.LeaseLost && ctx.Err() == nil {
 			bctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
-			n, held, err := j.store.deleteSent(bctx, owner, target, j.cfg.Retention, j.cfg.JanitorBatch)
+			n, held, err := j.store.DeleteSent(bctx, owner, target, j.cfg.Retention, j.cfg.JanitorBatch)
 			cancel()
 			if err != nil {
 				j.finish(hard, owner, &res)
@@ -240,7 +240,7 @@ func (j *retention) dropPartitions(ctx, hard context.Context, owner string, res 
 func (j *retention) finish(hard context.Context, owner string, res *RetentionResult) {
 	fctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
 	defer cancel()
-	held, err := j.store.finishJob(fctx, jobRetention, owner, res.Complete, j.cfg.JanitorInterval)
+	held, err := j.store.FinishJob(fctx, jobRetention, owner, res.Complete, j.cfg.JanitorInterval)
 	switch {
 	case err != nil:
 		j.log.Warn("releasing the retention job failed; it returns when its lease ends", "token", owner, "error", err)
@@ -262,7 +262,7 @@ func (j *retention) vacuum(ctx context.Context, res *RetentionResult) time.Durat
 	vctx, cancel := context.WithTimeout(ctx, vacuumTimeout)
 	defer cancel()
 	start := time.Now()
-	allowed, err := j.pg.vacuum(vctx)
+	allowed, err := j.pg.Vacuum(vctx)
 	took := time.Since(start)
 	switch {
 	case err != nil:

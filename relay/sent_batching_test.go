@@ -50,7 +50,7 @@ func statusOf(t *testing.T, pool *pgxpool.Pool, table outbox.Table) map[string][
 // pgOf returns r's store on PostgreSQL (under a test's wrapper, if any).
 func pgOf(r *Relay) *pgStore {
 	if c, ok := r.store.(*countingClaims); ok {
-		return c.store.(*pgStore)
+		return c.Store.(*pgStore)
 	}
 	return r.store.(*pgStore)
 }

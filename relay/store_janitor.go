@@ -30,9 +30,9 @@ const (
 // the janitor gives up after this long and tries again at its next run.
 const partitionLockTimeout = 250 * time.Millisecond
 
-// claimJob starts a run of job for owner, with a lease of one Lease; ok is
+// ClaimJob starts a run of job for owner, with a lease of one Lease; ok is
 // false when the job is not due or another run holds it.
-func (s *pgStore) claimJob(ctx context.Context, job, owner string) (ok bool, err error) {
+func (s *pgStore) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
 	var claimed string
 	err = s.pool.QueryRow(ctx, s.q.claimJob, job, owner, s.lease.Milliseconds()).Scan(&claimed)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -44,12 +44,12 @@ func (s *pgStore) claimJob(ctx context.Context, job, owner string) (ok bool, err
 	return true, nil
 }
 
-// deleteSent deletes up to limit sent rows older than retention from
+// DeleteSent deletes up to limit sent rows older than retention from
 // target (the table, or one of its partitions: a quoted, qualified name)
 // for the run owner of the retention job, counts them in the job row and
 // extends the run's lease, in one transaction. held is false, and nothing
 // is deleted, when owner no longer holds the job.
-func (s *pgStore) deleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
+func (s *pgStore) DeleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, false, fmt.Errorf("delete sent rows: %w", err)
@@ -127,9 +127,9 @@ func (s *pgStore) inJob(ctx context.Context, job, owner string, fn func(pgx.Tx) 
 	return true, false, nil
 }
 
-// finishJob releases job held by owner; complete schedules the next run
+// FinishJob releases job held by owner; complete schedules the next run
 // interval after now. held is false when owner no longer held the job.
-func (s *pgStore) finishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
+func (s *pgStore) FinishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
 	tag, err := s.pool.Exec(ctx, s.q.finishJob, job, owner, complete, interval.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("finish job %s: %w", job, err)
@@ -137,12 +137,12 @@ func (s *pgStore) finishJob(ctx context.Context, job, owner string, complete boo
 	return tag.RowsAffected() == 1, nil
 }
 
-// vacuum runs VACUUM on table unless the role may not; allowed is false,
+// Vacuum runs VACUUM on table unless the role may not; allowed is false,
 // and nothing runs, then. VACUUM cannot run in a transaction: pgx sends a
 // statement without arguments as one simple query, which runs on its own.
 // When ctx ends first pgx asks the server to cancel the statement (a
 // dropped connection would not stop a VACUUM) and drops the connection.
-func (s *pgStore) vacuum(ctx context.Context) (allowed bool, err error) {
+func (s *pgStore) Vacuum(ctx context.Context) (allowed bool, err error) {
 	if err := s.pool.QueryRow(ctx, s.q.mayVacuum).Scan(&allowed); err != nil {
 		return false, fmt.Errorf("vacuum: check the privilege: %w", err)
 	}

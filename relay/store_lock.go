@@ -19,13 +19,13 @@ import (
 type lockedRows struct {
 	s    *pgStore
 	conn *pgxpool.Conn
-	rows []row
+	rows []Row
 }
 
-// claimLocked opens a transaction on a connection of its own with the lock
+// ClaimLocked opens a transaction on a connection of its own with the lock
 // claim's settings and locks up to limit unordered rows in it, returning
 // those within s.bytes; one round trip. The caller ends it with record or rollback, and then calls close.
-func (s *pgStore) claimLocked(ctx context.Context, limit int) (*lockedRows, error) {
+func (s *pgStore) ClaimLocked(ctx context.Context, limit int) (*lockedRows, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -34,9 +34,9 @@ func (s *pgStore) claimLocked(ctx context.Context, limit int) (*lockedRows, erro
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.lockSettings)
-	b.Queue(s.q.claimLocked, limit, all, topics, s.bytes.batch, s.bytes.event)
+	b.Queue(s.q.claimLocked, limit, all, topics, s.bytes.Batch, s.bytes.Event)
 	br := conn.SendBatch(ctx, b)
-	rows, err := func() ([]row, error) {
+	rows, err := func() ([]Row, error) {
 		defer br.Close()
 		for range 2 {
 			if _, err := br.Exec(); err != nil {
@@ -79,11 +79,11 @@ func (l *lockedRows) record(ctx context.Context, owner string, out *outcome, res
 			counts, sizes = append(counts, count), append(sizes, n)
 		}
 	}
-	queue(&res.Sent, len(out.sent), l.s.q.lockedSent, pgIDs(out.sent), owner)
-	rids, delays, errs, refunds := retryColumns(out.retries)
-	queue(&res.Retried, len(out.retries), l.s.q.lockedRetry, rids, delays, errs, refunds, owner)
-	fids, ferrs := failureColumns(out.failures)
-	queue(&res.Failed, len(out.failures), l.s.q.lockedFailed, fids, ferrs, owner)
+	queue(&res.Sent, len(out.Sent), l.s.q.lockedSent, pgIDs(out.Sent), owner)
+	rids, delays, errs, refunds := retryColumns(out.Retries)
+	queue(&res.Retried, len(out.Retries), l.s.q.lockedRetry, rids, delays, errs, refunds, owner)
+	fids, ferrs := failureColumns(out.Failures)
+	queue(&res.Failed, len(out.Failures), l.s.q.lockedFailed, fids, ferrs, owner)
 	b.Queue("COMMIT")
 	br := l.conn.SendBatch(ctx, b)
 	defer br.Close()

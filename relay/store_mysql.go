@@ -67,7 +67,7 @@ type mysqlStore struct {
 	db    *sql.DB
 	table outbox.Table
 	lease time.Duration
-	bytes claimBytes
+	bytes Bounds
 	q     mysqlStatements
 }
 
@@ -111,23 +111,23 @@ func loadMySQLStatements(table outbox.Table, read func(file string)) mysqlStatem
 
 // newMySQLStore returns the store of table on db. table.Schema empty
 // means the connection's database (migrations.MySQLIdent).
-func newMySQLStore(db *sql.DB, table outbox.Table, lease time.Duration, bytes claimBytes) *mysqlStore {
+func newMySQLStore(db *sql.DB, table outbox.Table, lease time.Duration, bytes Bounds) *mysqlStore {
 	return &mysqlStore{db: db, table: table, lease: lease, bytes: bytes, q: loadMySQLStatements(table, nil)}
 }
 
-// ready checks that the database answers, that the server is one the
+// Ready checks that the database answers, that the server is one the
 // relay supports, and that the table's schema is the one this relay needs.
-func (s *mysqlStore) ready(ctx context.Context) error {
+func (s *mysqlStore) Ready(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return err
 	}
 	return migrations.CheckMySQL(ctx, s.db, s.table)
 }
 
-// fatal reports MySQL errors that retrying cannot fix: a missing or
+// Fatal reports MySQL errors that retrying cannot fix: a missing or
 // newer schema, an unsupported server, an invalid name, and server answers
 // about access, unknown databases or tables, and syntax.
-func (s *mysqlStore) fatal(err error) bool {
+func (s *mysqlStore) Fatal(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
@@ -147,7 +147,7 @@ func (s *mysqlStore) fatal(err error) bool {
 // claimTx is the transaction of a claim or a retention batch.
 var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// claim takes up to limit rows and leases them to owner, as store.claim
+// Claim takes up to limit rows and leases them to owner, as Store.Claim
 // does: the rows of rg.swept that are still due pending rows or lapsed
 // leases, then, when rg.lapsed, rows whose lease ran out (within
 // rg.lapsedWithin before now, when that is set), then due pending rows
@@ -162,7 +162,7 @@ var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // headers: the claim keeps rows up to the one at which their sizes reach
 // s.bytes.batch, as claim.sql does, leases them, and then reads those of
 // them within s.bytes.event (claim_read.sql).
-func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+func (s *mysqlStore) Claim(ctx context.Context, owner string, limit int, rg ClaimRange, sent []sentBatch) (rows []Row, fenced []int, err error) {
 	err = onDeadlock(func() error {
 		var err error
 		rows, fenced, err = s.claimOnce(ctx, owner, limit, rg, sent)
@@ -172,7 +172,7 @@ func (s *mysqlStore) claim(ctx context.Context, owner string, limit int, rg clai
 }
 
 // claimOnce is one attempt of claim.
-func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg ClaimRange, sent []sentBatch) (rows []Row, fenced []int, err error) {
 	tx, err := s.db.BeginTx(ctx, claimTx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
@@ -180,42 +180,42 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	fenced = make([]int, len(sent))
 	for i, sb := range sent {
-		if fenced[i], err = execFenced(ctx, tx, "claim: mark sent", expand(s.q.markSent, len(sb.ids)), len(sb.ids), append(idArgs(sb.ids), sb.owner)...); err != nil {
+		if fenced[i], err = execFenced(ctx, tx, "claim: mark sent", expand(s.q.markSent, len(sb.IDs)), len(sb.IDs), append(idArgs(sb.IDs), sb.Owner)...); err != nil {
 			return nil, nil, err
 		}
 	}
 	seen := map[uuid.UUID]bool{}
 	bytes := 0 // the rows' sizes so far, as claimBytes.rowBytes counts them
-	room := func() bool { return len(rows) < limit && bytes < s.bytes.batch }
+	room := func() bool { return len(rows) < limit && bytes < s.bytes.Batch }
 	pick := func(q string, args ...any) error {
 		got, err := s.lockRows(ctx, tx, q, args...)
 		if err != nil {
 			return err
 		}
 		for _, r := range got {
-			if !seen[r.id] && room() {
-				seen[r.id] = true
+			if !seen[r.ID] && room() {
+				seen[r.ID] = true
 				rows = append(rows, r)
-				if !s.bytes.tooLarge(&r) {
-					bytes += int(r.size)
+				if !s.bytes.TooLarge(&r) {
+					bytes += int(r.Size)
 				}
 			}
 		}
 		return nil
 	}
-	if len(rg.swept) > 0 {
-		if err := pick(expand(s.q.claimSwept, len(rg.swept)), append(idArgs(rg.swept), limit)...); err != nil {
+	if len(rg.Swept) > 0 {
+		if err := pick(expand(s.q.claimSwept, len(rg.Swept)), append(idArgs(rg.Swept), limit)...); err != nil {
 			return nil, nil, err
 		}
 	}
-	if rg.lapsed && room() {
-		within := rg.lapsedWithin.Milliseconds()
+	if rg.Lapsed && room() {
+		within := rg.LapsedWithin.Milliseconds()
 		if err := pick(s.q.claimLapsed, within, within, limit-len(rows)); err != nil {
 			return nil, nil, err
 		}
 	}
 	if room() {
-		due, id := mysqlFloor(rg.from)
+		due, id := mysqlFloor(rg.From)
 		if err := pick(s.q.claimDue, due, due, id, limit-len(rows)); err != nil {
 			return nil, nil, err
 		}
@@ -223,7 +223,7 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 	if len(rows) > 0 {
 		ids := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
-			ids[i] = r.id
+			ids[i] = r.ID
 		}
 		res, err := tx.ExecContext(ctx, expand(s.q.claimLease, len(ids)), append([]any{owner, s.lease.Milliseconds()}, idArgs(ids)...)...)
 		if err != nil {
@@ -245,26 +245,26 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 
 // lockRows runs one of the claim's SELECT ... FOR UPDATE SKIP LOCKED
 // statements and reads its rows, without their payload, key and headers.
-func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]row, error) {
+func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]Row, error) {
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rs.Close()
-	var out []row
+	var out []Row
 	for rs.Next() {
-		var r row
+		var r Row
 		var id []byte
 		var created, due migrations.MySQLTime
-		if err := rs.Scan(&id, &r.topic, &r.size, &r.attempt, &created, &due); err != nil {
+		if err := rs.Scan(&id, &r.Topic, &r.Size, &r.Attempt, &created, &due); err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
 		if len(id) != 16 {
 			return nil, fmt.Errorf("claim: an id of %d bytes", len(id))
 		}
-		copy(r.id[:], id)
-		r.createdAt = pgtype.Timestamptz{Time: created.Time, Valid: true}
-		r.due = pgtype.Timestamptz{Time: due.Time, Valid: true}
+		copy(r.ID[:], id)
+		r.CreatedAt = pgtype.Timestamptz{Time: created.Time, Valid: true}
+		r.Due = pgtype.Timestamptz{Time: due.Time, Valid: true}
 		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
@@ -275,13 +275,13 @@ func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ..
 
 // readRows reads the key, payload and headers of the rows within the
 // event bound into them (claim_read.sql).
-func (s *mysqlStore) readRows(ctx context.Context, tx *sql.Tx, rows []row) error {
-	at := make(map[uuid.UUID]*row, len(rows))
+func (s *mysqlStore) readRows(ctx context.Context, tx *sql.Tx, rows []Row) error {
+	at := make(map[uuid.UUID]*Row, len(rows))
 	var ids []uuid.UUID
 	for i := range rows {
-		if !s.bytes.tooLarge(&rows[i]) {
-			at[rows[i].id] = &rows[i]
-			ids = append(ids, rows[i].id)
+		if !s.bytes.TooLarge(&rows[i]) {
+			at[rows[i].ID] = &rows[i]
+			ids = append(ids, rows[i].ID)
 		}
 	}
 	if len(ids) == 0 {
@@ -298,14 +298,14 @@ func (s *mysqlStore) readRows(ctx context.Context, tx *sql.Tx, rows []row) error
 		if err := rs.Scan(&id, &key, &payload, &headers); err != nil {
 			return fmt.Errorf("claim: read rows: %w", err)
 		}
-		var r *row
+		var r *Row
 		if len(id) == 16 {
 			r = at[uuid.UUID(id)]
 		}
 		if r == nil {
 			return fmt.Errorf("claim: read rows: a row %x it did not lease", id)
 		}
-		r.key, r.payload, r.headers = key, payload, headers
+		r.Key, r.Payload, r.Headers = key, payload, headers
 	}
 	if err := rs.Err(); err != nil {
 		return fmt.Errorf("claim: read rows: %w", err)
@@ -319,15 +319,15 @@ const mysqlMinTime = "1000-01-01 00:00:00"
 
 // mysqlFloor returns the floor as claim_due.sql's parameters: the time as
 // UTC text (a time.Time would be converted to the DSN's loc) and the id.
-func mysqlFloor(f floor) (due string, id []byte) {
+func mysqlFloor(f Floor) (due string, id []byte) {
 	due = mysqlMinTime
-	if f.due.Valid && f.due.InfinityModifier == pgtype.Finite {
-		due = f.due.Time.UTC().Format("2006-01-02 15:04:05.999999")
+	if f.Due.Valid && f.Due.InfinityModifier == pgtype.Finite {
+		due = f.Due.Time.UTC().Format("2006-01-02 15:04:05.999999")
 	}
-	if f.due.Valid && f.due.InfinityModifier == pgtype.Infinity {
+	if f.Due.Valid && f.Due.InfinityModifier == pgtype.Infinity {
 		due = "9999-12-31 23:59:59.999999"
 	}
-	return due, f.id[:]
+	return due, f.ID[:]
 }
 
-var _ store = (*mysqlStore)(nil)
+var _ Store = (*mysqlStore)(nil)

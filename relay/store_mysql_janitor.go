@@ -8,9 +8,9 @@ import (
 	"github.com/outboxrelay/outboxrelay/migrations"
 )
 
-// claimJob starts a run of job for owner, with a lease of one Lease; ok is
+// ClaimJob starts a run of job for owner, with a lease of one Lease; ok is
 // false when the job is not due or another run holds it.
-func (s *mysqlStore) claimJob(ctx context.Context, job, owner string) (ok bool, err error) {
+func (s *mysqlStore) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
 	res, err := s.db.ExecContext(ctx, s.q.claimJob, owner, s.lease.Milliseconds(), job)
 	if err != nil {
 		return false, fmt.Errorf("claim job %s: %w", job, err)
@@ -22,14 +22,14 @@ func (s *mysqlStore) claimJob(ctx context.Context, job, owner string) (ok bool, 
 	return n == 1, nil
 }
 
-// deleteSent deletes up to limit sent rows older than retention for the
+// DeleteSent deletes up to limit sent rows older than retention for the
 // run owner of the retention job, counts them in the job row and extends
 // the run's lease, in one transaction. held is false, and nothing is
 // deleted, when owner no longer holds the job. target is store's
 // parameter for partitions: MySQL tables have none, so it must be empty or
 // name the table itself (quoted for MySQL or, as the janitor passes
 // store.table.Ident(), for PostgreSQL).
-func (s *mysqlStore) deleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
+func (s *mysqlStore) DeleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
 	if target != "" && target != migrations.MySQLIdent(s.table) && target != s.table.Ident() {
 		return 0, false, fmt.Errorf("delete sent rows: %s is not the table %s: MySQL outbox tables have no partitions", target, s.table)
 	}
@@ -77,9 +77,9 @@ func (s *mysqlStore) deleteSent(ctx context.Context, owner, target string, reten
 	return deleted, true, nil
 }
 
-// finishJob releases job held by owner; complete schedules the next run
+// FinishJob releases job held by owner; complete schedules the next run
 // interval after now. held is false when owner no longer held the job.
-func (s *mysqlStore) finishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
+func (s *mysqlStore) FinishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
 	res, err := s.db.ExecContext(ctx, s.q.finishJob, complete, complete, interval.Milliseconds(), job, owner)
 	if err != nil {
 		return false, fmt.Errorf("finish job %s: %w", job, err)

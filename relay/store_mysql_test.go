@@ -87,19 +87,19 @@ func (b *mysqlBundle) state(id uuid.UUID) mysqlRowState {
 	return st
 }
 
-func (b *mysqlBundle) claim(owner string, limit int, rg claimRange) []row {
+func (b *mysqlBundle) claim(owner string, limit int, rg ClaimRange) []Row {
 	b.t.Helper()
-	rows, _, err := b.s.claim(context.Background(), owner, limit, rg, nil)
+	rows, _, err := b.s.Claim(context.Background(), owner, limit, rg, nil)
 	if err != nil {
 		b.t.Fatalf("claim: %v", err)
 	}
 	return rows
 }
 
-func rowIDs(rows []row) []uuid.UUID {
+func rowIDs(rows []Row) []uuid.UUID {
 	ids := make([]uuid.UUID, len(rows))
 	for i, r := range rows {
-		ids[i] = r.id
+		ids[i] = r.ID
 	}
 	return ids
 }
@@ -120,15 +120,15 @@ func TestMySQLClaimLeasesDueRowsOldestFirst(t *testing.T) {
 		t.Fatalf("claimed %v, want the due rows oldest first %v", got, want)
 	}
 	for i, r := range rows {
-		if r.topic != "orders" || string(r.headers) != `{"h": "v"}` && string(r.headers) != `{"h":"v"}` || r.attempt != 1 || !r.createdAt.Valid || !r.due.Valid {
+		if r.Topic != "orders" || string(r.Headers) != `{"h": "v"}` && string(r.Headers) != `{"h":"v"}` || r.Attempt != 1 || !r.CreatedAt.Valid || !r.Due.Valid {
 			t.Fatalf("row %d: %+v", i, r)
 		}
-		if r.due.Time.After(time.Now().Add(time.Minute)) {
-			t.Fatalf("row %d due %v: not the stored next_retry_at", i, r.due.Time)
+		if r.Due.Time.After(time.Now().Add(time.Minute)) {
+			t.Fatalf("row %d due %v: not the stored next_retry_at", i, r.Due.Time)
 		}
 	}
-	if rows[0].key != nil || string(rows[1].key) != "k1" || string(rows[1].payload) != "payload 1" {
-		t.Fatalf("key/payload: %q %q %q", rows[0].key, rows[1].key, rows[1].payload)
+	if rows[0].Key != nil || string(rows[1].Key) != "k1" || string(rows[1].Payload) != "payload 1" {
+		t.Fatalf("key/payload: %q %q %q", rows[0].Key, rows[1].Key, rows[1].Payload)
 	}
 	for _, id := range want {
 		st := b.state(id)
@@ -168,7 +168,7 @@ func TestMySQLClaimSkipsLockedRows(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rows, _, err := b.s.claim(cctx, "relay-a#1", 10, everything, nil)
+	rows, _, err := b.s.Claim(cctx, "relay-a#1", 10, everything, nil)
 	if err != nil {
 		t.Fatalf("claim beside a locked row: %v", err)
 	}
@@ -178,16 +178,16 @@ func TestMySQLClaimSkipsLockedRows(t *testing.T) {
 	// The write-backs of the claimed rows do not wait for the other
 	// transaction either: they read only their own rows.
 	mine := []uuid.UUID{ids[1], ids[3]}
-	if fenced, err := b.s.extend(cctx, "relay-a#1", mine); err != nil || fenced != 0 {
+	if fenced, err := b.s.Extend(cctx, "relay-a#1", mine); err != nil || fenced != 0 {
 		t.Fatalf("extend beside a locked row: %d, %v", fenced, err)
 	}
-	if fenced, err := b.s.markRetry(cctx, "relay-a#1", []retry{{id: ids[1], delay: time.Hour, error: "e"}}); err != nil || fenced != 0 {
+	if fenced, err := b.s.MarkRetry(cctx, "relay-a#1", []Retry{{ID: ids[1], Delay: time.Hour, Error: "e"}}); err != nil || fenced != 0 {
 		t.Fatalf("mark retry beside a locked row: %d, %v", fenced, err)
 	}
-	if fenced, err := b.s.markSent(cctx, "relay-a#1", ids[3:], nil); err != nil || fenced != 0 {
+	if fenced, err := b.s.MarkSent(cctx, "relay-a#1", ids[3:], nil); err != nil || fenced != 0 {
 		t.Fatalf("mark sent beside a locked row: %d, %v", fenced, err)
 	}
-	if n, err := b.s.countDue(cctx, 10); err != nil || n != 2 {
+	if n, err := b.s.CountDue(cctx, 10); err != nil || n != 2 {
 		t.Fatalf("countDue beside locked rows: %d, %v; want the 2 locked ones", n, err)
 	}
 }
@@ -206,7 +206,7 @@ func TestMySQLConcurrentClaimsNeverOverlap(t *testing.T) {
 		wg.Go(func() {
 			for n := 1; ; n++ {
 				owner := fmt.Sprintf("relay-%d#%d", c, n)
-				rows, _, err := b.s.claim(context.Background(), owner, batch, everything, nil)
+				rows, _, err := b.s.Claim(context.Background(), owner, batch, everything, nil)
 				if err != nil {
 					errs <- err
 					return
@@ -216,10 +216,10 @@ func TestMySQLConcurrentClaimsNeverOverlap(t *testing.T) {
 				}
 				mu.Lock()
 				for _, r := range rows {
-					if _, ok := owners[r.id]; ok {
-						dup = append(dup, r.id)
+					if _, ok := owners[r.ID]; ok {
+						dup = append(dup, r.ID)
 					}
-					owners[r.id] = owner
+					owners[r.ID] = owner
 				}
 				mu.Unlock()
 			}
@@ -252,16 +252,16 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id = ?", ids[0][:])
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?", ids[1][:])
 
-	if rows := b.claim("relay-b#1", 10, claimRange{from: bottom}); len(rows) != 0 {
+	if rows := b.claim("relay-b#1", 10, ClaimRange{From: bottom}); len(rows) != 0 {
 		t.Fatalf("a claim without the lapsed branch took %d rows", len(rows))
 	}
-	recent := b.claim("relay-b#2", 10, claimRange{from: bottom, lapsed: true, lapsedWithin: time.Minute})
+	recent := b.claim("relay-b#2", 10, ClaimRange{From: bottom, Lapsed: true, LapsedWithin: time.Minute})
 	if got := rowIDs(recent); !slices.Equal(got, []uuid.UUID{ids[1]}) {
 		t.Fatalf("lapsed within a minute: claimed %v, want %v", got, ids[1])
 	}
 	rescued := b.claim("relay-b#3", 10, everything)
-	if got := rowIDs(rescued); !slices.Equal(got, []uuid.UUID{ids[0]}) || rescued[0].attempt != 2 {
-		t.Fatalf("every lapsed lease: claimed %v (attempt %d), want %v at attempt 2", got, rescued[0].attempt, ids[0])
+	if got := rowIDs(rescued); !slices.Equal(got, []uuid.UUID{ids[0]}) || rescued[0].Attempt != 2 {
+		t.Fatalf("every lapsed lease: claimed %v (attempt %d), want %v at attempt 2", got, rescued[0].Attempt, ids[0])
 	}
 	if st := b.state(ids[0]); st.status != "processing" || st.lockedBy.String != "relay-b#3" || st.leaseLeft.Float64 < 50 {
 		t.Fatalf("rescued row: %+v", st)
@@ -275,13 +275,13 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 		what string
 		do   func() (int, error)
 	}{
-		{"mark sent", func() (int, error) { return b.s.markSent(ctx, stale, ids[:1], nil) }},
+		{"mark sent", func() (int, error) { return b.s.MarkSent(ctx, stale, ids[:1], nil) }},
 		{"mark retry", func() (int, error) {
-			return b.s.markRetry(ctx, stale, []retry{{id: ids[0], delay: time.Hour, error: "x", refund: true}})
+			return b.s.MarkRetry(ctx, stale, []Retry{{ID: ids[0], Delay: time.Hour, Error: "x", Refund: true}})
 		}},
-		{"mark failed", func() (int, error) { return b.s.markFailed(ctx, stale, []failure{{id: ids[0], error: "x"}}) }},
-		{"release", func() (int, error) { return b.s.release(ctx, stale, ids[:1]) }},
-		{"extend", func() (int, error) { return b.s.extend(ctx, stale, ids[:1]) }},
+		{"mark failed", func() (int, error) { return b.s.MarkFailed(ctx, stale, []Failure{{ID: ids[0], Error: "x"}}) }},
+		{"release", func() (int, error) { return b.s.Release(ctx, stale, ids[:1]) }},
+		{"extend", func() (int, error) { return b.s.Extend(ctx, stale, ids[:1]) }},
 	}
 	for _, c := range checks {
 		fenced, err := c.do()
@@ -296,10 +296,10 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 	}
 	// The holder's own write-back goes through; a mark-sent batched into a
 	// claim is fenced the same way.
-	if fenced, err := b.s.markSent(ctx, "relay-b#3", ids[:1], nil); err != nil || fenced != 0 {
+	if fenced, err := b.s.MarkSent(ctx, "relay-b#3", ids[:1], nil); err != nil || fenced != 0 {
 		t.Fatalf("holder's mark sent: fenced %d, %v", fenced, err)
 	}
-	_, fenced, err := b.s.claim(ctx, "relay-c#1", 10, everything, []sentBatch{{owner: "relay-a#1", ids: ids[1:]}, {owner: "relay-b#2", ids: ids[1:]}})
+	_, fenced, err := b.s.Claim(ctx, "relay-c#1", 10, everything, []sentBatch{{Owner: "relay-a#1", IDs: ids[1:]}, {Owner: "relay-b#2", IDs: ids[1:]}})
 	if err != nil || !slices.Equal(fenced, []int{1, 0}) {
 		t.Fatalf("claim with sent batches: fenced %v, %v; want [1 0]", fenced, err)
 	}
@@ -320,9 +320,9 @@ func TestMySQLRetryFailReleaseExtend(t *testing.T) {
 		t.Fatalf("claimed %d", len(rows))
 	}
 	msg := `broker said "no" – ünïcode \ and <tags>`
-	fenced, err := b.s.markRetry(ctx, owner, []retry{
-		{id: ids[0], delay: time.Hour, error: msg},
-		{id: ids[1], delay: 0, error: "sink down", refund: true},
+	fenced, err := b.s.MarkRetry(ctx, owner, []Retry{
+		{ID: ids[0], Delay: time.Hour, Error: msg},
+		{ID: ids[1], Delay: 0, Error: "sink down", Refund: true},
 	})
 	if err != nil || fenced != 0 {
 		t.Fatalf("mark retry: fenced %d, %v", fenced, err)
@@ -334,18 +334,18 @@ func TestMySQLRetryFailReleaseExtend(t *testing.T) {
 	if st := b.state(ids[1]); st.status != "pending" || st.attempt != 0 || st.dueIn > 0 {
 		t.Fatalf("refunded retry: %+v", st)
 	}
-	if n, err := b.s.countDue(ctx, 100); err != nil || n != 1 {
+	if n, err := b.s.CountDue(ctx, 100); err != nil || n != 1 {
 		t.Fatalf("countDue = %d, %v; want 1 (the refunded retry)", n, err)
 	}
 
-	if fenced, err := b.s.markFailed(ctx, owner, []failure{{id: ids[2], error: "too large"}}); err != nil || fenced != 0 {
+	if fenced, err := b.s.MarkFailed(ctx, owner, []Failure{{ID: ids[2], Error: "too large"}}); err != nil || fenced != 0 {
 		t.Fatalf("mark failed: %d, %v", fenced, err)
 	}
 	if st := b.state(ids[2]); st.status != "failed" || !st.failedAt || st.lastError.String != "too large" || st.leaseLeft.Valid {
 		t.Fatalf("failed row: %+v", st)
 	}
 
-	if fenced, err := b.s.release(ctx, owner, ids[3:4]); err != nil || fenced != 0 {
+	if fenced, err := b.s.Release(ctx, owner, ids[3:4]); err != nil || fenced != 0 {
 		t.Fatalf("release: %d, %v", fenced, err)
 	}
 	if st := b.state(ids[3]); st.status != "pending" || st.attempt != 0 || st.leaseLeft.Valid {
@@ -353,7 +353,7 @@ func TestMySQLRetryFailReleaseExtend(t *testing.T) {
 	}
 
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 SECOND WHERE id = ?", ids[4][:])
-	if fenced, err := b.s.extend(ctx, owner, ids[4:5]); err != nil || fenced != 0 {
+	if fenced, err := b.s.Extend(ctx, owner, ids[4:5]); err != nil || fenced != 0 {
 		t.Fatalf("extend: %d, %v", fenced, err)
 	}
 	if st := b.state(ids[4]); st.leaseLeft.Float64 < 50 || st.status != "processing" {
@@ -364,7 +364,7 @@ func TestMySQLRetryFailReleaseExtend(t *testing.T) {
 	if got := rowIDs(b.claim("relay-a#2", 10, everything)); !slices.Equal(sortedIDs(got), sortedIDs([]uuid.UUID{ids[1], ids[3]})) {
 		t.Fatalf("claim after write-backs took %v", got)
 	}
-	if n, err := b.s.markSent(ctx, owner, nil, nil); err != nil || n != 0 {
+	if n, err := b.s.MarkSent(ctx, owner, nil, nil); err != nil || n != 0 {
 		t.Fatalf("an empty write-back: %d, %v", n, err)
 	}
 }
@@ -385,8 +385,8 @@ func TestMySQLClaimFloorAndSwept(t *testing.T) {
 	if err := b.db.QueryRow("SELECT next_retry_at FROM outbox WHERE id = ?", ids[2][:]).Scan(&at); err != nil {
 		t.Fatal(err)
 	}
-	from := floor{due: pgtype.Timestamptz{Time: at.Time, Valid: true}, id: ids[2]}
-	got := rowIDs(b.claim("relay-a#1", 10, claimRange{from: from}))
+	from := Floor{Due: pgtype.Timestamptz{Time: at.Time, Valid: true}, ID: ids[2]}
+	got := rowIDs(b.claim("relay-a#1", 10, ClaimRange{From: from}))
 	if !slices.Equal(got, ids[2:]) {
 		t.Fatalf("claim from the floor took %v, want %v", got, ids[2:])
 	}
@@ -394,25 +394,25 @@ func TestMySQLClaimFloorAndSwept(t *testing.T) {
 	// lapsed lease first; it locks nothing and changes nothing.
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?", ids[3][:])
 	ctx := context.Background()
-	look, full, err := b.s.lookBelow(ctx, from, 10)
+	look, full, err := b.s.LookBelow(ctx, from, 10)
 	if err != nil || full || !slices.Equal(look, [][16]byte{ids[3], ids[0], ids[1]}) {
 		t.Fatalf("lookBelow = %v, full %v, %v; want the lapsed %v, then %v and %v", look, full, err, ids[3], ids[0], ids[1])
 	}
-	if look, full, err := b.s.lookBelow(ctx, from, 1); err != nil || !full || len(look) != 2 {
+	if look, full, err := b.s.LookBelow(ctx, from, 1); err != nil || !full || len(look) != 2 {
 		t.Fatalf("lookBelow(limit 1) = %v, full %v, %v; want one of each and full", look, full, err)
 	}
-	if look, _, err := b.s.lookBelow(ctx, bottom, 10); err != nil || len(look) != 1 {
+	if look, _, err := b.s.LookBelow(ctx, bottom, 10); err != nil || len(look) != 1 {
 		t.Fatalf("lookBelow(bottom) = %v, %v; want only the lapsed lease", look, err)
 	}
 	if st := b.state(ids[0]); st.status != "pending" || st.attempt != 0 {
 		t.Fatalf("a look changed a row: %+v", st)
 	}
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE id = ?", ids[3][:])
-	got = rowIDs(b.claim("relay-a#2", 10, claimRange{from: from, swept: [][16]byte{ids[0], ids[3]}}))
+	got = rowIDs(b.claim("relay-a#2", 10, ClaimRange{From: from, Swept: [][16]byte{ids[0], ids[3]}}))
 	if !slices.Equal(got, ids[:1]) {
 		t.Fatalf("claim with swept ids took %v, want %v (ids[3] is held)", got, ids[:1])
 	}
-	if n, err := b.s.countDue(context.Background(), 1); err != nil || n != 1 {
+	if n, err := b.s.CountDue(context.Background(), 1); err != nil || n != 1 {
 		t.Fatalf("countDue(limit 1) = %d, %v", n, err)
 	}
 }
@@ -431,19 +431,19 @@ func TestMySQLRetention(t *testing.T) {
 	b.exec("UPDATE outbox SET status = 'failed', failed_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR WHERE id = ?", others[0][:])
 	b.exec("UPDATE outbox SET status = 'processing', locked_by = 'x', locked_until = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR WHERE id = ?", others[1][:])
 
-	if ok, err := b.s.claimJob(ctx, jobRetention, "run-1"); err != nil || !ok {
+	if ok, err := b.s.ClaimJob(ctx, jobRetention, "run-1"); err != nil || !ok {
 		t.Fatalf("claim job: %v, %v", ok, err)
 	}
-	if ok, err := b.s.claimJob(ctx, jobRetention, "run-2"); err != nil || ok {
+	if ok, err := b.s.ClaimJob(ctx, jobRetention, "run-2"); err != nil || ok {
 		t.Fatalf("a second run claimed a held job: %v, %v", ok, err)
 	}
-	if n, held, err := b.s.deleteSent(ctx, "run-2", "", time.Hour, 10); err != nil || held || n != 0 {
+	if n, held, err := b.s.DeleteSent(ctx, "run-2", "", time.Hour, 10); err != nil || held || n != 0 {
 		t.Fatalf("deleteSent by a run that does not hold the job: %d, %v, %v", n, held, err)
 	}
 	if n := b.count("status = 'sent'"); n != 6 {
 		t.Fatalf("a fenced-out batch deleted rows: %d sent left", n)
 	}
-	n, held, err := b.s.deleteSent(ctx, "run-1", b.s.table.Ident(), time.Hour, 2)
+	n, held, err := b.s.DeleteSent(ctx, "run-1", b.s.table.Ident(), time.Hour, 2)
 	if err != nil || !held || n != 2 {
 		t.Fatalf("first batch: %d, %v, %v; want 2 held", n, held, err)
 	}
@@ -452,11 +452,11 @@ func TestMySQLRetention(t *testing.T) {
 			t.Fatalf("the oldest sent row %s was not deleted first", id)
 		}
 	}
-	n, held, err = b.s.deleteSent(ctx, "run-1", "", time.Hour, 10)
+	n, held, err = b.s.DeleteSent(ctx, "run-1", "", time.Hour, 10)
 	if err != nil || !held || n != 3 {
 		t.Fatalf("second batch: %d, %v, %v; want 3", n, held, err)
 	}
-	if n, _, err := b.s.deleteSent(ctx, "run-1", "", time.Hour, 10); err != nil || n != 0 {
+	if n, _, err := b.s.DeleteSent(ctx, "run-1", "", time.Hour, 10); err != nil || n != 0 {
 		t.Fatalf("third batch: %d, %v", n, err)
 	}
 	if left := b.count("1 = 1"); left != 4 {
@@ -469,16 +469,16 @@ func TestMySQLRetention(t *testing.T) {
 	if err := b.db.QueryRow("SELECT last_deleted, total_deleted FROM outbox_jobs WHERE job = 'retention'").Scan(&last, &total); err != nil || last != 5 || total != 5 {
 		t.Fatalf("job counts last %d total %d, %v; want 5 and 5", last, total, err)
 	}
-	if _, _, err := b.s.deleteSent(ctx, "run-1", "`other`", time.Hour, 10); err == nil {
+	if _, _, err := b.s.DeleteSent(ctx, "run-1", "`other`", time.Hour, 10); err == nil {
 		t.Fatal("deleteSent accepted a partition target")
 	}
-	if held, err := b.s.finishJob(ctx, jobRetention, "run-2", true, time.Hour); err != nil || held {
+	if held, err := b.s.FinishJob(ctx, jobRetention, "run-2", true, time.Hour); err != nil || held {
 		t.Fatalf("finishJob by a stranger: %v, %v", held, err)
 	}
-	if held, err := b.s.finishJob(ctx, jobRetention, "run-1", true, time.Hour); err != nil || !held {
+	if held, err := b.s.FinishJob(ctx, jobRetention, "run-1", true, time.Hour); err != nil || !held {
 		t.Fatalf("finishJob: %v, %v", held, err)
 	}
-	if ok, err := b.s.claimJob(ctx, jobRetention, "run-3"); err != nil || ok {
+	if ok, err := b.s.ClaimJob(ctx, jobRetention, "run-3"); err != nil || ok {
 		t.Fatalf("a job scheduled an hour ahead was claimed: %v, %v", ok, err)
 	}
 	if now, err := mysqlNow(ctx, b.s.db); err != nil || time.Since(now).Abs() > time.Minute {
@@ -500,14 +500,14 @@ func TestMySQLStoreReady(t *testing.T) {
 	t.Parallel()
 	db, _ := mariadbtest.DB(t)
 	s := newMySQLStore(db, outbox.Table{Name: "elsewhere"}, time.Minute, claimBytesOf(DefaultConfig()))
-	err := s.ready(context.Background())
-	if !(*mysqlStore)(nil).fatal(err) {
+	err := s.Ready(context.Background())
+	if !(*mysqlStore)(nil).Fatal(err) {
 		t.Fatalf("ready on an empty database: %v, want a fatal error", err)
 	}
 	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{Name: "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ready(context.Background()); err != nil {
+	if err := s.Ready(context.Background()); err != nil {
 		t.Fatalf("ready: %v", err)
 	}
 }
@@ -560,8 +560,8 @@ func TestMySQLStoreWithoutParseTimeOrUTCSession(t *testing.T) {
 		t.Fatalf("claimed %d rows, want 3 (the row written with defaults in a +05:00 session is due)", len(rows))
 	}
 	for _, r := range rows {
-		if d := time.Since(r.createdAt.Time); d < -time.Minute || d > time.Minute {
-			t.Fatalf("created_at %v is %v from now: not read as UTC", r.createdAt.Time, d)
+		if d := time.Since(r.CreatedAt.Time); d < -time.Minute || d > time.Minute {
+			t.Fatalf("created_at %v is %v from now: not read as UTC", r.CreatedAt.Time, d)
 		}
 	}
 	if st := b.state(ids[0]); st.leaseLeft.Float64 < 50 || st.leaseLeft.Float64 > 60 {
@@ -589,20 +589,20 @@ func TestMySQLLapsingClaimersMarkEachRowSentOnce(t *testing.T) {
 			var pending []sentBatch
 			for n := 1; ; n++ {
 				owner := fmt.Sprintf("relay-%d#%d", c, n)
-				rows, fenced, err := b.s.claim(context.Background(), owner, batch, everything, pending)
+				rows, fenced, err := b.s.Claim(context.Background(), owner, batch, everything, pending)
 				if err != nil {
 					errs <- err
 					return
 				}
 				mu.Lock()
 				for i, sb := range pending {
-					marked += len(sb.ids) - fenced[i]
+					marked += len(sb.IDs) - fenced[i]
 				}
 				mu.Unlock()
 				if len(rows) == 0 {
 					return
 				}
-				pending = []sentBatch{{owner: owner, ids: rowIDs(rows)}}
+				pending = []sentBatch{{Owner: owner, IDs: rowIDs(rows)}}
 			}
 		})
 	}
@@ -636,15 +636,15 @@ func TestMySQLLargeBatch(t *testing.T) {
 	if len(rows) != n {
 		t.Fatalf("claimed %d of %d", len(rows), n)
 	}
-	rs := make([]retry, n)
+	rs := make([]Retry, n)
 	for i, r := range rows {
-		rs[i] = retry{id: r.id, delay: time.Duration(i) * time.Millisecond, error: fmt.Sprintf("e%d", i), refund: i%2 == 0}
+		rs[i] = Retry{ID: r.ID, Delay: time.Duration(i) * time.Millisecond, Error: fmt.Sprintf("e%d", i), Refund: i%2 == 0}
 	}
 	before, err := mysqlNow(ctx, b.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fenced, err := b.s.markRetry(ctx, "relay-a#1", rs); err != nil || fenced != 0 {
+	if fenced, err := b.s.MarkRetry(ctx, "relay-a#1", rs); err != nil || fenced != 0 {
 		t.Fatalf("mark retry of %d rows: %d, %v", n, fenced, err)
 	}
 	after, err := mysqlNow(ctx, b.db)
@@ -658,10 +658,10 @@ func TestMySQLLargeBatch(t *testing.T) {
 	// database clock, however long the write-back took.
 	var due migrations.MySQLTime
 	var lastError string
-	if err := b.db.QueryRowContext(ctx, "SELECT next_retry_at, last_error FROM outbox WHERE id = ?", rows[n-1].id[:]).Scan(&due, &lastError); err != nil {
+	if err := b.db.QueryRowContext(ctx, "SELECT next_retry_at, last_error FROM outbox WHERE id = ?", rows[n-1].ID[:]).Scan(&due, &lastError); err != nil {
 		t.Fatal(err)
 	}
-	delay := rs[n-1].delay
+	delay := rs[n-1].Delay
 	if lastError != fmt.Sprintf("e%d", n-1) || due.Time.Before(before.Add(delay)) || due.Time.After(after.Add(delay)) {
 		t.Fatalf("the last row's retry: %q due %v, want due %v after the write-back, between %v and %v", lastError, due.Time, delay, before, after)
 	}

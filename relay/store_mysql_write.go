@@ -88,64 +88,64 @@ func execFenced(ctx context.Context, e execer, what, q string, n int, args ...an
 // The write-backs return how many of the rows were fenced out: no longer
 // held by the claim owner, so left untouched.
 
-// markSent marks the rows sent by id; tuple ids are PostgreSQL's.
-func (s *mysqlStore) markSent(ctx context.Context, owner string, ids []uuid.UUID, _ []pgtype.TID) (fenced int, err error) {
+// MarkSent marks the rows sent by id; tuple ids are PostgreSQL's.
+func (s *mysqlStore) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, _ []pgtype.TID) (fenced int, err error) {
 	return execFenced(ctx, s.db, "mark sent", expand(s.q.markSent, len(ids)), len(ids), append(idArgs(ids), owner)...)
 }
 
-func (s *mysqlStore) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
+func (s *mysqlStore) MarkRetry(ctx context.Context, owner string, rs []Retry) (fenced int, err error) {
 	// Three CASEs (delay, refund, error), the ids, the owner.
 	args := make([]any, 0, 7*len(rs)+1)
 	for _, r := range rs {
-		args = append(args, r.id[:], r.delay.Milliseconds())
+		args = append(args, r.ID[:], r.Delay.Milliseconds())
 	}
 	for _, r := range rs {
 		refund := 0
-		if r.refund {
+		if r.Refund {
 			refund = 1
 		}
-		args = append(args, r.id[:], refund)
+		args = append(args, r.ID[:], refund)
 	}
 	for _, r := range rs {
-		args = append(args, r.id[:], r.error)
+		args = append(args, r.ID[:], r.Error)
 	}
 	for _, r := range rs {
-		args = append(args, r.id[:])
+		args = append(args, r.ID[:])
 	}
 	args = append(args, owner)
 	return execFenced(ctx, s.db, "mark retry", expand(s.q.markRetry, len(rs)), len(rs), args...)
 }
 
-func (s *mysqlStore) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
+func (s *mysqlStore) MarkFailed(ctx context.Context, owner string, fs []Failure) (fenced int, err error) {
 	// The CASE of errors, the ids, the owner.
 	args := make([]any, 0, 3*len(fs)+1)
 	for _, f := range fs {
-		args = append(args, f.id[:], f.error)
+		args = append(args, f.ID[:], f.Error)
 	}
 	for _, f := range fs {
-		args = append(args, f.id[:])
+		args = append(args, f.ID[:])
 	}
 	args = append(args, owner)
 	return execFenced(ctx, s.db, "mark failed", expand(s.q.markFailed, len(fs)), len(fs), args...)
 }
 
-func (s *mysqlStore) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+func (s *mysqlStore) Release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	return execFenced(ctx, s.db, "release", expand(s.q.release, len(ids)), len(ids), append(idArgs(ids), owner)...)
 }
 
-func (s *mysqlStore) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+func (s *mysqlStore) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	args := append([]any{s.lease.Milliseconds()}, idArgs(ids)...)
 	return execFenced(ctx, s.db, "extend lease", expand(s.q.extend, len(ids)), len(ids), append(args, owner)...)
 }
 
-// lookBelow returns what a sweep would take, without locking anything:
+// LookBelow returns what a sweep would take, without locking anything:
 // up to limit lapsed leases, oldest first, and up to limit due pending
 // rows below from, lowest first (look_below.sql). full reports whether
 // either branch found limit rows: more may wait behind them. As on
 // PostgreSQL, a claim with rg.swept then takes them by id: InnoDB's purge,
 // like VACUUM, is held off by an old read view anywhere in the server, and
 // the floor keeps the claims off the index entries it leaves behind.
-func (s *mysqlStore) lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error) {
+func (s *mysqlStore) LookBelow(ctx context.Context, from Floor, limit int) (ids [][16]byte, full bool, err error) {
 	due, id := mysqlFloor(from)
 	rs, err := s.db.QueryContext(ctx, s.q.lookBelow, limit, due, due, id, limit)
 	if err != nil {
@@ -175,9 +175,9 @@ func (s *mysqlStore) lookBelow(ctx context.Context, from floor, limit int) (ids 
 	return ids, lapsed >= limit || below >= limit, nil
 }
 
-// countDue returns the number of due pending rows, or limit when there are
+// CountDue returns the number of due pending rows, or limit when there are
 // at least that many.
-func (s *mysqlStore) countDue(ctx context.Context, limit int) (int, error) {
+func (s *mysqlStore) CountDue(ctx context.Context, limit int) (int, error) {
 	var n int
 	if err := s.db.QueryRowContext(ctx, s.q.countDue, limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count due rows: %w", err)
@@ -185,11 +185,11 @@ func (s *mysqlStore) countDue(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
-// backlog reads the Backlog (Relay.Backlog): one statement of bounded
+// Backlog reads the Backlog (Relay.Backlog): one statement of bounded
 // counts (backlog.sql) and, for each count that reached limit, the
 // server's estimate of its range (backlog_estimate.sql). KeysBlocked is
 // 0: ordered delivery is PostgreSQL's.
-func (s *mysqlStore) backlog(ctx context.Context, limit int64) (Backlog, error) {
+func (s *mysqlStore) Backlog(ctx context.Context, limit int64) (Backlog, error) {
 	var b Backlog
 	var oldestMS float64
 	err := s.db.QueryRowContext(ctx, s.q.backlog, limit, limit, limit, limit).Scan(

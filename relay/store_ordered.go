@@ -17,9 +17,9 @@ import (
 // errShardCount means the shard table was made for another Ordering.Shards.
 var errShardCount = errors.New("shard count mismatch")
 
-// ensureShards creates the shard rows when there are none, and checks that
+// EnsureShards creates the shard rows when there are none, and checks that
 // their number is the configured one.
-func (s *pgStore) ensureShards(ctx context.Context, shards int) error {
+func (s *pgStore) EnsureShards(ctx context.Context, shards int) error {
 	var n int
 	if err := s.pool.QueryRow(ctx, s.q.shardCount).Scan(&n); err != nil {
 		return fmt.Errorf("count shards: %w", err)
@@ -38,14 +38,14 @@ func (s *pgStore) ensureShards(ctx context.Context, shards int) error {
 	return nil
 }
 
-// prepared is migrations.OrderedPrepared on the table.
-func (s *pgStore) prepared(ctx context.Context) (bool, error) {
+// Prepared is migrations.OrderedPrepared on the table.
+func (s *pgStore) Prepared(ctx context.Context) (bool, error) {
 	return migrations.OrderedPrepared(ctx, s.pool, s.table)
 }
 
-// leaseShard leases a shard with work to owner; ok is false when none is
+// LeaseShard leases a shard with work to owner; ok is false when none is
 // free.
-func (s *pgStore) leaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
+func (s *pgStore) LeaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
 	all, topics := s.orderedTopics()
 	err = s.pool.QueryRow(ctx, s.q.leaseShard, s.lease.Milliseconds(), owner, s.ordering.Shards, all, topics).Scan(&shard)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -57,23 +57,23 @@ func (s *pgStore) leaseShard(ctx context.Context, owner string) (shard int, ok b
 	return shard, true, nil
 }
 
-// handBack returns shard, leased by owner. prior, when not nil, is the
+// HandBack returns shard, leased by owner. prior, when not nil, is the
 // write-back of the shard's last claim, written first in the same
 // transaction and round trip; got counts its rows. On an error nothing is
 // written.
-func (s *pgStore) handBack(ctx context.Context, shard int, owner string, prior *orderedWrite) (got recorded, err error) {
+func (s *pgStore) HandBack(ctx context.Context, shard int, owner string, prior *OrderedWrite) (got Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, prior, &got)
 	b.Queue(s.q.handBack, shard, owner)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return recorded{}, fmt.Errorf("hand back shard %d: %w", shard, err)
+		return Recorded{}, fmt.Errorf("hand back shard %d: %w", shard, err)
 	}
 	return got, nil
 }
 
-// extendShard renews owner's lease of shard; held is false when owner no
+// ExtendShard renews owner's lease of shard; held is false when owner no
 // longer holds it.
-func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) (held bool, err error) {
+func (s *pgStore) ExtendShard(ctx context.Context, shard int, owner string) (held bool, err error) {
 	tag, err := s.pool.Exec(ctx, s.q.extendShard, shard, owner, s.lease.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("extend shard %d: %w", shard, err)
@@ -81,37 +81,37 @@ func (s *pgStore) extendShard(ctx context.Context, shard int, owner string) (hel
 	return tag.RowsAffected() > 0, nil
 }
 
-// recorded counts the rows an ordered write-back wrote, by outcome;
+// Recorded counts the rows an ordered write-back wrote, by outcome;
 // written reports that it was written (committed).
-type recorded struct {
-	sent, retried, failed int
-	written               bool
+type Recorded struct {
+	Sent, Retried, Failed int
+	Written               bool
 }
 
-// orderedWrite is the write-back of an ordered claim (record_ordered.sql):
+// OrderedWrite is the write-back of an ordered claim (record_ordered.sql):
 // the outcome out of the claim owner of shard, leased by lessee.
-type orderedWrite struct {
-	shard         int
-	lessee, owner string
-	out           *outcome
-	// tids are where the claim read its rows (none on a partitioned
+type OrderedWrite struct {
+	Shard         int
+	Lessee, Owner string
+	Out           *outcome
+	// TIDs are where the claim read its rows (none on a partitioned
 	// table): the statement finds the sent rows among them by id, and by
 	// primary key those it does not find there.
-	tids []pgtype.TID
-	// unknown are the claimed rows whose publish has no outcome.
-	unknown []uuid.UUID
-	// raise, when not nil, is the transaction the shard's floor rises to
-	// (orderedClaim.raise).
-	raise *int64
+	TIDs []pgtype.TID
+	// Unknown are the claimed rows whose publish has no outcome.
+	Unknown []uuid.UUID
+	// Raise, when not nil, is the transaction the shard's floor rises to
+	// (orderedClaim.Raise).
+	Raise *int64
 }
 
-// recordOrdered writes w on its own. It writes nothing once w.lessee no
+// RecordOrdered writes w on its own. It writes nothing once w.lessee no
 // longer holds the shard.
-func (s *pgStore) recordOrdered(ctx context.Context, w orderedWrite) (got recorded, err error) {
+func (s *pgStore) RecordOrdered(ctx context.Context, w OrderedWrite) (got Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, &w, &got)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return recorded{}, fmt.Errorf("record ordered outcome: %w", err)
+		return Recorded{}, fmt.Errorf("record ordered outcome: %w", err)
 	}
 	return got, nil
 }
@@ -119,24 +119,24 @@ func (s *pgStore) recordOrdered(ctx context.Context, w orderedWrite) (got record
 // queueRecord queues the write-back w in b, when w is not nil: its sent
 // rows (record_ordered.sql), then its retried and failed rows, when it
 // has any (record_ordered_retried.sql); its counts are scanned into got.
-func (s *pgStore) queueRecord(b *pgx.Batch, w *orderedWrite, got *recorded) {
+func (s *pgStore) queueRecord(b *pgx.Batch, w *OrderedWrite, got *Recorded) {
 	if w == nil {
 		return
 	}
-	out := w.out
-	retried, delays, errs, refunds := retryColumns(out.retries)
-	failed, failErrs := failureColumns(out.failures)
-	sent := pgIDs(out.sent)
+	out := w.Out
+	retried, delays, errs, refunds := retryColumns(out.Retries)
+	failed, failErrs := failureColumns(out.Failures)
+	sent := pgIDs(out.Sent)
 	lo, hi := idRange(slices.Concat(sent, retried, failed))
-	args := pgx.NamedArgs{"shard": w.shard, "lessee": w.lessee, "owner": w.owner, "sent": sent, "lo": lo, "hi": hi,
-		"unknown": pgIDs(w.unknown), "tids": w.tids, "raise": w.raise}
-	b.Queue(s.q.recordOrdered, args).QueryRow(func(row pgx.Row) error { return row.Scan(&got.sent) })
+	args := pgx.NamedArgs{"shard": w.Shard, "lessee": w.Lessee, "owner": w.Owner, "sent": sent, "lo": lo, "hi": hi,
+		"unknown": pgIDs(w.Unknown), "tids": w.TIDs, "raise": w.Raise}
+	b.Queue(s.q.recordOrdered, args).QueryRow(func(row pgx.Row) error { return row.Scan(&got.Sent) })
 	if len(retried) == 0 && len(failed) == 0 {
 		return
 	}
-	b.Queue(s.q.recordOrderedRetried, pgx.NamedArgs{"shard": w.shard, "lessee": w.lessee, "owner": w.owner, "lo": lo, "hi": hi,
+	b.Queue(s.q.recordOrderedRetried, pgx.NamedArgs{"shard": w.Shard, "lessee": w.Lessee, "owner": w.Owner, "lo": lo, "hi": hi,
 		"retried": retried, "delays": delays, "errors": errs, "refunds": refunds, "failed": failed, "fail_errors": failErrs,
-	}).QueryRow(func(row pgx.Row) error { return row.Scan(&got.retried, &got.failed) })
+	}).QueryRow(func(row pgx.Row) error { return row.Scan(&got.Retried, &got.Failed) })
 }
 
 // firstWindow is how many pending rows of each of its buckets a claim of

@@ -20,27 +20,27 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// orderedClaim is what an ordered claim took.
-type orderedClaim struct {
-	rows []row
-	// prefix reports that rows are the shard's oldest pending rows, in
+// OrderedClaim is what an ordered claim took.
+type OrderedClaim struct {
+	Rows []Row
+	// Prefix reports that rows are the shard's oldest pending rows, in
 	// write order, with every topic ordered: once they are all sent, none
 	// of the shard's rows below the last one's transaction is pending
 	// (raise).
-	prefix bool
+	Prefix bool
 }
 
 // raise returns the transaction the write-back of c may raise its shard's
 // floor to when its outcome is out: the last row's, when c took the
 // shard's oldest rows and every one of them was sent; nil otherwise, so
 // that the floor stays below a row retried, released or without outcome.
-func (c orderedClaim) raise(out *outcome) *int64 {
-	if !c.prefix || len(c.rows) == 0 || len(out.sent) != len(c.rows) {
+func (c OrderedClaim) raise(out *outcome) *int64 {
+	if !c.Prefix || len(c.Rows) == 0 || len(out.Sent) != len(c.Rows) {
 		return nil
 	}
-	top := c.rows[0].tx
-	for _, x := range c.rows {
-		top = max(top, x.tx)
+	top := c.Rows[0].Tx
+	for _, x := range c.Rows {
+		top = max(top, x.Tx)
 	}
 	return &top
 }
@@ -83,22 +83,22 @@ func windowsFor(limit, buckets int) claimWindows {
 	return claimWindows{headWindow(limit), firstWindow(limit, buckets), secondWindow(limit)}
 }
 
-// claimOrdered claims up to limit rows of shard for owner, in write order
+// ClaimOrdered claims up to limit rows of shard for owner, in write order
 // per key; lessee is the token of the shard lease. prior, when not nil,
 // is the write-back of the shard's last claim: it is written first, in
 // the same transaction and round trip as the claim's first read, so that
 // the claim sees its rows sent; got counts its rows, and says whether it
 // was written: a claim that fails in a later step has written it. A
 // claim whose lease is gone takes nothing.
-func (s *pgStore) claimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *orderedWrite) (c orderedClaim, got recorded, err error) {
+func (s *pgStore) ClaimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *OrderedWrite) (c OrderedClaim, got Recorded, err error) {
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	return s.claimOrderedIn(ctx, s.pool, owner, limit, shard, lessee, prior, windowsFor(limit, len(buckets)))
 }
 
 // claimOrderedIn is claimOrdered on db with the windows w.
-func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, limit, shard int, lessee string, prior *orderedWrite, w claimWindows) (c orderedClaim, got recorded, err error) {
+func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, limit, shard int, lessee string, prior *OrderedWrite, w claimWindows) (c OrderedClaim, got Recorded, err error) {
 	if limit < 1 {
-		return orderedClaim{}, recorded{}, fmt.Errorf("claim ordered: a claim of %d rows", limit)
+		return OrderedClaim{}, Recorded{}, fmt.Errorf("claim ordered: a claim of %d rows", limit)
 	}
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	all, topics := s.orderedTopics()
@@ -131,15 +131,15 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 		return err
 	})
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
-		return orderedClaim{}, recorded{}, fmt.Errorf("claim ordered: %w", err)
+		return OrderedClaim{}, Recorded{}, fmt.Errorf("claim ordered: %w", err)
 	}
-	got.written = prior != nil
+	got.Written = prior != nil
 	read := func(buckets []int16, perBucket, total int) ([]readRow, error) {
 		return s.readBuckets(ctx, db, buckets, perBucket, total, all, topics)
 	}
 	picked, err := pickOrdered(limit, w, buckets, head, inFlight, read)
 	if err != nil {
-		return orderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
+		return OrderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
 	}
 	// The rows are the shard's oldest when they are the first rows read,
 	// with nothing in flight before them.
@@ -148,9 +148,9 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 	// Step 2: take them.
 	rows, err := s.take(ctx, db, owner, shard, lessee, picked, seen, floor)
 	if err != nil {
-		return orderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
+		return OrderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
 	}
-	return orderedClaim{rows: rows, prefix: prefix}, got, nil
+	return OrderedClaim{Rows: rows, Prefix: prefix}, got, nil
 }
 
 // pickOrdered returns the up to limit oldest claimable rows, in write
@@ -304,7 +304,7 @@ func (s *pgStore) readBuckets(ctx context.Context, db batcher, buckets []int16, 
 // the byte bound's, or one no longer where the read saw it (its key's
 // later rows must not go before it). seen and floor are what the first
 // read found of the shard's floor.
-func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int, lessee string, picked []readRow, seen, floor *int64) ([]row, error) {
+func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int, lessee string, picked []readRow, seen, floor *int64) ([]Row, error) {
 	ids := make([][16]byte, len(picked))
 	var revive [][16]byte
 	for i, x := range picked {
@@ -314,22 +314,22 @@ func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int,
 		}
 	}
 	lo, hi := idRange(ids)
-	var got []row
+	var got []Row
 	b := &pgx.Batch{}
 	b.Queue(s.q.orderedTake, pgx.NamedArgs{"shard": shard, "lessee": lessee, "owner": owner, "lease_ms": s.lease.Milliseconds(),
 		"ids": ids, "revive": revive, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
-		"batch_bytes": s.bytes.batch, "event_bytes": s.bytes.event}).Query(func(rows pgx.Rows) (err error) {
-		got, err = collectRows(rows, func(x *row, dest []any) []any { return append(dest, &x.tx, &x.tid) })
+		"batch_bytes": s.bytes.Batch, "event_bytes": s.bytes.Event}).Query(func(rows pgx.Rows) (err error) {
+		got, err = collectRows(rows, func(x *Row, dest []any) []any { return append(dest, &x.Tx, &x.TID) })
 		return err
 	})
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("take: %w", err)
 	}
-	byID := make(map[[16]byte]row, len(got))
+	byID := make(map[[16]byte]Row, len(got))
 	for _, x := range got {
-		byID[x.id] = x
+		byID[x.ID] = x
 	}
-	rows := make([]row, 0, len(got))
+	rows := make([]Row, 0, len(got))
 	for _, x := range picked {
 		r, ok := byID[x.id]
 		if !ok {

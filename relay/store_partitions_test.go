@@ -25,13 +25,13 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 	ctx := context.Background()
 	pool, table, parts := partitionedWithPending(t, 20)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
-	rows, _, err := r.store.claim(ctx, "test#1", 20, claimRange{from: bottom}, nil)
+	rows, _, err := r.store.Claim(ctx, "test#1", 20, ClaimRange{From: bottom}, nil)
 	if err != nil || len(rows) != 20 {
 		t.Fatalf("claim = %d rows, %v", len(rows), err)
 	}
 	ids := make([][16]byte, len(rows))
 	for i := range rows {
-		ids[i] = rows[i].id
+		ids[i] = rows[i].ID
 	}
 	lo, hi := idRange(ids)
 	q := pgOf(r).q
@@ -183,7 +183,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
 	// The plain table's statement, run here by mistake, claims nothing.
 	q := pgOf(r).q
-	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), bottom.due, bottom.id, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
+	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), bottom.Due, bottom.ID, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	}
 	untouched()
 
-	claimed, _, err := r.store.claim(ctx, "test#1", 2*n, claimRange{from: bottom}, nil)
+	claimed, _, err := r.store.Claim(ctx, "test#1", 2*n, ClaimRange{From: bottom}, nil)
 	if err != nil || len(claimed) != n {
 		t.Fatalf("claim = %d rows, %v; want the %d pending ones", len(claimed), err, n)
 	}

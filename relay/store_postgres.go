@@ -120,7 +120,7 @@ type pgStore struct {
 	ordering Ordering
 	q        statements
 	// bytes bound what a claim reads.
-	bytes claimBytes
+	bytes Bounds
 	// lockSettings opens a lock claim's transaction (store_lock.go).
 	lockSettings string
 	// shape caches whether the table is partitioned (isPartitioned).
@@ -156,7 +156,7 @@ func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
 	}
 }
 
-func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering, bytes claimBytes) *pgStore {
+func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering, bytes Bounds) *pgStore {
 	return &pgStore{
 		pool: pool, table: table, lease: lease, ordering: ordering, bytes: bytes,
 		q: loadStatements(table, nil),
@@ -168,18 +168,18 @@ func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ord
 	}
 }
 
-// ready checks that the database answers and the table's schema is the
+// Ready checks that the database answers and the table's schema is the
 // one this relay needs.
-func (s *pgStore) ready(ctx context.Context) error {
+func (s *pgStore) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return err
 	}
 	return migrations.Check(ctx, s.pool, s.table)
 }
 
-// fatal reports errors that retrying cannot fix: a missing or newer schema,
+// Fatal reports errors that retrying cannot fix: a missing or newer schema,
 // an invalid name, and server answers about access or authentication.
-func (s *pgStore) fatal(err error) bool {
+func (s *pgStore) Fatal(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		class := pgErr.Code[:2]
@@ -222,10 +222,10 @@ func (s *pgStore) orderedTopics() (all bool, topics []string) {
 	return s.ordering.allTopics(), topics
 }
 
-// dueKeyless reports whether a keyless row is due or a lease has lapsed:
+// DueKeyless reports whether a keyless row is due or a lease has lapsed:
 // when every topic is ordered, whether the unordered claim may find a row
 // (due_keyless.sql).
-func (s *pgStore) dueKeyless(ctx context.Context) (bool, error) {
+func (s *pgStore) DueKeyless(ctx context.Context) (bool, error) {
 	var due bool
 	if err := s.pool.QueryRow(ctx, s.q.dueKeyless).Scan(&due); err != nil {
 		return false, fmt.Errorf("look for due keyless rows: %w", err)
@@ -233,7 +233,7 @@ func (s *pgStore) dueKeyless(ctx context.Context) (bool, error) {
 	return due, nil
 }
 
-// claim takes up to limit unordered rows, within s.bytes, and leases them
+// Claim takes up to limit unordered rows, within s.bytes, and leases them
 // to owner: the rows of rg.swept that are still due pending rows or
 // lapsed leases, then, when rg.lapsed, rows whose lease ran out (within
 // rg.lapsedWithin before now, when that is set), then pending rows from
@@ -241,7 +241,7 @@ func (s *pgStore) dueKeyless(ctx context.Context) (bool, error) {
 // the same transaction and round trip it marks the rows of earlier claims
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
-func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) (rows []row, fenced []int, err error) {
+func (s *pgStore) Claim(ctx context.Context, owner string, limit int, rg ClaimRange, sent []sentBatch) (rows []Row, fenced []int, err error) {
 	claim, err := s.claimStatement(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
@@ -249,28 +249,28 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
 	for _, sb := range sent {
-		q, args := s.markSentArgs(sb.owner, sb.ids, sb.tids)
+		q, args := s.markSentArgs(sb.Owner, sb.IDs, sb.TIDs)
 		b.Queue(q, args...)
 	}
 	var lapsedWithin *int64 // every lapsed lease
-	if rg.lapsedWithin > 0 {
-		ms := rg.lapsedWithin.Milliseconds()
+	if rg.LapsedWithin > 0 {
+		ms := rg.LapsedWithin.Milliseconds()
 		lapsedWithin = &ms
 	}
-	bound, err := s.claimBound(ctx, rg.from)
+	bound, err := s.claimBound(ctx, rg.From)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
-	if bound != nil && len(rg.swept) > 0 {
+	if bound != nil && len(rg.Swept) > 0 {
 		// The rows a look found may lie below it: the update must reach
 		// their partitions.
-		lo, _ := idRange(rg.swept)
+		lo, _ := idRange(rg.Swept)
 		if bytes.Compare(lo[:], bound[:]) < 0 {
 			bound = &lo
 		}
 	}
-	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.from.due, rg.from.id, all, topics, rg.lapsed, lapsedWithin, rg.swept, bound,
-		s.bytes.batch, s.bytes.event)
+	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.From.Due, rg.From.ID, all, topics, rg.Lapsed, lapsedWithin, rg.Swept, bound,
+		s.bytes.Batch, s.bytes.Event)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
@@ -285,7 +285,7 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 		if err != nil {
 			return nil, nil, fmt.Errorf("claim: mark sent: %w", err)
 		}
-		fenced[i] = len(sb.ids) - int(tag.RowsAffected())
+		fenced[i] = len(sb.IDs) - int(tag.RowsAffected())
 	}
 	q, err := br.Query()
 	if err != nil {
@@ -298,19 +298,19 @@ func (s *pgStore) claim(ctx context.Context, owner string, limit int, rg claimRa
 	return rows, fenced, nil
 }
 
-// lookBelow returns what a sweep would take, without locking anything:
+// LookBelow returns what a sweep would take, without locking anything:
 // up to limit lapsed leases, oldest first, up to limit due pending rows
 // below from, lowest first, and on a partitioned table up to limit due
 // pending rows below the claims' id bound (look_below.sql, claimBound).
 // full reports whether any branch found limit rows: more may wait behind
 // them.
-func (s *pgStore) lookBelow(ctx context.Context, from floor, limit int) (ids [][16]byte, full bool, err error) {
+func (s *pgStore) LookBelow(ctx context.Context, from Floor, limit int) (ids [][16]byte, full bool, err error) {
 	all, topics := s.orderedTopics()
 	bound, err := s.claimBound(ctx, from)
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, from.due, from.id, all, topics, bound)
+	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, from.Due, from.ID, all, topics, bound)
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
@@ -343,30 +343,30 @@ const claimBoundMargin = time.Minute
 // time. It returns nil (no bound) on an unpartitioned table and for a
 // floor at the bottom. The rows below it are the looks' (look_below.sql);
 // a claim that takes some lowers its bound to them.
-func (s *pgStore) claimBound(ctx context.Context, from floor) (*[16]byte, error) {
-	if from.due.InfinityModifier != pgtype.Finite || !from.due.Valid {
+func (s *pgStore) claimBound(ctx context.Context, from Floor) (*[16]byte, error) {
+	if from.Due.InfinityModifier != pgtype.Finite || !from.Due.Valid {
 		return nil, nil
 	}
 	if partitioned, err := s.isPartitioned(ctx); err != nil || !partitioned {
 		return nil, err
 	}
-	id := [16]byte(migrations.BoundID(from.due.Time.Add(-claimBoundMargin)))
+	id := [16]byte(migrations.BoundID(from.Due.Time.Add(-claimBoundMargin)))
 	return &id, nil
 }
 
 // withDue appends to dest where what a lease claim returns after the
 // columns every claim does goes: next_retry_at, for the floor, and the
 // tuple id.
-func withDue(x *row, dest []any) []any { return append(dest, &x.due, &x.tid) }
+func withDue(x *Row, dest []any) []any { return append(dest, &x.Due, &x.TID) }
 
 // collectRows reads claimed rows; extra, when not nil, appends to dest
 // where the columns the claim returns after those every claim does go.
-func collectRows(rows pgx.Rows, extra func(x *row, dest []any) []any) ([]row, error) {
-	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
+func collectRows(rows pgx.Rows, extra func(x *Row, dest []any) []any) ([]Row, error) {
+	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var x Row
 		// The id as [16]byte: pgx decodes that from binary, whereas
 		// uuid.UUID, a sql.Scanner, would go through text.
-		dest := append(make([]any, 0, 11), (*[16]byte)(&x.id), &x.topic, &x.key, &x.payload, &x.headers, &x.attempt, &x.createdAt, &x.size)
+		dest := append(make([]any, 0, 11), (*[16]byte)(&x.ID), &x.Topic, &x.Key, &x.Payload, &x.Headers, &x.Attempt, &x.CreatedAt, &x.Size)
 		if extra != nil {
 			dest = extra(&x, dest)
 		}

@@ -43,9 +43,9 @@ func idRange[ID ~[16]byte](ids []ID) (lo, hi [16]byte) {
 // The write-backs of lease claims return how many of the rows were fenced
 // out: no longer held by the claim owner, so left untouched.
 
-// markSent marks the rows sent: by their tuple ids when the claim's rows
+// MarkSent marks the rows sent: by their tuple ids when the claim's rows
 // were all acknowledged (tids, see sentTIDs), by primary key otherwise.
-func (s *pgStore) markSent(ctx context.Context, owner string, ids []uuid.UUID, tids []pgtype.TID) (fenced int, err error) {
+func (s *pgStore) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, tids []pgtype.TID) (fenced int, err error) {
 	q, args := s.markSentArgs(owner, ids, tids)
 	return s.exec(ctx, "mark sent", q, len(ids), args...)
 }
@@ -59,34 +59,34 @@ func (s *pgStore) markSentArgs(owner string, ids []uuid.UUID, tids []pgtype.TID)
 	return s.q.markSent, []any{pgIDs(ids), owner, lo, hi}
 }
 
-func (s *pgStore) markRetry(ctx context.Context, owner string, rs []retry) (fenced int, err error) {
+func (s *pgStore) MarkRetry(ctx context.Context, owner string, rs []Retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner, lo, hi)
 }
 
-func (s *pgStore) markFailed(ctx context.Context, owner string, fs []failure) (fenced int, err error) {
+func (s *pgStore) MarkFailed(ctx context.Context, owner string, fs []Failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner, lo, hi)
 }
 
-func (s *pgStore) release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+func (s *pgStore) Release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "release", s.q.release, len(ids), pgIDs(ids), owner, lo, hi)
 }
 
-func (s *pgStore) extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+func (s *pgStore) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgIDs(ids), owner, s.lease.Milliseconds(), lo, hi)
 }
 
 // retryColumns returns retries as the arrays the retry statements unnest.
-func retryColumns(rs []retry) (ids [][16]byte, delays []int64, errs []string, refunds []int32) {
+func retryColumns(rs []Retry) (ids [][16]byte, delays []int64, errs []string, refunds []int32) {
 	ids, delays, errs, refunds = make([][16]byte, len(rs)), make([]int64, len(rs)), make([]string, len(rs)), make([]int32, len(rs))
 	for i, r := range rs {
-		ids[i], delays[i], errs[i] = r.id, r.delay.Milliseconds(), r.error
-		if r.refund {
+		ids[i], delays[i], errs[i] = r.ID, r.Delay.Milliseconds(), r.Error
+		if r.Refund {
 			refunds[i] = 1
 		}
 	}
@@ -95,17 +95,17 @@ func retryColumns(rs []retry) (ids [][16]byte, delays []int64, errs []string, re
 
 // failureColumns returns failures as the arrays the failed statements
 // unnest.
-func failureColumns(fs []failure) (ids [][16]byte, errs []string) {
+func failureColumns(fs []Failure) (ids [][16]byte, errs []string) {
 	ids, errs = make([][16]byte, len(fs)), make([]string, len(fs))
 	for i, f := range fs {
-		ids[i], errs[i] = f.id, f.error
+		ids[i], errs[i] = f.ID, f.Error
 	}
 	return ids, errs
 }
 
-// countDue returns the number of due pending rows, or limit when there are
+// CountDue returns the number of due pending rows, or limit when there are
 // at least that many.
-func (s *pgStore) countDue(ctx context.Context, limit int) (int, error) {
+func (s *pgStore) CountDue(ctx context.Context, limit int) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, s.q.countDue, limit).Scan(&n)
 	return n, err

@@ -104,7 +104,7 @@ FROM generate_series(1, 20000) AS i`)
 	q := newPGStore(pool, table, 30*time.Second, Ordering{}, claimBytesOf(DefaultConfig())).q.claim
 	explain := func(all bool, topics []string, lapsed bool) string {
 		t.Helper()
-		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.due, bottom.id, all, topics, lapsed, nil, nil, nil, 4<<20, 16<<20)
+		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.Due, bottom.ID, all, topics, lapsed, nil, nil, nil, 4<<20, 16<<20)
 	}
 	if testing.Verbose() {
 		t.Logf("every topic ordered, no lapsed look-up:\n%s", explain(true, []string{}, false))
@@ -199,10 +199,10 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 }
 
 // failuresOf returns a failure for each of ids.
-func failuresOf(ids []uuid.UUID) []failure {
-	fs := make([]failure, len(ids))
+func failuresOf(ids []uuid.UUID) []Failure {
+	fs := make([]Failure, len(ids))
 	for i, id := range ids {
-		fs[i] = failure{id: id, error: "bad"}
+		fs[i] = Failure{ID: id, Error: "bad"}
 	}
 	return fs
 }

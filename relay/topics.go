@@ -171,13 +171,13 @@ func shareOut(counts []TopicCount, field func(*TopicCount) *int, fenced, intende
 
 // claimedTopics counts claimed rows by topic, for EventClaimed; nil
 // without an Observer.
-func (p *pipeline) claimedTopics(rows []row) []TopicCount {
+func (p *pipeline) claimedTopics(rows []Row) []TopicCount {
 	if p.obs == nil || len(rows) == 0 {
 		return nil
 	}
 	t := &topicTally{}
 	for i := range rows {
-		t.at(rows[i].topic).Claimed++
+		t.at(rows[i].Topic).Claimed++
 	}
 	return t.counts
 }
