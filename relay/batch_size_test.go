@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 	"slices"
 	"sync"
 	"testing"
@@ -93,8 +94,8 @@ func TestBatchSizerBounds(t *testing.T) {
 // with rows that reached the batch bound.
 func TestClaimBytes(t *testing.T) {
 	t.Parallel()
-	b := Bounds{Batch: 1000, Event: 500}
-	rows := []Row{{Size: 200}, {Size: 501}, {Size: 300}}
+	b := store.Bounds{Batch: 1000, Event: 500}
+	rows := []store.Row{{Size: 200}, {Size: 501}, {Size: 300}}
 	if got := b.RowBytes(rows); got != 500 {
 		t.Errorf("rowBytes = %d, want 500 (the row of 501 bytes counts for nothing)", got)
 	}
@@ -104,7 +105,7 @@ func TestClaimBytes(t *testing.T) {
 	if !b.Full(3, rows) {
 		t.Error("3 rows, limit 3: not full")
 	}
-	if !b.Full(10, append(rows, Row{Size: 500})) {
+	if !b.Full(10, append(rows, store.Row{Size: 500})) {
 		t.Error("rows of 1000 counted bytes, batch bound 1000: not full")
 	}
 }

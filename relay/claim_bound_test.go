@@ -8,19 +8,19 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // floorAt is a claim floor at t.
-func floorAt(t time.Time) Floor {
-	return Floor{Due: pgtype.Timestamptz{Time: t, Valid: true}}
+func floorAt(t time.Time) store.Floor {
+	return store.Floor{Due: store.Time{Time: t, Valid: true}}
 }
 
 // On a partitioned table the claims read from an id bound a minute before
 // their floor, and their plans leave out the partitions below it; on an
-// unpartitioned table, and from the bottom, there is no bound.
+// unpartitioned table, and from the store.Bottom, there is no bound.
 func TestPartitionedClaimsPlanOnlyThePartitionsFromTheirBound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -31,15 +31,15 @@ func TestPartitionedClaimsPlanOnlyThePartitionsFromTheirBound(t *testing.T) {
 	if err != nil || bound == nil || *bound != [16]byte(parts[2].Lower()) {
 		t.Fatalf("claimBound = %v, %v; want the first id of partition %s", bound, err, parts[2].Name)
 	}
-	if b, err := pgOf(r).claimBound(ctx, bottom); err != nil || b != nil {
-		t.Errorf("claimBound from the bottom = %v, %v; want none", b, err)
+	if b, err := pgOf(r).claimBound(ctx, store.Bottom); err != nil || b != nil {
+		t.Errorf("claimBound from the store.Bottom = %v, %v; want none", b, err)
 	}
 	q, err := pgOf(r).claimStatement(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plan := func(bound *[16]byte) string {
-		return explainPlan(t, pool, q, 100, "test#1", 30000, from.Due, from.ID, false, []string{}, true, nil, nil, bound, 4<<20, 16<<20)
+		return explainPlan(t, pool, q, 100, "test#1", 30000, pgTime(from.Due), from.ID, false, []string{}, true, nil, nil, bound, 4<<20, 16<<20)
 	}
 	bounded, unbounded := plan(bound), plan(nil)
 	for i, p := range parts {
@@ -82,7 +82,7 @@ func TestRowsBelowTheClaimBoundAreFoundByTheLook(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := floorAt(dbNow.Add(-10 * time.Second))
-	rows, _, err := r.store.Claim(ctx, "test#1", 10, ClaimRange{From: from, Lapsed: true}, nil)
+	rows, _, err := r.store.Claim(ctx, "test#1", 10, store.ClaimRange{From: from, Lapsed: true}, nil)
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("claim from the floor = %d rows, %v; want none: the row is below its id bound", len(rows), err)
 	}
@@ -90,7 +90,7 @@ func TestRowsBelowTheClaimBoundAreFoundByTheLook(t *testing.T) {
 	if err != nil || full || !slices.Contains(found, [16]byte(old)) || len(found) != 1 {
 		t.Fatalf("look = %v (full %v), %v; want the row below the bound alone", found, full, err)
 	}
-	rows, _, err = r.store.Claim(ctx, "test#2", 10, ClaimRange{From: from, Swept: found}, nil)
+	rows, _, err = r.store.Claim(ctx, "test#2", 10, store.ClaimRange{From: from, Swept: found}, nil)
 	if err != nil || len(rows) != 1 || rows[0].ID != old {
 		t.Fatalf("claim of what the look found = %d rows, %v; want the row", len(rows), err)
 	}
@@ -109,7 +109,7 @@ func TestRowsBelowTheClaimBoundAreFoundByTheLook(t *testing.T) {
 	if err != nil || !slices.Contains(found, [16]byte(now)) {
 		t.Fatalf("look below a floor two partitions ahead = %v, %v; want the new row", found, err)
 	}
-	rows, _, err = r.store.Claim(ctx, "test#3", 10, ClaimRange{From: ahead, Swept: found}, nil)
+	rows, _, err = r.store.Claim(ctx, "test#3", 10, store.ClaimRange{From: ahead, Swept: found}, nil)
 	if err != nil || len(rows) != 1 || rows[0].ID != now {
 		t.Fatalf("claim of the row below the bound = %d rows, %v; want it", len(rows), err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // sizedPayloads are the payloads the claim bound tests write, in order:
@@ -23,9 +24,9 @@ const sizedBig = 2 // the index of the big row in sizedPayloads
 // checkSizedClaim checks a claim of the rows written from sizedPayloads
 // (ids): the first five, the big one with its size but without its key,
 // payload and headers, the others whole.
-func checkSizedClaim(t *testing.T, what string, ids []uuid.UUID, rows []Row) {
+func checkSizedClaim(t *testing.T, what string, ids []uuid.UUID, rows []store.Row) {
 	t.Helper()
-	got := map[uuid.UUID]Row{}
+	got := map[uuid.UUID]store.Row{}
 	for _, x := range rows {
 		got[x.ID] = x
 	}
@@ -107,9 +108,9 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.close()
-		defer l.rollback(ctx)
-		checkSizedClaim(t, "the lock claim", ids, l.rows)
+		defer l.Close()
+		defer l.Rollback(ctx)
+		checkSizedClaim(t, "the lock claim", ids, l.Rows())
 	})
 	t.Run("ordered", func(t *testing.T) {
 		t.Parallel()
@@ -142,7 +143,7 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 func TestMySQLClaimBoundsWhatItReads(t *testing.T) {
 	t.Parallel()
 	b := setupMySQL(t, time.Minute)
-	b.s.bytes = Bounds{Batch: 350, Event: 1000}
+	b.s.bytes = store.Bounds{Batch: 350, Event: 1000}
 	ids := make([]uuid.UUID, len(sizedPayloads))
 	for i, n := range sizedPayloads {
 		ids[i] = uuid.Must(uuid.NewV7())

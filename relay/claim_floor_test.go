@@ -7,37 +7,37 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 func TestNextFloor(t *testing.T) {
-	at := func(s int) pgtype.Timestamptz {
-		return pgtype.Timestamptz{Time: time.Unix(int64(s), 0), Valid: true}
+	at := func(s int) store.Time {
+		return store.Time{Time: time.Unix(int64(s), 0), Valid: true}
 	}
-	rw := func(due pgtype.Timestamptz, id byte) Row { return Row{ID: [16]byte{15: id}, Due: due} }
-	inf := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-	margin := pgtype.Timestamptz{Time: time.Unix(5, 0).Add(-floorMargin), Valid: true}
+	rw := func(due store.Time, id byte) store.Row { return store.Row{ID: [16]byte{15: id}, Due: due} }
+	inf := store.Time{Inf: -1, Valid: true}
+	margin := store.Time{Time: time.Unix(5, 0).Add(-floorMargin), Valid: true}
 	for _, c := range []struct {
 		name  string
-		prev  Floor
-		rows  []Row
+		prev  store.Floor
+		rows  []store.Row
 		limit int
-		want  Floor
+		want  store.Floor
 	}{
-		{"not full: floorMargin below its oldest", bottom, []Row{rw(at(5), 1), rw(at(6), 2)}, 3, Floor{Due: margin}},
-		{"empty: where it was", Floor{Due: at(3)}, nil, 2, Floor{Due: at(3)}},
-		{"full: earliest due", bottom, []Row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, Floor{Due: at(5), ID: [16]byte{15: 9}}},
-		{"full: same due, lowest id", bottom, []Row{rw(at(5), 4), rw(at(5), 3)}, 2, Floor{Due: at(5), ID: [16]byte{15: 3}}},
-		{"infinite and null due ignored", bottom, []Row{rw(inf, 1), rw(pgtype.Timestamptz{}, 2), rw(at(8), 3)}, 3, Floor{Due: at(8), ID: [16]byte{15: 3}}},
-		{"nothing finite", Floor{Due: at(2)}, []Row{rw(inf, 1)}, 1, Floor{Due: at(2)}},
-		{"never down: full", Floor{Due: at(6)}, []Row{rw(at(5), 1)}, 1, Floor{Due: at(6)}},
-		{"never down: not full", Floor{Due: at(5)}, []Row{rw(at(5), 1)}, 2, Floor{Due: at(5)}},
+		{"not full: floorMargin below its oldest", store.Bottom, []store.Row{rw(at(5), 1), rw(at(6), 2)}, 3, store.Floor{Due: margin}},
+		{"empty: where it was", store.Floor{Due: at(3)}, nil, 2, store.Floor{Due: at(3)}},
+		{"full: earliest due", store.Bottom, []store.Row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, store.Floor{Due: at(5), ID: [16]byte{15: 9}}},
+		{"full: same due, lowest id", store.Bottom, []store.Row{rw(at(5), 4), rw(at(5), 3)}, 2, store.Floor{Due: at(5), ID: [16]byte{15: 3}}},
+		{"infinite and null due ignored", store.Bottom, []store.Row{rw(inf, 1), rw(store.Time{}, 2), rw(at(8), 3)}, 3, store.Floor{Due: at(8), ID: [16]byte{15: 3}}},
+		{"nothing finite", store.Floor{Due: at(2)}, []store.Row{rw(inf, 1)}, 1, store.Floor{Due: at(2)}},
+		{"never down: full", store.Floor{Due: at(6)}, []store.Row{rw(at(5), 1)}, 1, store.Floor{Due: at(6)}},
+		{"never down: not full", store.Floor{Due: at(5)}, []store.Row{rw(at(5), 1)}, 2, store.Floor{Due: at(5)}},
 	} {
 		got := nextFloor(c.prev, c.rows, c.limit)
-		if got.ID != c.want.ID || got.Due.InfinityModifier != c.want.Due.InfinityModifier || !got.Due.Time.Equal(c.want.Due.Time) {
+		if got.ID != c.want.ID || got.Due.Inf != c.want.Due.Inf || !got.Due.Time.Equal(c.want.Due.Time) {
 			t.Errorf("%s: nextFloor = %+v, want %+v", c.name, got, c.want)
 		}
 	}
@@ -81,7 +81,7 @@ func TestLookCostsSpaceByTheShortestRecentLook(t *testing.T) {
 }
 
 // Run's claims start at the floor: a row that turns up below it waits for
-// a look below the floor, which reads from the bottom, and the claim
+// a look below the floor, which reads from the store.Bottom, and the claim
 // after the look takes it by id; a claim that looks for lapsed leases
 // leaves it too.
 func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
@@ -96,8 +96,8 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	if res, err := r.pipe.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
 	}
-	if c.floor == bottom {
-		t.Fatal("a full batch left the floor at the bottom")
+	if c.floor == store.Bottom {
+		t.Fatal("a full batch left the floor at the store.Bottom")
 	}
 	// A row committed late, its transaction older than the claimed rows.
 	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+
@@ -191,7 +191,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 
 	entered, release := make(chan struct{}), make(chan struct{})
 	look := c.lookBelow
-	c.lookBelow = func(ctx context.Context, from Floor, limit int) ([][16]byte, bool, error) {
+	c.lookBelow = func(ctx context.Context, from store.Floor, limit int) ([][16]byte, bool, error) {
 		close(entered)
 		<-release
 		return look(ctx, from, limit)
@@ -265,7 +265,7 @@ func TestRunSweepsBelowTheFloor(t *testing.T) {
 // READ transaction in another session keeps every dead entry of
 // pending_idx and processing_idx, the next claim of a stream reads about as
 // many pages after 300 claim and mark-sent cycles as after 30, and far
-// fewer than a claim from the bottom, which walks past the entry of every
+// fewer than a claim from the store.Bottom, which walks past the entry of every
 // row claimed since; a mark-sent reads a few pages a row.
 func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	t.Parallel()
@@ -307,7 +307,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		}
 		c.sent.flush(ctx)
 	}
-	reads := func(from Floor) int {
+	reads := func(from store.Floor) int {
 		t.Helper()
 		return claimPages(t, pool, pgOf(r).q.claim, from, nil)
 	}
@@ -319,13 +319,13 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	cycles(300)
-	late, fromBottom := reads(c.floor), reads(bottom)
-	t.Logf("pages a claim read: %d after 30 cycles, %d after 300; from the bottom %d", early, late, fromBottom)
+	late, fromBottom := reads(c.floor), reads(store.Bottom)
+	t.Logf("pages a claim read: %d after 30 cycles, %d after 300; from the store.Bottom %d", early, late, fromBottom)
 	if late > early+10 {
 		t.Errorf("a claim read %d pages after 300 cycles, %d after 30: it walks the dead entries", late, early)
 	}
 	if fromBottom < 10*late {
-		t.Errorf("a claim from the bottom read %d pages, from the floor %d: the snapshot kept too few dead entries for this test to tell", fromBottom, late)
+		t.Errorf("a claim from the store.Bottom read %d pages, from the floor %d: the snapshot kept too few dead entries for this test to tell", fromBottom, late)
 	}
 
 	// A row set back below the floor: the look that finds it walks the
@@ -337,11 +337,11 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, topics := pgOf(r).orderedTopics()
-	looked := statementPages(t, pool, pgOf(r).q.lookBelow, 1000, c.floor.Due, c.floor.ID, all, topics, nil)
+	looked := statementPages(t, pool, pgOf(r).q.lookBelow, 1000, pgTime(c.floor.Due), c.floor.ID, all, topics, nil)
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}
-	plan := explainBuffers(t, pool, pgOf(r).q.claim, 100, "test#1", 30000, c.floor.Due, c.floor.ID, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
+	plan := explainBuffers(t, pool, pgOf(r).q.claim, 100, "test#1", 30000, pgTime(c.floor.Due), c.floor.ID, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
 	swept, found := plan.pages("")
 	if !found {
 		t.Fatalf("the claim's plan has no index scan: %+v", plan)
@@ -362,7 +362,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	// processing_idx holds; the same statement testing the status so that
 	// the planner may read that index walks its dead entries.
 	insertRows(t, pool, table, perCycle)
-	rows, _, err := r.store.Claim(ctx, "test#2", perCycle, ClaimRange{From: c.floor}, nil)
+	rows, _, err := r.store.Claim(ctx, "test#2", perCycle, store.ClaimRange{From: c.floor}, nil)
 	if err != nil || len(rows) != perCycle {
 		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, perCycle)
 	}
@@ -407,9 +407,9 @@ func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int
 // id, in a transaction it rolls back, under EXPLAIN (ANALYZE, BUFFERS),
 // and returns the buffers its scans of pending_idx touched: index pages
 // and the heap pages of the entries they checked.
-func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from Floor, swept [][16]byte) int {
+func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from store.Floor, swept [][16]byte) int {
 	t.Helper()
-	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.Due, from.ID, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
+	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, pgTime(from.Due), from.ID, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
 	pages, found := plan.pages("pending_idx")
 	if !found {
 		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)

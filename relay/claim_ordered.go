@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // runOrdered is ordered loop number loop (Run starts Ordering.Loops of them): it
@@ -133,7 +133,8 @@ type shardClaims struct {
 // waitingWrite is a batch's write-back waiting for the shard's next
 // statement, with the batch so far for its log line.
 type waitingWrite struct {
-	OrderedWrite
+	store.OrderedWrite
+	out *outcome // the outcome with what the relay counts of it
 	res BatchResult
 	ph  phases
 }
@@ -166,21 +167,21 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 		},
 	}
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-		w := OrderedWrite{Shard: c.shard, Lessee: c.lessee, Owner: owner, Out: out, TIDs: claimedTIDs(rows), Raise: claimed.raise(out)}
+		w := store.OrderedWrite{Shard: c.shard, Lessee: c.lessee, Owner: owner, Out: out.Outcome, TIDs: claimedTIDs(rows), Raise: claimed.Raise(len(out.Sent))}
 		if res.Abandoned == 0 {
-			c.waiting = &waitingWrite{OrderedWrite: w, res: *res, ph: b.ph}
+			c.waiting = &waitingWrite{OrderedWrite: w, out: out, res: *res, ph: b.ph}
 			return true, nil
 		}
 		// Rows with no outcome stay noted in the shard row, so that
 		// whoever leases the shard next counts their attempt.
 		w.Unknown = withoutOutcome(rows, out)
-		return false, c.record(hard, w, res)
+		return false, c.record(hard, w, out, res)
 	}
 	return b, nil
 }
 
 // prior returns the write-back waiting for the next statement, or nil.
-func (c *shardClaims) prior() *OrderedWrite {
+func (c *shardClaims) prior() *store.OrderedWrite {
 	if c.waiting == nil {
 		return nil
 	}
@@ -189,20 +190,20 @@ func (c *shardClaims) prior() *OrderedWrite {
 
 // written clears and logs the waiting write-back, which a statement that
 // took took has just written, with the counts got.
-func (c *shardClaims) written(got Recorded, took time.Duration) {
+func (c *shardClaims) written(got store.Recorded, took time.Duration) {
 	w := c.waiting
 	if w == nil {
 		return
 	}
 	c.waiting = nil
 	w.ph.record = took
-	w.res.count(got, w.Out)
-	c.r.pipe.logBatch(w.res, w.ph, w.Out.Retries, w.Out.Failures, w.Out.topics)
+	w.res.count(got, w.out)
+	c.r.pipe.logBatch(w.res, w.ph, w.out.Retries, w.out.Failures, w.out.topics)
 }
 
 // count sets the outcome counts of res from a write-back of out that
 // wrote got.
-func (res *BatchResult) count(got Recorded, out *outcome) {
+func (res *BatchResult) count(got store.Recorded, out *outcome) {
 	res.Sent, res.Retried, res.Failed = got.Sent, got.Retried, got.Failed
 	res.Released = len(out.released)
 	res.Fenced += len(out.Sent) + len(out.Retries) + len(out.Failures) - got.Sent - got.Retried - got.Failed
@@ -220,7 +221,7 @@ func (c *shardClaims) handBack(hard context.Context) error {
 		return err
 	}
 	start := time.Now()
-	var got Recorded
+	var got store.Recorded
 	_, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) {
 		var err error
 		got, err = r.shards.HandBack(ctx, c.shard, c.lessee, c.prior())
@@ -233,13 +234,13 @@ func (c *shardClaims) handBack(hard context.Context) error {
 	return nil
 }
 
-// record writes w, the outcome of a batch, on its own, fenced by the
+// record writes w, the outcome out of a batch, on its own, fenced by the
 // shard's lease (record_ordered.sql), and counts it in res.
-func (c *shardClaims) record(hard context.Context, w OrderedWrite, res *BatchResult) error {
+func (c *shardClaims) record(hard context.Context, w store.OrderedWrite, out *outcome, res *BatchResult) error {
 	r := c.r
 	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
-	var got Recorded
+	var got store.Recorded
 	_, err := r.pipe.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
 		got, err = r.shards.RecordOrdered(ctx, w)
@@ -248,15 +249,15 @@ func (c *shardClaims) record(hard context.Context, w OrderedWrite, res *BatchRes
 	if err != nil {
 		return fmt.Errorf("record outcome of %d claimed rows of shard %d: %w; they return when the shard is leased again", res.Claimed, c.shard, err)
 	}
-	res.count(got, w.Out)
+	res.count(got, out)
 	return nil
 }
 
 // claimedTIDs returns the tuple ids where the claim read rows, for the
 // write-back, which picks the sent rows among them by id; a claim of a
 // partitioned table returns none.
-func claimedTIDs(rows []Row) []pgtype.TID {
-	tids := make([]pgtype.TID, 0, len(rows))
+func claimedTIDs(rows []store.Row) []store.TID {
+	tids := make([]store.TID, 0, len(rows))
 	for _, x := range rows {
 		if x.TID.Valid {
 			tids = append(tids, x.TID)
@@ -266,7 +267,7 @@ func claimedTIDs(rows []Row) []pgtype.TID {
 }
 
 // withoutOutcome returns the ids of rows that out gives no outcome.
-func withoutOutcome(rows []Row, out *outcome) []uuid.UUID {
+func withoutOutcome(rows []store.Row, out *outcome) []uuid.UUID {
 	known := make(map[uuid.UUID]bool, len(rows))
 	for _, id := range out.Sent {
 		known[id] = true

@@ -14,22 +14,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The rows an ordered write-back keeps noted as claimed are those the
 // outcome names in none of its lists: sent, released, retried, failed.
 func TestWithoutOutcomeListsTheRowsNoOutcomeNames(t *testing.T) {
 	ids := make([]uuid.UUID, 6)
-	rows := make([]Row, len(ids))
+	rows := make([]store.Row, len(ids))
 	for i := range ids {
 		ids[i] = uuid.New()
-		rows[i] = Row{ID: ids[i]}
+		rows[i] = store.Row{ID: ids[i]}
 	}
 	out := &outcome{
-		Sent:     ids[:1],
+		Outcome:  store.Outcome{Sent: ids[:1], Retries: []store.Retry{{ID: ids[2]}}, Failures: []store.Failure{{ID: ids[3]}}},
 		released: ids[1:2],
-		Retries:  []Retry{{ID: ids[2]}},
-		Failures: []Failure{{ID: ids[3]}},
 	}
 	got := withoutOutcome(rows, out)
 	if len(got) != 2 || got[0] != ids[4] || got[1] != ids[5] {
@@ -107,22 +106,22 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	// down halfway).
 	half := len(rows) / 2
 	var sent []uuid.UUID
-	var retries []Retry
-	var failures []Failure
+	var retries []store.Retry
+	var failures []store.Failure
 	for i, x := range rows {
 		switch {
 		case i < half:
 			sent = append(sent, x.ID)
 		default:
-			retries = append(retries, Retry{ID: x.ID, Delay: time.Second, Error: "later"})
-			failures = append(failures, Failure{ID: x.ID, Error: "bad"})
+			retries = append(retries, store.Retry{ID: x.ID, Delay: time.Second, Error: "later"})
+			failures = append(failures, store.Failure{ID: x.ID, Error: "bad"})
 		}
 	}
 	// explain returns the plan lines of the write-back's statements.
 	explain := func(out *outcome) (lines []string, statements int) {
 		t.Helper()
 		b := &pgx.Batch{}
-		pgOf(r).queueRecord(b, &OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: claimedTIDs(rows)}, &Recorded{})
+		pgOf(r).queueRecord(b, &store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out.Outcome, TIDs: claimedTIDs(rows)}, &store.Recorded{})
 		for _, q := range b.QueuedQueries {
 			lines = append(lines, explainAnalyzed(t, pool, q.SQL, q.Arguments...)...)
 		}
@@ -145,8 +144,8 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 		name string
 		out  *outcome
 	}{
-		{"retried", &outcome{Sent: sent, Retries: retries}},
-		{"failed", &outcome{Sent: sent, Failures: failures}},
+		{"retried", &outcome{Outcome: store.Outcome{Sent: sent, Retries: retries}}},
+		{"failed", &outcome{Outcome: store.Outcome{Sent: sent, Failures: failures}}},
 	} {
 		lines, _ := explain(c.out)
 		if most, whole := read(lines); whole || most > len(rows)-half {
@@ -156,7 +155,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	}
 	// Sent rows alone: record_ordered.sql without
 	// record_ordered_retried.sql.
-	lines, statements := explain(&outcome{Sent: sent})
+	lines, statements := explain(&outcome{Outcome: store.Outcome{Sent: sent}})
 	if n := strings.Count(strings.Join(lines, "\n"), "Update on"); n != 3 || statements != 1 {
 		t.Errorf("the write-back of sent rows alone updates %d times:\n%s\nwant 3 (shard row, sent rows by tuple id, moved rows)", n, strings.Join(lines, "\n"))
 	}
@@ -201,7 +200,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 		}
 		return f
 	}
-	claim := func(r *Relay, limit int) OrderedClaim {
+	claim := func(r *Relay, limit int) store.OrderedClaim {
 		t.Helper()
 		c, _, err := pgOf(r).ClaimOrdered(ctx, "owner", limit, shard, "lessee", nil)
 		if err != nil {
@@ -209,14 +208,14 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 		}
 		return c
 	}
-	record := func(c OrderedClaim, out *outcome) {
+	record := func(c store.OrderedClaim, out *outcome) {
 		t.Helper()
-		got, err := pgOf(r).RecordOrdered(ctx, OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: claimedTIDs(c.Rows), Raise: c.raise(out)})
+		got, err := pgOf(r).RecordOrdered(ctx, store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out.Outcome, TIDs: claimedTIDs(c.Rows), Raise: c.Raise(len(out.Sent))})
 		if err != nil || got.Sent != len(out.Sent) || got.Retried != len(out.Retries) {
 			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.Sent), len(out.Retries))
 		}
 	}
-	allSent := func(c OrderedClaim) *outcome {
+	allSent := func(c store.OrderedClaim) *outcome {
 		out := &outcome{}
 		for _, x := range c.Rows {
 			out.Sent = append(out.Sent, x.ID)
@@ -244,7 +243,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	last := c.Rows[14]
 	out := allSent(c)
 	out.Sent = out.Sent[:14]
-	out.Retries = []Retry{{ID: last.ID, Error: "later"}}
+	out.Retries = []store.Retry{{ID: last.ID, Error: "later"}}
 	record(c, out)
 	if f := floor(); f == nil || *f > last.Tx || *f != tx2 {
 		t.Fatalf("floor after a claim with a row retried = %v, want it left at transaction 2 (%d), below the retried row's %d", f, tx2, last.Tx)
@@ -273,7 +272,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	if c = claim(r, 15); len(c.Rows) != 6 || c.Prefix {
 		t.Fatalf("claim past a waiting key: %d rows, prefix %v; want 6, false", len(c.Rows), c.Prefix)
 	}
-	if raise := c.raise(allSent(c)); raise != nil {
+	if raise := c.Raise(len(allSent(c).Sent)); raise != nil {
 		t.Fatalf("raise of a claim past a waiting key = %d, want none", *raise)
 	}
 	// Some topics unordered: rows of others may lie among the claim's.
@@ -415,7 +414,7 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
-	status := func(rows []Row) map[string]int {
+	status := func(rows []store.Row) map[string]int {
 		t.Helper()
 		ids := make([]uuid.UUID, len(rows))
 		for i, x := range rows {
@@ -440,16 +439,16 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 		}
 		return got
 	}
-	sent := func(c OrderedClaim) *OrderedWrite {
+	sent := func(c store.OrderedClaim) *store.OrderedWrite {
 		out := &outcome{}
 		for _, x := range c.Rows {
 			out.Sent = append(out.Sent, x.ID)
 		}
-		return &OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: claimedTIDs(c.Rows), Raise: c.raise(out)}
+		return &store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out.Outcome, TIDs: claimedTIDs(c.Rows), Raise: c.Raise(len(out.Sent))}
 	}
 
 	first, got, err := pgOf(r).ClaimOrdered(ctx, "owner", 10, shard, "lessee", nil)
-	if err != nil || len(first.Rows) != 10 || got != (Recorded{}) {
+	if err != nil || len(first.Rows) != 10 || got != (store.Recorded{}) {
 		t.Fatalf("first claim = %d rows, %+v, %v; want 10 rows, nothing written", len(first.Rows), got, err)
 	}
 	second, got, err := pgOf(r).ClaimOrdered(ctx, "owner", 10, shard, "lessee", sent(first))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // classify decides each published message's outcome from its result (see
@@ -35,21 +36,21 @@ func (p *pipeline) classify(msgs []outbox.Message, results []error, cut publishC
 		case interrupted:
 			out.released = append(out.released, msg.ID)
 		case publishers.IsPermanent(err):
-			out.Failures = append(out.Failures, Failure{msg.ID, publishers.Describe(err)})
+			out.Failures = append(out.Failures, store.Failure{ID: msg.ID, Error: publishers.Describe(err)})
 			answered = true // an answer about the message: the sink works
 		case down:
 			// Due at once: no loop claims it before the sink answers.
-			out.Retries = append(out.Retries, Retry{msg.ID, 0, publishers.Describe(err), true})
+			out.Retries = append(out.Retries, store.Retry{ID: msg.ID, Error: publishers.Describe(err), Refund: true})
 			deferred++
 			if cause == "" {
 				cause = publishers.Describe(err)
 			}
 		case errors.Is(err, publishers.ErrUnavailable):
-			out.Retries = append(out.Retries, Retry{msg.ID, p.cfg.BackoffMin, publishers.Describe(err), true})
+			out.Retries = append(out.Retries, store.Retry{ID: msg.ID, Delay: p.cfg.BackoffMin, Error: publishers.Describe(err), Refund: true})
 		case park:
-			out.Failures = append(out.Failures, Failure{msg.ID, "parked: " + publishers.Describe(err)})
+			out.Failures = append(out.Failures, store.Failure{ID: msg.ID, Error: "parked: " + publishers.Describe(err)})
 		case msg.Attempt >= p.cfg.MaxAttempts:
-			out.Failures = append(out.Failures, Failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, p.cfg.MaxAttempts, publishers.Describe(err))})
+			out.Failures = append(out.Failures, store.Failure{ID: msg.ID, Error: fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, p.cfg.MaxAttempts, publishers.Describe(err))})
 		default:
 			delay := retryDelay(msg.Attempt, p.cfg.BackoffMin, p.cfg.BackoffMax)
 			if after, ok := publishers.RetryAfterOf(err); ok {
@@ -57,7 +58,7 @@ func (p *pipeline) classify(msgs []outbox.Message, results []error, cut publishC
 				// BackoffMax.
 				delay = min(max(delay, after), p.cfg.BackoffMax)
 			}
-			out.Retries = append(out.Retries, Retry{msg.ID, delay, publishers.Describe(err), false})
+			out.Retries = append(out.Retries, store.Retry{ID: msg.ID, Delay: delay, Error: publishers.Describe(err)})
 		}
 		switch {
 		case len(out.Failures) > failed:

@@ -12,6 +12,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // BenchmarkOrderedCycle measures what the database spends per event on
@@ -117,7 +118,7 @@ func benchCycle(b *testing.B, ordered bool) {
 // unorderedCycle claims up to batch rows and marks them sent.
 func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 	ctx := context.Background()
-	rows, _, err := r.store.Claim(ctx, "cycle#1", batch, ClaimRange{From: bottom}, nil)
+	rows, _, err := r.store.Claim(ctx, "cycle#1", batch, store.ClaimRange{From: store.Bottom}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,8 +148,8 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 		return 0
 	}
 	n := 0
-	var prior *OrderedWrite
-	check := func(got Recorded) {
+	var prior *store.OrderedWrite
+	check := func(got store.Recorded) {
 		if prior != nil && got.Sent != len(prior.Out.Sent) {
 			b.Fatalf("write-back = %d sent; want %d", got.Sent, len(prior.Out.Sent))
 		}
@@ -166,7 +167,7 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 			for _, x := range rows {
 				out.Sent = append(out.Sent, x.ID)
 			}
-			prior = &OrderedWrite{Shard: shard, Lessee: "cycle-lease", Owner: "cycle#1", Out: out, TIDs: claimedTIDs(rows), Raise: claimed.raise(out)}
+			prior = &store.OrderedWrite{Shard: shard, Lessee: "cycle-lease", Owner: "cycle#1", Out: out.Outcome, TIDs: claimedTIDs(rows), Raise: claimed.Raise(len(out.Sent))}
 		}
 		n += len(rows)
 		if len(rows) < batch {

@@ -13,11 +13,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
-// Created-at kinds of a fuzzed row, as pgtype.Timestamptz can hold them.
+// Created-at kinds of a fuzzed row, as store.Time can hold them.
 const (
 	createdFinite = iota
 	createdNull
@@ -27,19 +27,19 @@ const (
 )
 
 // fuzzRow builds a claimed row from fuzz input.
-func fuzzRow(id []byte, topic string, key, payload, headers []byte, attempt int, createdKind uint8, createdAt int64) Row {
-	var x Row
+func fuzzRow(id []byte, topic string, key, payload, headers []byte, attempt int, createdKind uint8, createdAt int64) store.Row {
+	var x store.Row
 	copy(x.ID[:], id)
 	x.Topic, x.Key, x.Payload, x.Headers, x.Attempt = topic, key, payload, headers, attempt
 	switch createdKind % createdKinds {
 	case createdFinite:
-		x.CreatedAt = pgtype.Timestamptz{Time: time.Unix(0, createdAt).UTC(), Valid: true}
+		x.CreatedAt = store.Time{Time: time.Unix(0, createdAt).UTC(), Valid: true}
 	case createdNull:
-		x.CreatedAt = pgtype.Timestamptz{}
+		x.CreatedAt = store.Time{}
 	case createdInfinity:
-		x.CreatedAt = pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+		x.CreatedAt = store.Time{Inf: 1, Valid: true}
 	case createdNegInfinity:
-		x.CreatedAt = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+		x.CreatedAt = store.Time{Inf: -1, Valid: true}
 	}
 	return x
 }
@@ -100,7 +100,7 @@ func FuzzDecode(f *testing.F) {
 		if msg.ID != x.ID {
 			t.Fatalf("decode returned id %s for row %s", msg.ID, x.ID)
 		}
-		finite := x.CreatedAt.Valid && x.CreatedAt.InfinityModifier == pgtype.Finite
+		finite := x.CreatedAt.Finite()
 		if err != nil {
 			checkRejection(t, x, err, maxAttempts, finite, false)
 		} else {
@@ -137,7 +137,7 @@ func jsonbForm(raw []byte) (canonical []byte, ok bool) {
 }
 
 // checkAccepted checks a message decode accepted from x.
-func checkAccepted(t *testing.T, x Row, msg outbox.Message, maxAttempts int, finite bool) {
+func checkAccepted(t *testing.T, x store.Row, msg outbox.Message, maxAttempts int, finite bool) {
 	t.Helper()
 	switch {
 	case x.Attempt > maxAttempts:
@@ -178,7 +178,7 @@ func checkAccepted(t *testing.T, x Row, msg outbox.Message, maxAttempts int, fin
 // checkRejection checks decode's error for x: which check fails first
 // decides the reason. strict says x.headers is in jsonb's form, so that a
 // JSON object of strings must fail on outbox.ValidateHeaders's rules.
-func checkRejection(t *testing.T, x Row, err error, maxAttempts int, finite, strict bool) {
+func checkRejection(t *testing.T, x store.Row, err error, maxAttempts int, finite, strict bool) {
 	t.Helper()
 	text := err.Error()
 	if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {

@@ -7,15 +7,16 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // countingClaims counts the unordered claims a store runs.
 type countingClaims struct {
-	Store
+	store.Store
 	claims int
 }
 
-func (s *countingClaims) Claim(ctx context.Context, owner string, limit int, rg ClaimRange, sent []sentBatch) ([]Row, []int, error) {
+func (s *countingClaims) Claim(ctx context.Context, owner string, limit int, rg store.ClaimRange, sent []store.SentBatch) ([]store.Row, []int, error) {
 	s.claims++
 	return s.Store.Claim(ctx, owner, limit, rg, sent)
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // claimedPlain returns a relay on a new unpartitioned table of n pending
 // rows, which it has claimed for "tid#1", and the claimed rows and ids.
-func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []Row, []uuid.UUID) {
+func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []store.Row, []uuid.UUID) {
 	t.Helper()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
@@ -25,9 +26,9 @@ func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []R
 }
 
 // claimAll claims every row of r's table, n of them, for owner.
-func claimAll(t *testing.T, r *Relay, owner string, n int) ([]Row, []uuid.UUID) {
+func claimAll(t *testing.T, r *Relay, owner string, n int) ([]store.Row, []uuid.UUID) {
 	t.Helper()
-	rows, _, err := r.store.Claim(context.Background(), owner, n, ClaimRange{From: bottom}, nil)
+	rows, _, err := r.store.Claim(context.Background(), owner, n, store.ClaimRange{From: store.Bottom}, nil)
 	if err != nil || len(rows) != n {
 		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, n)
 	}
@@ -46,7 +47,7 @@ func TestMarkSentByTupleIDLeavesRowsTheClaimLost(t *testing.T) {
 	ctx := context.Background()
 	pool, table, r, rows, ids := claimedPlain(t, 6)
 	b := r.leases.leased(rows, "tid#1")
-	tids := b.sentTIDs(&outcome{Sent: ids})
+	tids := b.sentTIDs(&outcome{Outcome: store.Outcome{Sent: ids}})
 	if len(tids) != len(rows) {
 		t.Fatalf("sentTIDs of a batch sent whole = %d tuple ids; want %d", len(tids), len(rows))
 	}
@@ -77,21 +78,21 @@ func TestRenewedOrPartlySentBatchesAreMarkedByID(t *testing.T) {
 	ctx := context.Background()
 	pool, table, r, rows, ids := claimedPlain(t, 3)
 	b := r.leases.leased(rows, "tid#1")
-	if tids := b.sentTIDs(&outcome{Sent: ids[:2]}); tids != nil {
+	if tids := b.sentTIDs(&outcome{Outcome: store.Outcome{Sent: ids[:2]}}); tids != nil {
 		t.Errorf("sentTIDs of a batch sent in part = %v; want nil", tids)
 	}
-	stale := b.sentTIDs(&outcome{Sent: ids})
+	stale := b.sentTIDs(&outcome{Outcome: store.Outcome{Sent: ids}})
 	if lost, err := b.renew(ctx); err != nil || lost != 0 {
 		t.Fatalf("renew = %d lost, %v", lost, err)
 	}
-	if tids := b.sentTIDs(&outcome{Sent: ids}); tids != nil {
+	if tids := b.sentTIDs(&outcome{Outcome: store.Outcome{Sent: ids}}); tids != nil {
 		t.Errorf("sentTIDs after a renewal = %v; want nil", tids)
 	}
 	// Why: the tuple ids from before the renewal name no live row.
 	if fenced, err := r.store.MarkSent(ctx, "tid#1", ids, stale); err != nil || fenced != len(ids) {
 		t.Fatalf("markSent by the tuple ids from before the renewal = %d fenced, %v; want all %d (the test no longer shows why renewed batches go by id)", fenced, err, len(ids))
 	}
-	if fenced, err := r.store.MarkSent(ctx, "tid#1", ids, b.sentTIDs(&outcome{Sent: ids})); err != nil || fenced != 0 {
+	if fenced, err := r.store.MarkSent(ctx, "tid#1", ids, b.sentTIDs(&outcome{Outcome: store.Outcome{Sent: ids}})); err != nil || fenced != 0 {
 		t.Fatalf("markSent of the renewed batch = %d fenced, %v; want 0", fenced, err)
 	}
 	for id, v := range statusOf(t, pool, table) {
@@ -114,7 +115,7 @@ func TestPartitionedClaimsReturnNoTupleIDs(t *testing.T) {
 			t.Fatalf("row %s came with tuple id %v from a partitioned table; want none", x.ID, x.TID)
 		}
 	}
-	if tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{Sent: ids}); tids != nil {
+	if tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{Outcome: store.Outcome{Sent: ids}}); tids != nil {
 		t.Fatalf("sentTIDs on a partitioned table = %v; want nil", tids)
 	}
 	if fenced, err := r.store.MarkSent(ctx, "tid#1", ids, nil); err != nil || fenced != 0 {
@@ -133,7 +134,7 @@ func TestPlainClaimsReturnTheRowsTupleIDs(t *testing.T) {
 		if err := pool.QueryRow(ctx, "SELECT ctid FROM "+table.Ident()+" WHERE id = $1", x.ID.String()).Scan(&now); err != nil {
 			t.Fatal(err)
 		}
-		if !x.TID.Valid || x.TID != now {
+		if !x.TID.Valid || x.TID != store.TID(now) {
 			t.Errorf("row %s came with tuple id %v; its version is at %v", x.ID, x.TID, now)
 		}
 	}
@@ -150,8 +151,8 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{Sent: ids})
-	plan := explainPlan(t, pool, pgOf(r).q.markSentByTID, tids, "tid#1")
+	tids := r.leases.leased(rows, "tid#1").sentTIDs(&outcome{Outcome: store.Outcome{Sent: ids}})
+	plan := explainPlan(t, pool, pgOf(r).q.markSentByTID, pgTIDs(tids), "tid#1")
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("mark-sent of %d tuple ids on a table of %d rows:\n%s\nwant a Tid Scan", n, n, plan)
 	}
@@ -161,7 +162,7 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 	if bare == pgOf(r).q.markSentByTID {
 		t.Fatal("mark_sent_by_tid.sql no longer passes its tuple ids through a sub-select")
 	}
-	if p := explainPlan(t, pool, bare, tids, "tid#1"); !strings.Contains(p, "Seq Scan") {
+	if p := explainPlan(t, pool, bare, pgTIDs(tids), "tid#1"); !strings.Contains(p, "Seq Scan") {
 		t.Errorf("with the bare array the planner chose:\n%s\nthe test no longer tells the two apart", p)
 	}
 }
@@ -181,7 +182,7 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	tids := claimedTIDs(rows)
 	lo, hi := idRange(pgIDs(ids))
 	plan := explainPlan(t, pool, pgOf(r).q.recordOrdered, pgx.NamedArgs{"shard": 0, "lessee": "lessee", "owner": "owner",
-		"sent": pgIDs(ids), "lo": lo, "hi": hi, "unknown": [][16]byte{}, "tids": tids, "raise": nil})
+		"sent": pgIDs(ids), "lo": lo, "hi": hi, "unknown": [][16]byte{}, "tids": pgTIDs(tids), "raise": nil})
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("ordered write-back of %d sent rows by tuple id:\n%s\nwant a Tid Scan", n, plan)
 	}

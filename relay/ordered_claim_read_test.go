@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // Tests of which rows the ordered claim's steps pick
@@ -41,7 +42,7 @@ func newClaimBundle(t *testing.T) *claimBundle {
 	t.Helper()
 	pool, table := testdb.New(t)
 	store := func(topics ...string) *pgStore {
-		return newPGStore(pool, table, time.Minute, Ordering{Topics: topics, Shards: claimShards}, Bounds{Batch: 1 << 30, Event: 1 << 30})
+		return newPGStore(pool, table, time.Minute, Ordering{Topics: topics, Shards: claimShards}, store.Bounds{Batch: 1 << 30, Event: 1 << 30})
 	}
 	b := &claimBundle{t: t, ctx: context.Background(), pool: pool, table: table, all: store("*"), some: store("orders")}
 	b.exec(`INSERT INTO {{shards}} (shard, locked_by, locked_until)

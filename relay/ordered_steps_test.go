@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // explaining is a batcher for tests: it runs each statement of a batch
@@ -48,7 +49,7 @@ func (e *explaining) buffers() int {
 // claimExplained runs s's ordered claim of limit rows of shard, leased
 // to lessee, with the windows w under explaining, in a transaction it
 // rolls back.
-func claimExplained(t *testing.T, s *pgStore, shard int, lessee string, limit int, w claimWindows) (OrderedClaim, *explaining) {
+func claimExplained(t *testing.T, s *pgStore, shard int, lessee string, limit int, w claimWindows) (store.OrderedClaim, *explaining) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := s.pool.Begin(ctx)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // recordLeased writes the outcome of a lease claim back, fenced by
@@ -15,7 +15,7 @@ import (
 // shutdown cancels. The write-back gets its own deadline, a lease from
 // now: the publish may have run longer than a lease while the heartbeat
 // kept the rows.
-func (p *pipeline) recordLeased(hard context.Context, owner string, tids []pgtype.TID, out *outcome, res *BatchResult) error {
+func (p *pipeline) recordLeased(hard context.Context, owner string, tids []store.TID, out *outcome, res *BatchResult) error {
 	wctx, cancel := context.WithTimeout(hard, p.cfg.Lease)
 	defer cancel()
 	steps := []struct {
@@ -57,7 +57,7 @@ func (p *pipeline) retryWrite(ctx context.Context, do func(context.Context) (int
 
 // logBatch logs a batch whose outcome is recorded, and reports it to the
 // Observer.
-func (p *pipeline) logBatch(res BatchResult, ph phases, retries []Retry, failures []Failure, topics *topicTally) {
+func (p *pipeline) logBatch(res BatchResult, ph phases, retries []store.Retry, failures []store.Failure, topics *topicTally) {
 	p.observe(Event{Kind: EventRecorded, Claim: ph.mode, Result: res, Duration: ph.record, Topics: topics.result(res)})
 	p.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
 		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced, "abandoned", res.Abandoned,

@@ -9,9 +9,9 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // rounds hands out a batch's messages round by round: all of them at once,
@@ -117,7 +117,7 @@ func (p *pipeline) decodeAll(b *batch, out *outcome) *rounds {
 	rows := b.rows
 	if b.ordered {
 		rows = slices.Clone(rows)
-		slices.SortFunc(rows, func(a, b Row) int {
+		slices.SortFunc(rows, func(a, b store.Row) int {
 			return cmp.Or(cmp.Compare(a.Tx, b.Tx), slices.Compare(a.ID[:], b.ID[:]))
 		})
 	}
@@ -125,7 +125,7 @@ func (p *pipeline) decodeAll(b *batch, out *outcome) *rounds {
 	for _, row := range rows {
 		msg, err := p.decode(row)
 		if err != nil {
-			out.Failures = append(out.Failures, Failure{row.ID, err.Error()})
+			out.Failures = append(out.Failures, store.Failure{ID: row.ID, Error: err.Error()})
 			out.topics.add(row.Topic, tallyFailed, 1)
 			continue
 		}
@@ -152,7 +152,7 @@ func (p *pipeline) decodeAll(b *batch, out *outcome) *rounds {
 // decode turns a claimed row into a message; an error means the row is
 // too large, malformed or rescued too often, and goes to failed with that
 // reason.
-func (p *pipeline) decode(x Row) (outbox.Message, error) {
+func (p *pipeline) decode(x store.Row) (outbox.Message, error) {
 	msg := outbox.Message{ID: x.ID, Topic: x.Topic, Key: x.Key, Payload: x.Payload, Attempt: x.Attempt, CreatedAt: x.CreatedAt.Time}
 	if claimBytesOf(p.cfg).TooLarge(&x) {
 		return msg, fmt.Errorf("event too large: %d bytes of payload, key and headers exceed the limit of %d (MaxEventBytes); the relay did not read them", x.Size, p.cfg.MaxEventBytes)
@@ -160,7 +160,7 @@ func (p *pipeline) decode(x Row) (outbox.Message, error) {
 	if x.Attempt > p.cfg.MaxAttempts {
 		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.Attempt, p.cfg.MaxAttempts)
 	}
-	if !x.CreatedAt.Valid || x.CreatedAt.InfinityModifier != pgtype.Finite {
+	if !x.CreatedAt.Finite() {
 		return msg, errors.New("malformed row: created_at is not a finite time")
 	}
 	if err := outbox.ValidateTopic(x.Topic); err != nil {

@@ -64,8 +64,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		// No notifications to wake it (MySQL): polling alone finds new rows.
 		r.log.Info("no LISTEN/NOTIFY on this database; polling", "poll_interval", r.cfg.PollInterval)
 	}
-	if pg, ok := r.store.(interface{ unsetSessionSettings() []string }); ok {
-		if unset := pg.unsetSessionSettings(); len(unset) > 0 {
+	if pg, ok := r.store.(interface{ UnsetSessionSettings() []string }); ok {
+		if unset := pg.UnsetSessionSettings(); len(unset) > 0 {
 			// A shared pool the caller did not pass through
 			// ConfigurePool: the relay works, but its statements may be
 			// planned badly (jit compiling each ordered claim's plan).

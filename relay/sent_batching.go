@@ -5,8 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // Mark-sent batching. In Run, a lease batch the sink took whole is not
@@ -34,11 +33,9 @@ const sentBatchMax = 500
 
 // sentBatch is a published batch whose rows are to be marked sent.
 type sentBatch struct {
-	Owner string       // the claim's token, which fences the write
-	IDs   []uuid.UUID  // the rows the sink acknowledged
-	TIDs  []pgtype.TID // where the claim left them, or nil (sentTIDs)
-	res   BatchResult  // the batch so far, for its log line
-	ph    phases
+	store.SentBatch             // the claim's token, the rows and where it left them (sentTIDs)
+	res             BatchResult // the batch so far, for its log line
+	ph              phases
 	// topics counts the batch's rows by topic, for the Observer; nil
 	// without one.
 	topics *topicTally

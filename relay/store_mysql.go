@@ -11,14 +11,14 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // mysqlStore is the store for MySQL 8.0.13+ and MariaDB 10.6+: the lease
-// path and the retention janitor (the store interface, store.go), with
+// path and the retention janitor (store.Store), with
 // pgStore's semantics, over database/sql
 // (go-sql-driver/mysql). Each statement is a file in sql/mysql; {{table}}
 // and {{jobs}} name the outbox table and its jobs table
@@ -67,7 +67,7 @@ type mysqlStore struct {
 	db    *sql.DB
 	table outbox.Table
 	lease time.Duration
-	bytes Bounds
+	bytes store.Bounds
 	q     mysqlStatements
 }
 
@@ -111,7 +111,7 @@ func loadMySQLStatements(table outbox.Table, read func(file string)) mysqlStatem
 
 // newMySQLStore returns the store of table on db. table.Schema empty
 // means the connection's database (migrations.MySQLIdent).
-func newMySQLStore(db *sql.DB, table outbox.Table, lease time.Duration, bytes Bounds) *mysqlStore {
+func newMySQLStore(db *sql.DB, table outbox.Table, lease time.Duration, bytes store.Bounds) *mysqlStore {
 	return &mysqlStore{db: db, table: table, lease: lease, bytes: bytes, q: loadMySQLStatements(table, nil)}
 }
 
@@ -162,7 +162,7 @@ var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // headers: the claim keeps rows up to the one at which their sizes reach
 // s.bytes.batch, as claim.sql does, leases them, and then reads those of
 // them within s.bytes.event (claim_read.sql).
-func (s *mysqlStore) Claim(ctx context.Context, owner string, limit int, rg ClaimRange, sent []sentBatch) (rows []Row, fenced []int, err error) {
+func (s *mysqlStore) Claim(ctx context.Context, owner string, limit int, rg store.ClaimRange, sent []store.SentBatch) (rows []store.Row, fenced []int, err error) {
 	err = onDeadlock(func() error {
 		var err error
 		rows, fenced, err = s.claimOnce(ctx, owner, limit, rg, sent)
@@ -172,7 +172,7 @@ func (s *mysqlStore) Claim(ctx context.Context, owner string, limit int, rg Clai
 }
 
 // claimOnce is one attempt of claim.
-func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg ClaimRange, sent []sentBatch) (rows []Row, fenced []int, err error) {
+func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg store.ClaimRange, sent []store.SentBatch) (rows []store.Row, fenced []int, err error) {
 	tx, err := s.db.BeginTx(ctx, claimTx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
@@ -185,7 +185,7 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 		}
 	}
 	seen := map[uuid.UUID]bool{}
-	bytes := 0 // the rows' sizes so far, as claimBytes.rowBytes counts them
+	bytes := 0 // the rows' sizes so far, as Bounds.RowBytes counts them
 	room := func() bool { return len(rows) < limit && bytes < s.bytes.Batch }
 	pick := func(q string, args ...any) error {
 		got, err := s.lockRows(ctx, tx, q, args...)
@@ -245,15 +245,15 @@ func (s *mysqlStore) claimOnce(ctx context.Context, owner string, limit int, rg 
 
 // lockRows runs one of the claim's SELECT ... FOR UPDATE SKIP LOCKED
 // statements and reads its rows, without their payload, key and headers.
-func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]Row, error) {
+func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]store.Row, error) {
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rs.Close()
-	var out []Row
+	var out []store.Row
 	for rs.Next() {
-		var r Row
+		var r store.Row
 		var id []byte
 		var created, due migrations.MySQLTime
 		if err := rs.Scan(&id, &r.Topic, &r.Size, &r.Attempt, &created, &due); err != nil {
@@ -263,8 +263,8 @@ func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ..
 			return nil, fmt.Errorf("claim: an id of %d bytes", len(id))
 		}
 		copy(r.ID[:], id)
-		r.CreatedAt = pgtype.Timestamptz{Time: created.Time, Valid: true}
-		r.Due = pgtype.Timestamptz{Time: due.Time, Valid: true}
+		r.CreatedAt = store.Time{Time: created.Time, Valid: true}
+		r.Due = store.Time{Time: due.Time, Valid: true}
 		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
@@ -275,8 +275,8 @@ func (s *mysqlStore) lockRows(ctx context.Context, tx *sql.Tx, q string, args ..
 
 // readRows reads the key, payload and headers of the rows within the
 // event bound into them (claim_read.sql).
-func (s *mysqlStore) readRows(ctx context.Context, tx *sql.Tx, rows []Row) error {
-	at := make(map[uuid.UUID]*Row, len(rows))
+func (s *mysqlStore) readRows(ctx context.Context, tx *sql.Tx, rows []store.Row) error {
+	at := make(map[uuid.UUID]*store.Row, len(rows))
 	var ids []uuid.UUID
 	for i := range rows {
 		if !s.bytes.TooLarge(&rows[i]) {
@@ -298,7 +298,7 @@ func (s *mysqlStore) readRows(ctx context.Context, tx *sql.Tx, rows []Row) error
 		if err := rs.Scan(&id, &key, &payload, &headers); err != nil {
 			return fmt.Errorf("claim: read rows: %w", err)
 		}
-		var r *Row
+		var r *store.Row
 		if len(id) == 16 {
 			r = at[uuid.UUID(id)]
 		}
@@ -319,15 +319,13 @@ const mysqlMinTime = "1000-01-01 00:00:00"
 
 // mysqlFloor returns the floor as claim_due.sql's parameters: the time as
 // UTC text (a time.Time would be converted to the DSN's loc) and the id.
-func mysqlFloor(f Floor) (due string, id []byte) {
+func mysqlFloor(f store.Floor) (due string, id []byte) {
 	due = mysqlMinTime
-	if f.Due.Valid && f.Due.InfinityModifier == pgtype.Finite {
+	if f.Due.Finite() {
 		due = f.Due.Time.UTC().Format("2006-01-02 15:04:05.999999")
 	}
-	if f.Due.Valid && f.Due.InfinityModifier == pgtype.Infinity {
+	if f.Due.Valid && f.Due.Inf > 0 {
 		due = "9999-12-31 23:59:59.999999"
 	}
 	return due, f.ID[:]
 }
-
-var _ Store = (*mysqlStore)(nil)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // ClaimJob starts a run of job for owner, with a lease of one Lease; ok is
@@ -25,13 +25,11 @@ func (s *mysqlStore) ClaimJob(ctx context.Context, job, owner string) (ok bool, 
 // DeleteSent deletes up to limit sent rows older than retention for the
 // run owner of the retention job, counts them in the job row and extends
 // the run's lease, in one transaction. held is false, and nothing is
-// deleted, when owner no longer holds the job. target is store's
-// parameter for partitions: MySQL tables have none, so it must be empty or
-// name the table itself (quoted for MySQL or, as the janitor passes
-// store.table.Ident(), for PostgreSQL).
-func (s *mysqlStore) DeleteSent(ctx context.Context, owner, target string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
-	if target != "" && target != migrations.MySQLIdent(s.table) && target != s.table.Ident() {
-		return 0, false, fmt.Errorf("delete sent rows: %s is not the table %s: MySQL outbox tables have no partitions", target, s.table)
+// deleted, when owner no longer holds the job. MySQL outbox tables have no
+// partitions: partition must be "".
+func (s *mysqlStore) DeleteSent(ctx context.Context, owner, partition string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
+	if partition != "" {
+		return 0, false, fmt.Errorf("delete sent rows: %s is a partition: MySQL outbox tables have none", partition)
 	}
 	tx, err := s.db.BeginTx(ctx, claimTx)
 	if err != nil {
@@ -64,7 +62,7 @@ func (s *mysqlStore) DeleteSent(ctx context.Context, owner, target string, reten
 			return 0, false, fmt.Errorf("delete sent rows: %w", err)
 		}
 	}
-	res, err := tx.ExecContext(ctx, s.q.recordBatch, s.lease.Milliseconds(), deleted, deleted, jobRetention, owner)
+	res, err := tx.ExecContext(ctx, s.q.recordBatch, s.lease.Milliseconds(), deleted, deleted, store.JobRetention, owner)
 	if err != nil {
 		return 0, false, fmt.Errorf("record deleted rows: %w", err)
 	}

@@ -13,11 +13,11 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxrelay/outboxrelay/internal/mariadbtest"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // mysqlBundle is a migrated MariaDB/MySQL database of the test's own and
@@ -87,7 +87,7 @@ func (b *mysqlBundle) state(id uuid.UUID) mysqlRowState {
 	return st
 }
 
-func (b *mysqlBundle) claim(owner string, limit int, rg ClaimRange) []Row {
+func (b *mysqlBundle) claim(owner string, limit int, rg store.ClaimRange) []store.Row {
 	b.t.Helper()
 	rows, _, err := b.s.Claim(context.Background(), owner, limit, rg, nil)
 	if err != nil {
@@ -96,7 +96,7 @@ func (b *mysqlBundle) claim(owner string, limit int, rg ClaimRange) []Row {
 	return rows
 }
 
-func rowIDs(rows []Row) []uuid.UUID {
+func rowIDs(rows []store.Row) []uuid.UUID {
 	ids := make([]uuid.UUID, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
@@ -181,7 +181,7 @@ func TestMySQLClaimSkipsLockedRows(t *testing.T) {
 	if fenced, err := b.s.Extend(cctx, "relay-a#1", mine); err != nil || fenced != 0 {
 		t.Fatalf("extend beside a locked row: %d, %v", fenced, err)
 	}
-	if fenced, err := b.s.MarkRetry(cctx, "relay-a#1", []Retry{{ID: ids[1], Delay: time.Hour, Error: "e"}}); err != nil || fenced != 0 {
+	if fenced, err := b.s.MarkRetry(cctx, "relay-a#1", []store.Retry{{ID: ids[1], Delay: time.Hour, Error: "e"}}); err != nil || fenced != 0 {
 		t.Fatalf("mark retry beside a locked row: %d, %v", fenced, err)
 	}
 	if fenced, err := b.s.MarkSent(cctx, "relay-a#1", ids[3:], nil); err != nil || fenced != 0 {
@@ -252,10 +252,10 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE id = ?", ids[0][:])
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = ?", ids[1][:])
 
-	if rows := b.claim("relay-b#1", 10, ClaimRange{From: bottom}); len(rows) != 0 {
+	if rows := b.claim("relay-b#1", 10, store.ClaimRange{From: store.Bottom}); len(rows) != 0 {
 		t.Fatalf("a claim without the lapsed branch took %d rows", len(rows))
 	}
-	recent := b.claim("relay-b#2", 10, ClaimRange{From: bottom, Lapsed: true, LapsedWithin: time.Minute})
+	recent := b.claim("relay-b#2", 10, store.ClaimRange{From: store.Bottom, Lapsed: true, LapsedWithin: time.Minute})
 	if got := rowIDs(recent); !slices.Equal(got, []uuid.UUID{ids[1]}) {
 		t.Fatalf("lapsed within a minute: claimed %v, want %v", got, ids[1])
 	}
@@ -277,9 +277,9 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 	}{
 		{"mark sent", func() (int, error) { return b.s.MarkSent(ctx, stale, ids[:1], nil) }},
 		{"mark retry", func() (int, error) {
-			return b.s.MarkRetry(ctx, stale, []Retry{{ID: ids[0], Delay: time.Hour, Error: "x", Refund: true}})
+			return b.s.MarkRetry(ctx, stale, []store.Retry{{ID: ids[0], Delay: time.Hour, Error: "x", Refund: true}})
 		}},
-		{"mark failed", func() (int, error) { return b.s.MarkFailed(ctx, stale, []Failure{{ID: ids[0], Error: "x"}}) }},
+		{"mark failed", func() (int, error) { return b.s.MarkFailed(ctx, stale, []store.Failure{{ID: ids[0], Error: "x"}}) }},
 		{"release", func() (int, error) { return b.s.Release(ctx, stale, ids[:1]) }},
 		{"extend", func() (int, error) { return b.s.Extend(ctx, stale, ids[:1]) }},
 	}
@@ -299,7 +299,7 @@ func TestMySQLLapsedLeaseRescueAndFencing(t *testing.T) {
 	if fenced, err := b.s.MarkSent(ctx, "relay-b#3", ids[:1], nil); err != nil || fenced != 0 {
 		t.Fatalf("holder's mark sent: fenced %d, %v", fenced, err)
 	}
-	_, fenced, err := b.s.Claim(ctx, "relay-c#1", 10, everything, []sentBatch{{Owner: "relay-a#1", IDs: ids[1:]}, {Owner: "relay-b#2", IDs: ids[1:]}})
+	_, fenced, err := b.s.Claim(ctx, "relay-c#1", 10, everything, []store.SentBatch{{Owner: "relay-a#1", IDs: ids[1:]}, {Owner: "relay-b#2", IDs: ids[1:]}})
 	if err != nil || !slices.Equal(fenced, []int{1, 0}) {
 		t.Fatalf("claim with sent batches: fenced %v, %v; want [1 0]", fenced, err)
 	}
@@ -320,7 +320,7 @@ func TestMySQLRetryFailReleaseExtend(t *testing.T) {
 		t.Fatalf("claimed %d", len(rows))
 	}
 	msg := `broker said "no" – ünïcode \ and <tags>`
-	fenced, err := b.s.MarkRetry(ctx, owner, []Retry{
+	fenced, err := b.s.MarkRetry(ctx, owner, []store.Retry{
 		{ID: ids[0], Delay: time.Hour, Error: msg},
 		{ID: ids[1], Delay: 0, Error: "sink down", Refund: true},
 	})
@@ -338,7 +338,7 @@ func TestMySQLRetryFailReleaseExtend(t *testing.T) {
 		t.Fatalf("countDue = %d, %v; want 1 (the refunded retry)", n, err)
 	}
 
-	if fenced, err := b.s.MarkFailed(ctx, owner, []Failure{{ID: ids[2], Error: "too large"}}); err != nil || fenced != 0 {
+	if fenced, err := b.s.MarkFailed(ctx, owner, []store.Failure{{ID: ids[2], Error: "too large"}}); err != nil || fenced != 0 {
 		t.Fatalf("mark failed: %d, %v", fenced, err)
 	}
 	if st := b.state(ids[2]); st.status != "failed" || !st.failedAt || st.lastError.String != "too large" || st.leaseLeft.Valid {
@@ -385,8 +385,8 @@ func TestMySQLClaimFloorAndSwept(t *testing.T) {
 	if err := b.db.QueryRow("SELECT next_retry_at FROM outbox WHERE id = ?", ids[2][:]).Scan(&at); err != nil {
 		t.Fatal(err)
 	}
-	from := Floor{Due: pgtype.Timestamptz{Time: at.Time, Valid: true}, ID: ids[2]}
-	got := rowIDs(b.claim("relay-a#1", 10, ClaimRange{From: from}))
+	from := store.Floor{Due: store.Time{Time: at.Time, Valid: true}, ID: ids[2]}
+	got := rowIDs(b.claim("relay-a#1", 10, store.ClaimRange{From: from}))
 	if !slices.Equal(got, ids[2:]) {
 		t.Fatalf("claim from the floor took %v, want %v", got, ids[2:])
 	}
@@ -401,14 +401,14 @@ func TestMySQLClaimFloorAndSwept(t *testing.T) {
 	if look, full, err := b.s.LookBelow(ctx, from, 1); err != nil || !full || len(look) != 2 {
 		t.Fatalf("lookBelow(limit 1) = %v, full %v, %v; want one of each and full", look, full, err)
 	}
-	if look, _, err := b.s.LookBelow(ctx, bottom, 10); err != nil || len(look) != 1 {
-		t.Fatalf("lookBelow(bottom) = %v, %v; want only the lapsed lease", look, err)
+	if look, _, err := b.s.LookBelow(ctx, store.Bottom, 10); err != nil || len(look) != 1 {
+		t.Fatalf("lookBelow(store.Bottom) = %v, %v; want only the lapsed lease", look, err)
 	}
 	if st := b.state(ids[0]); st.status != "pending" || st.attempt != 0 {
 		t.Fatalf("a look changed a row: %+v", st)
 	}
 	b.exec("UPDATE outbox SET locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE id = ?", ids[3][:])
-	got = rowIDs(b.claim("relay-a#2", 10, ClaimRange{From: from, Swept: [][16]byte{ids[0], ids[3]}}))
+	got = rowIDs(b.claim("relay-a#2", 10, store.ClaimRange{From: from, Swept: [][16]byte{ids[0], ids[3]}}))
 	if !slices.Equal(got, ids[:1]) {
 		t.Fatalf("claim with swept ids took %v, want %v (ids[3] is held)", got, ids[:1])
 	}
@@ -431,10 +431,10 @@ func TestMySQLRetention(t *testing.T) {
 	b.exec("UPDATE outbox SET status = 'failed', failed_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR WHERE id = ?", others[0][:])
 	b.exec("UPDATE outbox SET status = 'processing', locked_by = 'x', locked_until = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR WHERE id = ?", others[1][:])
 
-	if ok, err := b.s.ClaimJob(ctx, jobRetention, "run-1"); err != nil || !ok {
+	if ok, err := b.s.ClaimJob(ctx, store.JobRetention, "run-1"); err != nil || !ok {
 		t.Fatalf("claim job: %v, %v", ok, err)
 	}
-	if ok, err := b.s.ClaimJob(ctx, jobRetention, "run-2"); err != nil || ok {
+	if ok, err := b.s.ClaimJob(ctx, store.JobRetention, "run-2"); err != nil || ok {
 		t.Fatalf("a second run claimed a held job: %v, %v", ok, err)
 	}
 	if n, held, err := b.s.DeleteSent(ctx, "run-2", "", time.Hour, 10); err != nil || held || n != 0 {
@@ -443,7 +443,7 @@ func TestMySQLRetention(t *testing.T) {
 	if n := b.count("status = 'sent'"); n != 6 {
 		t.Fatalf("a fenced-out batch deleted rows: %d sent left", n)
 	}
-	n, held, err := b.s.DeleteSent(ctx, "run-1", b.s.table.Ident(), time.Hour, 2)
+	n, held, err := b.s.DeleteSent(ctx, "run-1", "", time.Hour, 2)
 	if err != nil || !held || n != 2 {
 		t.Fatalf("first batch: %d, %v, %v; want 2 held", n, held, err)
 	}
@@ -472,13 +472,13 @@ func TestMySQLRetention(t *testing.T) {
 	if _, _, err := b.s.DeleteSent(ctx, "run-1", "`other`", time.Hour, 10); err == nil {
 		t.Fatal("deleteSent accepted a partition target")
 	}
-	if held, err := b.s.FinishJob(ctx, jobRetention, "run-2", true, time.Hour); err != nil || held {
+	if held, err := b.s.FinishJob(ctx, store.JobRetention, "run-2", true, time.Hour); err != nil || held {
 		t.Fatalf("finishJob by a stranger: %v, %v", held, err)
 	}
-	if held, err := b.s.FinishJob(ctx, jobRetention, "run-1", true, time.Hour); err != nil || !held {
+	if held, err := b.s.FinishJob(ctx, store.JobRetention, "run-1", true, time.Hour); err != nil || !held {
 		t.Fatalf("finishJob: %v, %v", held, err)
 	}
-	if ok, err := b.s.ClaimJob(ctx, jobRetention, "run-3"); err != nil || ok {
+	if ok, err := b.s.ClaimJob(ctx, store.JobRetention, "run-3"); err != nil || ok {
 		t.Fatalf("a job scheduled an hour ahead was claimed: %v, %v", ok, err)
 	}
 	if now, err := mysqlNow(ctx, b.s.db); err != nil || time.Since(now).Abs() > time.Minute {
@@ -586,7 +586,7 @@ func TestMySQLLapsingClaimersMarkEachRowSentOnce(t *testing.T) {
 	errs := make(chan error, claimers)
 	for c := range claimers {
 		wg.Go(func() {
-			var pending []sentBatch
+			var pending []store.SentBatch
 			for n := 1; ; n++ {
 				owner := fmt.Sprintf("relay-%d#%d", c, n)
 				rows, fenced, err := b.s.Claim(context.Background(), owner, batch, everything, pending)
@@ -602,7 +602,7 @@ func TestMySQLLapsingClaimersMarkEachRowSentOnce(t *testing.T) {
 				if len(rows) == 0 {
 					return
 				}
-				pending = []sentBatch{{Owner: owner, IDs: rowIDs(rows)}}
+				pending = []store.SentBatch{{Owner: owner, IDs: rowIDs(rows)}}
 			}
 		})
 	}
@@ -636,9 +636,9 @@ func TestMySQLLargeBatch(t *testing.T) {
 	if len(rows) != n {
 		t.Fatalf("claimed %d of %d", len(rows), n)
 	}
-	rs := make([]Retry, n)
+	rs := make([]store.Retry, n)
 	for i, r := range rows {
-		rs[i] = Retry{ID: r.ID, Delay: time.Duration(i) * time.Millisecond, Error: fmt.Sprintf("e%d", i), Refund: i%2 == 0}
+		rs[i] = store.Retry{ID: r.ID, Delay: time.Duration(i) * time.Millisecond, Error: fmt.Sprintf("e%d", i), Refund: i%2 == 0}
 	}
 	before, err := mysqlNow(ctx, b.db)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // deadlockAttempts is how many times a statement or transaction that
@@ -89,11 +89,11 @@ func execFenced(ctx context.Context, e execer, what, q string, n int, args ...an
 // held by the claim owner, so left untouched.
 
 // MarkSent marks the rows sent by id; tuple ids are PostgreSQL's.
-func (s *mysqlStore) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, _ []pgtype.TID) (fenced int, err error) {
+func (s *mysqlStore) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, _ []store.TID) (fenced int, err error) {
 	return execFenced(ctx, s.db, "mark sent", expand(s.q.markSent, len(ids)), len(ids), append(idArgs(ids), owner)...)
 }
 
-func (s *mysqlStore) MarkRetry(ctx context.Context, owner string, rs []Retry) (fenced int, err error) {
+func (s *mysqlStore) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (fenced int, err error) {
 	// Three CASEs (delay, refund, error), the ids, the owner.
 	args := make([]any, 0, 7*len(rs)+1)
 	for _, r := range rs {
@@ -116,7 +116,7 @@ func (s *mysqlStore) MarkRetry(ctx context.Context, owner string, rs []Retry) (f
 	return execFenced(ctx, s.db, "mark retry", expand(s.q.markRetry, len(rs)), len(rs), args...)
 }
 
-func (s *mysqlStore) MarkFailed(ctx context.Context, owner string, fs []Failure) (fenced int, err error) {
+func (s *mysqlStore) MarkFailed(ctx context.Context, owner string, fs []store.Failure) (fenced int, err error) {
 	// The CASE of errors, the ids, the owner.
 	args := make([]any, 0, 3*len(fs)+1)
 	for _, f := range fs {
@@ -145,7 +145,7 @@ func (s *mysqlStore) Extend(ctx context.Context, owner string, ids []uuid.UUID) 
 // PostgreSQL, a claim with rg.swept then takes them by id: InnoDB's purge,
 // like VACUUM, is held off by an old read view anywhere in the server, and
 // the floor keeps the claims off the index entries it leaves behind.
-func (s *mysqlStore) LookBelow(ctx context.Context, from Floor, limit int) (ids [][16]byte, full bool, err error) {
+func (s *mysqlStore) LookBelow(ctx context.Context, from store.Floor, limit int) (ids [][16]byte, full bool, err error) {
 	due, id := mysqlFloor(from)
 	rs, err := s.db.QueryContext(ctx, s.q.lookBelow, limit, due, due, id, limit)
 	if err != nil {
@@ -189,17 +189,17 @@ func (s *mysqlStore) CountDue(ctx context.Context, limit int) (int, error) {
 // counts (backlog.sql) and, for each count that reached limit, the
 // server's estimate of its range (backlog_estimate.sql). KeysBlocked is
 // 0: ordered delivery is PostgreSQL's.
-func (s *mysqlStore) Backlog(ctx context.Context, limit int64) (Backlog, error) {
-	var b Backlog
+func (s *mysqlStore) Backlog(ctx context.Context, limit int64) (store.Backlog, error) {
+	var b store.Backlog
 	var oldestMS float64
 	err := s.db.QueryRowContext(ctx, s.q.backlog, limit, limit, limit, limit).Scan(
 		&b.PendingDue.Rows, &b.PendingDelayed.Rows, &b.Processing.Rows, &b.Failed.Rows, &oldestMS)
 	if err != nil {
-		return Backlog{}, err
+		return store.Backlog{}, err
 	}
 	b.OldestDue = time.Duration(oldestMS * float64(time.Millisecond))
 	for _, c := range []struct {
-		count          *BacklogCount
+		count          *store.BacklogCount
 		status         string
 		fromLowest, to bool // the range of next_retry_at (backlog_estimate.sql)
 	}{
@@ -217,7 +217,7 @@ func (s *mysqlStore) Backlog(ctx context.Context, limit int64) (Backlog, error) 
 		}
 		est, err := s.explainRows(ctx, s.q.backlogEstimate, c.status, c.fromLowest, to)
 		if err != nil {
-			return Backlog{}, fmt.Errorf("backlog estimate: %w", err)
+			return store.Backlog{}, fmt.Errorf("backlog estimate: %w", err)
 		}
 		c.count.Rows, c.count.Estimated = max(est, limit), true
 	}

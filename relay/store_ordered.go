@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The store's statements of ordered delivery (docs/ordering.md).
@@ -61,12 +60,12 @@ func (s *pgStore) LeaseShard(ctx context.Context, owner string) (shard int, ok b
 // write-back of the shard's last claim, written first in the same
 // transaction and round trip; got counts its rows. On an error nothing is
 // written.
-func (s *pgStore) HandBack(ctx context.Context, shard int, owner string, prior *OrderedWrite) (got Recorded, err error) {
+func (s *pgStore) HandBack(ctx context.Context, shard int, owner string, prior *store.OrderedWrite) (got store.Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, prior, &got)
 	b.Queue(s.q.handBack, shard, owner)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Recorded{}, fmt.Errorf("hand back shard %d: %w", shard, err)
+		return store.Recorded{}, fmt.Errorf("hand back shard %d: %w", shard, err)
 	}
 	return got, nil
 }
@@ -81,37 +80,13 @@ func (s *pgStore) ExtendShard(ctx context.Context, shard int, owner string) (hel
 	return tag.RowsAffected() > 0, nil
 }
 
-// Recorded counts the rows an ordered write-back wrote, by outcome;
-// written reports that it was written (committed).
-type Recorded struct {
-	Sent, Retried, Failed int
-	Written               bool
-}
-
-// OrderedWrite is the write-back of an ordered claim (record_ordered.sql):
-// the outcome out of the claim owner of shard, leased by lessee.
-type OrderedWrite struct {
-	Shard         int
-	Lessee, Owner string
-	Out           *outcome
-	// TIDs are where the claim read its rows (none on a partitioned
-	// table): the statement finds the sent rows among them by id, and by
-	// primary key those it does not find there.
-	TIDs []pgtype.TID
-	// Unknown are the claimed rows whose publish has no outcome.
-	Unknown []uuid.UUID
-	// Raise, when not nil, is the transaction the shard's floor rises to
-	// (orderedClaim.Raise).
-	Raise *int64
-}
-
-// RecordOrdered writes w on its own. It writes nothing once w.lessee no
+// RecordOrdered writes w on its own. It writes nothing once w.Lessee no
 // longer holds the shard.
-func (s *pgStore) RecordOrdered(ctx context.Context, w OrderedWrite) (got Recorded, err error) {
+func (s *pgStore) RecordOrdered(ctx context.Context, w store.OrderedWrite) (got store.Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, &w, &got)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Recorded{}, fmt.Errorf("record ordered outcome: %w", err)
+		return store.Recorded{}, fmt.Errorf("record ordered outcome: %w", err)
 	}
 	return got, nil
 }
@@ -119,7 +94,7 @@ func (s *pgStore) RecordOrdered(ctx context.Context, w OrderedWrite) (got Record
 // queueRecord queues the write-back w in b, when w is not nil: its sent
 // rows (record_ordered.sql), then its retried and failed rows, when it
 // has any (record_ordered_retried.sql); its counts are scanned into got.
-func (s *pgStore) queueRecord(b *pgx.Batch, w *OrderedWrite, got *Recorded) {
+func (s *pgStore) queueRecord(b *pgx.Batch, w *store.OrderedWrite, got *store.Recorded) {
 	if w == nil {
 		return
 	}
@@ -129,7 +104,7 @@ func (s *pgStore) queueRecord(b *pgx.Batch, w *OrderedWrite, got *Recorded) {
 	sent := pgIDs(out.Sent)
 	lo, hi := idRange(slices.Concat(sent, retried, failed))
 	args := pgx.NamedArgs{"shard": w.Shard, "lessee": w.Lessee, "owner": w.Owner, "sent": sent, "lo": lo, "hi": hi,
-		"unknown": pgIDs(w.Unknown), "tids": w.TIDs, "raise": w.Raise}
+		"unknown": pgIDs(w.Unknown), "tids": pgTIDs(w.TIDs), "raise": w.Raise}
 	b.Queue(s.q.recordOrdered, args).QueryRow(func(row pgx.Row) error { return row.Scan(&got.Sent) })
 	if len(retried) == 0 && len(failed) == 0 {
 		return

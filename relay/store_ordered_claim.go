@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The ordered claim (docs/ordering.md#the-ordered-claim): Go steps over
@@ -18,31 +20,6 @@ import (
 // batcher runs a pgx batch: a pool, or a transaction in tests.
 type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
-// OrderedClaim is what an ordered claim took.
-type OrderedClaim struct {
-	Rows []Row
-	// Prefix reports that rows are the shard's oldest pending rows, in
-	// write order, with every topic ordered: once they are all sent, none
-	// of the shard's rows below the last one's transaction is pending
-	// (raise).
-	Prefix bool
-}
-
-// raise returns the transaction the write-back of c may raise its shard's
-// floor to when its outcome is out: the last row's, when c took the
-// shard's oldest rows and every one of them was sent; nil otherwise, so
-// that the floor stays below a row retried, released or without outcome.
-func (c OrderedClaim) raise(out *outcome) *int64 {
-	if !c.Prefix || len(c.Rows) == 0 || len(out.Sent) != len(c.Rows) {
-		return nil
-	}
-	top := c.Rows[0].Tx
-	for _, x := range c.Rows {
-		top = max(top, x.Tx)
-	}
-	return &top
 }
 
 // readRow is a row an ordered claim's read returned: where it lies in
@@ -90,15 +67,15 @@ func windowsFor(limit, buckets int) claimWindows {
 // the claim sees its rows sent; got counts its rows, and says whether it
 // was written: a claim that fails in a later step has written it. A
 // claim whose lease is gone takes nothing.
-func (s *pgStore) ClaimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *OrderedWrite) (c OrderedClaim, got Recorded, err error) {
+func (s *pgStore) ClaimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *store.OrderedWrite) (c store.OrderedClaim, got store.Recorded, err error) {
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	return s.claimOrderedIn(ctx, s.pool, owner, limit, shard, lessee, prior, windowsFor(limit, len(buckets)))
 }
 
 // claimOrderedIn is claimOrdered on db with the windows w.
-func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, limit, shard int, lessee string, prior *OrderedWrite, w claimWindows) (c OrderedClaim, got Recorded, err error) {
+func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, limit, shard int, lessee string, prior *store.OrderedWrite, w claimWindows) (c store.OrderedClaim, got store.Recorded, err error) {
 	if limit < 1 {
-		return OrderedClaim{}, Recorded{}, fmt.Errorf("claim ordered: a claim of %d rows", limit)
+		return store.OrderedClaim{}, store.Recorded{}, fmt.Errorf("claim ordered: a claim of %d rows", limit)
 	}
 	buckets := bucketsOf(shard, s.ordering.Shards)
 	all, topics := s.orderedTopics()
@@ -131,7 +108,7 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 		return err
 	})
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
-		return OrderedClaim{}, Recorded{}, fmt.Errorf("claim ordered: %w", err)
+		return store.OrderedClaim{}, store.Recorded{}, fmt.Errorf("claim ordered: %w", err)
 	}
 	got.Written = prior != nil
 	read := func(buckets []int16, perBucket, total int) ([]readRow, error) {
@@ -139,7 +116,7 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 	}
 	picked, err := pickOrdered(limit, w, buckets, head, inFlight, read)
 	if err != nil {
-		return OrderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
+		return store.OrderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
 	}
 	// The rows are the shard's oldest when they are the first rows read,
 	// with nothing in flight before them.
@@ -148,9 +125,9 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 	// Step 2: take them.
 	rows, err := s.take(ctx, db, owner, shard, lessee, picked, seen, floor)
 	if err != nil {
-		return OrderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
+		return store.OrderedClaim{}, got, fmt.Errorf("claim ordered: %w", err)
 	}
-	return OrderedClaim{Rows: rows, Prefix: prefix}, got, nil
+	return store.OrderedClaim{Rows: rows, Prefix: prefix}, got, nil
 }
 
 // pickOrdered returns the up to limit oldest claimable rows, in write
@@ -304,7 +281,7 @@ func (s *pgStore) readBuckets(ctx context.Context, db batcher, buckets []int16, 
 // the byte bound's, or one no longer where the read saw it (its key's
 // later rows must not go before it). seen and floor are what the first
 // read found of the shard's floor.
-func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int, lessee string, picked []readRow, seen, floor *int64) ([]Row, error) {
+func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int, lessee string, picked []readRow, seen, floor *int64) ([]store.Row, error) {
 	ids := make([][16]byte, len(picked))
 	var revive [][16]byte
 	for i, x := range picked {
@@ -314,22 +291,22 @@ func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int,
 		}
 	}
 	lo, hi := idRange(ids)
-	var got []Row
+	var got []store.Row
 	b := &pgx.Batch{}
 	b.Queue(s.q.orderedTake, pgx.NamedArgs{"shard": shard, "lessee": lessee, "owner": owner, "lease_ms": s.lease.Milliseconds(),
 		"ids": ids, "revive": revive, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
 		"batch_bytes": s.bytes.Batch, "event_bytes": s.bytes.Event}).Query(func(rows pgx.Rows) (err error) {
-		got, err = collectRows(rows, func(x *Row, dest []any) []any { return append(dest, &x.Tx, &x.TID) })
+		got, err = collectRows(rows, func(x *store.Row, dest []any) []any { return append(dest, &x.Tx, (*pgtype.TID)(&x.TID)) })
 		return err
 	})
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("take: %w", err)
 	}
-	byID := make(map[[16]byte]Row, len(got))
+	byID := make(map[[16]byte]store.Row, len(got))
 	for _, x := range got {
 		byID[x.ID] = x
 	}
-	rows := make([]Row, 0, len(got))
+	rows := make([]store.Row, 0, len(got))
 	for _, x := range picked {
 		r, ok := byID[x.id]
 		if !ok {

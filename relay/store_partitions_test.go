@@ -13,6 +13,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // On a partitioned table each lease write-back reads only the partitions
@@ -25,7 +26,7 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 	ctx := context.Background()
 	pool, table, parts := partitionedWithPending(t, 20)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
-	rows, _, err := r.store.Claim(ctx, "test#1", 20, ClaimRange{From: bottom}, nil)
+	rows, _, err := r.store.Claim(ctx, "test#1", 20, store.ClaimRange{From: store.Bottom}, nil)
 	if err != nil || len(rows) != 20 {
 		t.Fatalf("claim = %d rows, %v", len(rows), err)
 	}
@@ -183,7 +184,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
 	// The plain table's statement, run here by mistake, claims nothing.
 	q := pgOf(r).q
-	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), bottom.Due, bottom.ID, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
+	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), pgTime(store.Bottom.Due), store.Bottom.ID, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	}
 	untouched()
 
-	claimed, _, err := r.store.Claim(ctx, "test#1", 2*n, ClaimRange{From: bottom}, nil)
+	claimed, _, err := r.store.Claim(ctx, "test#1", 2*n, store.ClaimRange{From: store.Bottom}, nil)
 	if err != nil || len(claimed) != n {
 		t.Fatalf("claim = %d rows, %v; want the %d pending ones", len(claimed), err, n)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // pgStore is every statement the relay runs against PostgreSQL, and the
@@ -120,7 +121,7 @@ type pgStore struct {
 	ordering Ordering
 	q        statements
 	// bytes bound what a claim reads.
-	bytes Bounds
+	bytes store.Bounds
 	// lockSettings opens a lock claim's transaction (store_lock.go).
 	lockSettings string
 	// shape caches whether the table is partitioned (isPartitioned).
@@ -156,7 +157,7 @@ func (s *pgStore) claimStatement(ctx context.Context) (string, error) {
 	}
 }
 
-func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering, bytes Bounds) *pgStore {
+func newPGStore(pool *pgxpool.Pool, table outbox.Table, lease time.Duration, ordering Ordering, bytes store.Bounds) *pgStore {
 	return &pgStore{
 		pool: pool, table: table, lease: lease, ordering: ordering, bytes: bytes,
 		q: loadStatements(table, nil),
@@ -189,10 +190,10 @@ func (s *pgStore) Fatal(err error) bool {
 		errors.Is(err, outbox.ErrInvalidIdentifier)
 }
 
-// listen connects outside the pool, LISTENs on the table's channel
+// Listen connects outside the pool, LISTENs on the table's channel
 // (migration 003) and calls notified for every notification, until the
 // connection fails or ctx ends; connected runs once the LISTEN took effect.
-func (s *pgStore) listen(ctx context.Context, connected, notified func()) error {
+func (s *pgStore) Listen(ctx context.Context, connected, notified func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
@@ -241,7 +242,7 @@ func (s *pgStore) DueKeyless(ctx context.Context) (bool, error) {
 // the same transaction and round trip it marks the rows of earlier claims
 // in sent sent (sent_batching.go): fenced[i] counts the rows of sent[i]
 // that another claim held by then. On an error nothing is written.
-func (s *pgStore) Claim(ctx context.Context, owner string, limit int, rg ClaimRange, sent []sentBatch) (rows []Row, fenced []int, err error) {
+func (s *pgStore) Claim(ctx context.Context, owner string, limit int, rg store.ClaimRange, sent []store.SentBatch) (rows []store.Row, fenced []int, err error) {
 	claim, err := s.claimStatement(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
@@ -269,7 +270,7 @@ func (s *pgStore) Claim(ctx context.Context, owner string, limit int, rg ClaimRa
 			bound = &lo
 		}
 	}
-	b.Queue(claim, limit, owner, s.lease.Milliseconds(), rg.From.Due, rg.From.ID, all, topics, rg.Lapsed, lapsedWithin, rg.Swept, bound,
+	b.Queue(claim, limit, owner, s.lease.Milliseconds(), pgTime(rg.From.Due), rg.From.ID, all, topics, rg.Lapsed, lapsedWithin, rg.Swept, bound,
 		s.bytes.Batch, s.bytes.Event)
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
@@ -304,13 +305,13 @@ func (s *pgStore) Claim(ctx context.Context, owner string, limit int, rg ClaimRa
 // pending rows below the claims' id bound (look_below.sql, claimBound).
 // full reports whether any branch found limit rows: more may wait behind
 // them.
-func (s *pgStore) LookBelow(ctx context.Context, from Floor, limit int) (ids [][16]byte, full bool, err error) {
+func (s *pgStore) LookBelow(ctx context.Context, from store.Floor, limit int) (ids [][16]byte, full bool, err error) {
 	all, topics := s.orderedTopics()
 	bound, err := s.claimBound(ctx, from)
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, from.Due, from.ID, all, topics, bound)
+	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, pgTime(from.Due), from.ID, all, topics, bound)
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
@@ -343,8 +344,8 @@ const claimBoundMargin = time.Minute
 // time. It returns nil (no bound) on an unpartitioned table and for a
 // floor at the bottom. The rows below it are the looks' (look_below.sql);
 // a claim that takes some lowers its bound to them.
-func (s *pgStore) claimBound(ctx context.Context, from Floor) (*[16]byte, error) {
-	if from.Due.InfinityModifier != pgtype.Finite || !from.Due.Valid {
+func (s *pgStore) claimBound(ctx context.Context, from store.Floor) (*[16]byte, error) {
+	if !from.Due.Finite() {
 		return nil, nil
 	}
 	if partitioned, err := s.isPartitioned(ctx); err != nil || !partitioned {
@@ -357,16 +358,18 @@ func (s *pgStore) claimBound(ctx context.Context, from Floor) (*[16]byte, error)
 // withDue appends to dest where what a lease claim returns after the
 // columns every claim does goes: next_retry_at, for the floor, and the
 // tuple id.
-func withDue(x *Row, dest []any) []any { return append(dest, &x.Due, &x.TID) }
+func withDue(x *store.Row, dest []any) []any {
+	return append(dest, (*pgTime)(&x.Due), (*pgtype.TID)(&x.TID))
+}
 
 // collectRows reads claimed rows; extra, when not nil, appends to dest
 // where the columns the claim returns after those every claim does go.
-func collectRows(rows pgx.Rows, extra func(x *Row, dest []any) []any) ([]Row, error) {
-	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var x Row
+func collectRows(rows pgx.Rows, extra func(x *store.Row, dest []any) []any) ([]store.Row, error) {
+	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Row, error) {
+		var x store.Row
 		// The id as [16]byte: pgx decodes that from binary, whereas
 		// uuid.UUID, a sql.Scanner, would go through text.
-		dest := append(make([]any, 0, 11), (*[16]byte)(&x.ID), &x.Topic, &x.Key, &x.Payload, &x.Headers, &x.Attempt, &x.CreatedAt, &x.Size)
+		dest := append(make([]any, 0, 11), (*[16]byte)(&x.ID), &x.Topic, &x.Key, &x.Payload, &x.Headers, &x.Attempt, (*pgTime)(&x.CreatedAt), &x.Size)
 		if extra != nil {
 			dest = extra(&x, dest)
 		}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // pgIDs returns ids as pgx sends them in binary. uuid.UUID is a
@@ -19,6 +22,33 @@ func pgIDs(ids []uuid.UUID) [][16]byte {
 		out[i] = id
 	}
 	return out
+}
+
+// pgTIDs returns tids as pgx sends them, without copying: store.TID has
+// pgtype.TID's fields, so the two share one layout (the conversion of
+// &tids[0] below is valid Go only for identical underlying types).
+func pgTIDs(tids []store.TID) []pgtype.TID {
+	if len(tids) == 0 {
+		if tids == nil {
+			return nil // NULL
+		}
+		return []pgtype.TID{}
+	}
+	return unsafe.Slice((*pgtype.TID)(&tids[0]), len(tids))
+}
+
+// pgTime is a store.Time as pgx scans and sends a timestamptz.
+type pgTime store.Time
+
+// ScanTimestamptz implements pgtype.TimestamptzScanner.
+func (t *pgTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	*t = pgTime{Time: v.Time, Inf: int8(v.InfinityModifier), Valid: v.Valid}
+	return nil
+}
+
+// TimestamptzValue implements pgtype.TimestamptzValuer.
+func (t pgTime) TimestamptzValue() (pgtype.Timestamptz, error) {
+	return pgtype.Timestamptz{Time: t.Time, InfinityModifier: pgtype.InfinityModifier(t.Inf), Valid: t.Valid}, nil
 }
 
 // idRange returns the least and the greatest of ids, in PostgreSQL's
@@ -45,27 +75,27 @@ func idRange[ID ~[16]byte](ids []ID) (lo, hi [16]byte) {
 
 // MarkSent marks the rows sent: by their tuple ids when the claim's rows
 // were all acknowledged (tids, see sentTIDs), by primary key otherwise.
-func (s *pgStore) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, tids []pgtype.TID) (fenced int, err error) {
+func (s *pgStore) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, tids []store.TID) (fenced int, err error) {
 	q, args := s.markSentArgs(owner, ids, tids)
 	return s.exec(ctx, "mark sent", q, len(ids), args...)
 }
 
 // markSentArgs returns the mark-sent statement for ids and its arguments.
-func (s *pgStore) markSentArgs(owner string, ids []uuid.UUID, tids []pgtype.TID) (string, []any) {
+func (s *pgStore) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (string, []any) {
 	if len(tids) > 0 && len(tids) == len(ids) {
-		return s.q.markSentByTID, []any{tids, owner}
+		return s.q.markSentByTID, []any{pgTIDs(tids), owner}
 	}
 	lo, hi := idRange(ids)
 	return s.q.markSent, []any{pgIDs(ids), owner, lo, hi}
 }
 
-func (s *pgStore) MarkRetry(ctx context.Context, owner string, rs []Retry) (fenced int, err error) {
+func (s *pgStore) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner, lo, hi)
 }
 
-func (s *pgStore) MarkFailed(ctx context.Context, owner string, fs []Failure) (fenced int, err error) {
+func (s *pgStore) MarkFailed(ctx context.Context, owner string, fs []store.Failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner, lo, hi)
@@ -82,7 +112,7 @@ func (s *pgStore) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fe
 }
 
 // retryColumns returns retries as the arrays the retry statements unnest.
-func retryColumns(rs []Retry) (ids [][16]byte, delays []int64, errs []string, refunds []int32) {
+func retryColumns(rs []store.Retry) (ids [][16]byte, delays []int64, errs []string, refunds []int32) {
 	ids, delays, errs, refunds = make([][16]byte, len(rs)), make([]int64, len(rs)), make([]string, len(rs)), make([]int32, len(rs))
 	for i, r := range rs {
 		ids[i], delays[i], errs[i] = r.ID, r.Delay.Milliseconds(), r.Error
@@ -95,7 +125,7 @@ func retryColumns(rs []Retry) (ids [][16]byte, delays []int64, errs []string, re
 
 // failureColumns returns failures as the arrays the failed statements
 // unnest.
-func failureColumns(fs []Failure) (ids [][16]byte, errs []string) {
+func failureColumns(fs []store.Failure) (ids [][16]byte, errs []string) {
 	ids, errs = make([][16]byte, len(fs)), make([]string, len(fs))
 	for i, f := range fs {
 		ids[i], errs[i] = f.ID, f.Error

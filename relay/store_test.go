@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // Every file in sql/postgres is a statement the store loads, and every
@@ -104,7 +105,7 @@ FROM generate_series(1, 20000) AS i`)
 	q := newPGStore(pool, table, 30*time.Second, Ordering{}, claimBytesOf(DefaultConfig())).q.claim
 	explain := func(all bool, topics []string, lapsed bool) string {
 		t.Helper()
-		return explainPlan(t, conn, q, 100, "test#1", 30000, bottom.Due, bottom.ID, all, topics, lapsed, nil, nil, nil, 4<<20, 16<<20)
+		return explainPlan(t, conn, q, 100, "test#1", 30000, pgTime(store.Bottom.Due), store.Bottom.ID, all, topics, lapsed, nil, nil, nil, 4<<20, 16<<20)
 	}
 	if testing.Verbose() {
 		t.Logf("every topic ordered, no lapsed look-up:\n%s", explain(true, []string{}, false))
@@ -199,10 +200,10 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 }
 
 // failuresOf returns a failure for each of ids.
-func failuresOf(ids []uuid.UUID) []Failure {
-	fs := make([]Failure, len(ids))
+func failuresOf(ids []uuid.UUID) []store.Failure {
+	fs := make([]store.Failure, len(ids))
 	for i, id := range ids {
-		fs[i] = Failure{ID: id, Error: "bad"}
+		fs[i] = store.Failure{ID: id, Error: "bad"}
 	}
 	return fs
 }

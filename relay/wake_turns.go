@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 	"sync"
 	"time"
 )
@@ -155,7 +156,7 @@ func (t *turns) await(ctx context.Context, woken <-chan struct{}, d time.Duratio
 type invitingClaims struct {
 	claimer
 	turns *turns
-	bytes Bounds
+	bytes store.Bounds
 }
 
 func (c invitingClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
