@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/mysqlstore"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
@@ -123,7 +124,7 @@ func NewMySQL(db *sql.DB, pub publishers.Publisher, cfg Config) (*Relay, error) 
 	if schema != "" {
 		name = schema + "." + name
 	}
-	return newRelay(newMySQLStore(db, cfg.Table, cfg.Lease, claimBytesOf(cfg)), pub, cfg, name), nil
+	return newRelay(mysqlstore.New(db, mysqlstore.Config{Table: cfg.Table, Lease: cfg.Lease, Bounds: claimBytesOf(cfg)}), pub, cfg, name), nil
 }
 
 // newRelay returns the relay of cfg (defaults applied, valid) on st,

@@ -13,7 +13,6 @@ var (
 	_ store.Listener   = (*pgStore)(nil)
 	_ store.Vacuumer   = (*pgStore)(nil)
 	_ store.Partitions = (*pgStore)(nil)
-	_ store.Store      = (*mysqlStore)(nil)
 )
 
 // ErrUnsupported is returned, wrapped, for what the relay offers on

@@ -1,6 +1,7 @@
-package relay
+package mysqlstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store/storetest"
 )
 
 // mysqlBundle is a migrated MariaDB/MySQL database of the test's own and
@@ -25,8 +27,16 @@ import (
 type mysqlBundle struct {
 	t  *testing.T
 	db *sql.DB
-	s  *mysqlStore
+	s  *Store
 }
+
+// defaultBounds are the relay's default byte bounds (BatchBytes,
+// MaxEventBytes).
+var defaultBounds = store.Bounds{Batch: 4 << 20, Event: 16 << 20}
+
+// everything is the range of a claim that reads every pending row and
+// every lapsed lease, from the oldest.
+var everything = store.ClaimRange{From: store.Bottom, Lapsed: true}
 
 func setupMySQL(t *testing.T, lease time.Duration) *mysqlBundle {
 	t.Helper()
@@ -34,7 +44,7 @@ func setupMySQL(t *testing.T, lease time.Duration) *mysqlBundle {
 	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return &mysqlBundle{t: t, db: db, s: newMySQLStore(db, outbox.Table{}, lease, claimBytesOf(DefaultConfig()))}
+	return &mysqlBundle{t: t, db: db, s: New(db, Config{Lease: lease, Bounds: defaultBounds})}
 }
 
 // insert writes n pending rows of topic, due dueIn from the database's
@@ -499,9 +509,9 @@ func (b *mysqlBundle) count(where string, args ...any) int {
 func TestMySQLStoreReady(t *testing.T) {
 	t.Parallel()
 	db, _ := mariadbtest.DB(t)
-	s := newMySQLStore(db, outbox.Table{Name: "elsewhere"}, time.Minute, claimBytesOf(DefaultConfig()))
+	s := New(db, Config{Table: outbox.Table{Name: "elsewhere"}, Lease: time.Minute, Bounds: defaultBounds})
 	err := s.Ready(context.Background())
-	if !(*mysqlStore)(nil).Fatal(err) {
+	if !(*Store)(nil).Fatal(err) {
 		t.Fatalf("ready on an empty database: %v, want a fatal error", err)
 	}
 	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{Name: "elsewhere"}); err != nil {
@@ -512,18 +522,18 @@ func TestMySQLStoreReady(t *testing.T) {
 	}
 }
 
-// Every file in sql/mysql is a statement the store loads.
+// Every file in sql/ is a statement the store loads.
 func TestMySQLStatementsAllUsed(t *testing.T) {
 	t.Parallel()
 	read := map[string]bool{}
-	q := loadMySQLStatements(outbox.Table{}, func(f string) { read[f] = true })
-	entries, err := fs.ReadDir(mysqlSQL, "sql/mysql")
+	q := loadStatements(outbox.Table{}, func(f string) { read[f] = true })
+	entries, err := fs.ReadDir(sqlFiles, "sql")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
 		if !read[strings.TrimSuffix(e.Name(), ".sql")] {
-			t.Errorf("sql/mysql/%s is never loaded", e.Name())
+			t.Errorf("sql/%s is never loaded", e.Name())
 		}
 	}
 	if strings.Contains(q.claimDue, "{{") || strings.Contains(q.claimJob, "{{") || strings.Contains(q.claimDue, "--") {
@@ -552,7 +562,7 @@ func TestMySQLStoreWithoutParseTimeOrUTCSession(t *testing.T) {
 	}
 	plain := sql.OpenDB(connector)
 	defer plain.Close()
-	b := &mysqlBundle{t: t, db: plain, s: newMySQLStore(plain, outbox.Table{}, time.Minute, claimBytesOf(DefaultConfig()))}
+	b := &mysqlBundle{t: t, db: plain, s: New(plain, Config{Lease: time.Minute, Bounds: defaultBounds})}
 	ids := b.insert(2, "t", -time.Second)
 	b.exec("INSERT INTO outbox (id, topic, payload) VALUES (?, 't', 'p')", append(make([]byte, 15), 1)) // every default
 	rows := b.claim("relay-a#1", 10, everything)
@@ -673,4 +683,66 @@ func mysqlNow(ctx context.Context, db *sql.DB) (time.Time, error) {
 	var now migrations.MySQLTime
 	err := db.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&now)
 	return now.Time, err
+}
+
+// The MySQL claim bounds what it reads as PostgreSQL's does: it measures
+// the rows it locks, keeps them up to the one at which their bytes reach
+// the batch bound, and reads the payload, key and headers of those within
+// the event bound only.
+func TestMySQLClaimBoundsWhatItReads(t *testing.T) {
+	t.Parallel()
+	b := setupMySQL(t, time.Minute)
+	b.s.bounds = storetest.SizedBounds
+	ids := make([]uuid.UUID, len(storetest.SizedPayloads))
+	for i, n := range storetest.SizedPayloads {
+		ids[i] = uuid.Must(uuid.NewV7())
+		b.exec("INSERT INTO outbox (id, topic, `key`, payload, next_retry_at) VALUES (?, 'orders', 'k', ?, UTC_TIMESTAMP(6) - INTERVAL ? SECOND)",
+			ids[i][:], bytes.Repeat([]byte("p"), n), len(storetest.SizedPayloads)-i)
+	}
+	rows := b.claim("relay-a#1", 10, everything)
+	storetest.CheckSizedClaim(t, "the MySQL claim", ids, rows)
+	for _, id := range ids[:5] {
+		if st := b.state(id); st.status != "processing" || st.lockedBy.String != "relay-a#1" {
+			t.Errorf("row %s: %+v; want it leased to the claim, the big one too", id, st)
+		}
+	}
+	if st := b.state(ids[5]); st.status != "pending" || st.attempt != 0 {
+		t.Errorf("the row past the bound: %+v; want it pending, untouched", st)
+	}
+}
+
+// Backlog counts rows by state through the status-led indexes,
+// exactly up to the limit and by the server's estimate beyond it, and
+// reports how long the oldest due row has waited.
+func TestMySQLBacklog(t *testing.T) {
+	b := setupMySQL(t, 30*time.Second)
+	b.insert(5, "t", -time.Hour)   // pending, due an hour ago
+	b.insert(3, "t", time.Hour)    // pending, delayed
+	b.insert(4, "t", -time.Minute) // then processing
+	b.exec("UPDATE outbox SET status = 'processing', locked_by = 'x#1', locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
+	b.insert(2, "t", -time.Minute) // then failed
+	b.exec("UPDATE outbox SET status = 'failed', failed_at = UTC_TIMESTAMP(6) WHERE status = 'pending' AND next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
+	b.insert(6, "t", -time.Minute) // then sent: never counted
+	b.exec("UPDATE outbox SET status = 'sent', sent_at = UTC_TIMESTAMP(6) WHERE status = 'pending' AND next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
+	ctx := context.Background()
+	got, err := b.s.Backlog(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Backlog{PendingDue: store.BacklogCount{Rows: 5}, PendingDelayed: store.BacklogCount{Rows: 3}, Processing: store.BacklogCount{Rows: 4}, Failed: store.BacklogCount{Rows: 2}}
+	if got.PendingDue != want.PendingDue || got.PendingDelayed != want.PendingDelayed || got.Processing != want.Processing || got.Failed != want.Failed {
+		t.Errorf("Backlog = %+v, want counts %+v", got, want)
+	}
+	if got.OldestDue < 59*time.Minute || got.OldestDue > 61*time.Minute {
+		t.Errorf("OldestDue = %v, want about an hour", got.OldestDue)
+	}
+	capped, err := b.s.Backlog(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]store.BacklogCount{"pending due": capped.PendingDue, "pending delayed": capped.PendingDelayed, "processing": capped.Processing, "failed": capped.Failed} {
+		if !c.Estimated || c.Rows < 2 {
+			t.Errorf("%s with limit 2 = %+v, want an estimate of at least 2", name, c)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package relay
+package mysqlstore
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 // ClaimJob starts a run of job for owner, with a lease of one Lease; ok is
 // false when the job is not due or another run holds it.
-func (s *mysqlStore) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
+func (s *Store) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
 	res, err := s.db.ExecContext(ctx, s.q.claimJob, owner, s.lease.Milliseconds(), job)
 	if err != nil {
 		return false, fmt.Errorf("claim job %s: %w", job, err)
@@ -27,7 +27,7 @@ func (s *mysqlStore) ClaimJob(ctx context.Context, job, owner string) (ok bool, 
 // the run's lease, in one transaction. held is false, and nothing is
 // deleted, when owner no longer holds the job. MySQL outbox tables have no
 // partitions: partition must be "".
-func (s *mysqlStore) DeleteSent(ctx context.Context, owner, partition string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
+func (s *Store) DeleteSent(ctx context.Context, owner, partition string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
 	if partition != "" {
 		return 0, false, fmt.Errorf("delete sent rows: %s is a partition: MySQL outbox tables have none", partition)
 	}
@@ -77,7 +77,7 @@ func (s *mysqlStore) DeleteSent(ctx context.Context, owner, partition string, re
 
 // FinishJob releases job held by owner; complete schedules the next run
 // interval after now. held is false when owner no longer held the job.
-func (s *mysqlStore) FinishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
+func (s *Store) FinishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
 	res, err := s.db.ExecContext(ctx, s.q.finishJob, complete, complete, interval.Milliseconds(), job, owner)
 	if err != nil {
 		return false, fmt.Errorf("finish job %s: %w", job, err)

@@ -1,4 +1,4 @@
--- claim_swept: the first step of a lease claim (store_mysql.go), in its
+-- claim_swept: the first step of a lease claim (mysqlstore.go), in its
 -- READ COMMITTED transaction: locks the rows {{ids}} (the rows a look
 -- below the floor found) that are still due pending rows or lapsed leases,
 -- at most the last parameter of them, and returns them with their size
