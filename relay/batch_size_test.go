@@ -1,10 +1,11 @@
 package relay
 
 import (
-	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The adaptive batch size grows while claims come back full, shrinks when

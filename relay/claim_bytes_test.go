@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store/storetest"
@@ -56,7 +57,7 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ids := insertSized(t, pool, table)
 		ctx := context.Background()
-		l, err := pgOf(r).ClaimLocked(ctx, 10)
+		l, err := r.locks.db.ClaimLocked(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,16 +72,16 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		cfg.Table, cfg.Ordering = table, Ordering{Topics: []string{"*"}, Shards: 1}
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ctx := context.Background()
-		if err := pgOf(r).EnsureShards(ctx, 1); err != nil {
+		if err := r.shards.EnsureShards(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		ids := insertSized(t, pool, table)
-		awaitReady(t, pool, table)
-		shard, ok, err := pgOf(r).LeaseShard(ctx, "lessee")
+		testdb.AwaitReady(t, pool, table)
+		shard, ok, err := r.shards.LeaseShard(ctx, "lessee")
 		if err != nil || !ok {
 			t.Fatalf("leaseShard = %v, %v", ok, err)
 		}
-		claimed, _, err := pgOf(r).ClaimOrdered(ctx, "owner", 10, shard, "lessee", nil)
+		claimed, _, err := r.shards.ClaimOrdered(ctx, "owner", 10, shard, "lessee", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

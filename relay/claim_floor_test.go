@@ -1,13 +1,19 @@
 package relay
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
@@ -309,7 +315,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	}
 	reads := func(from store.Floor) int {
 		t.Helper()
-		return claimPages(t, pool, pgOf(r).q.claim, from, nil)
+		return claimPages(t, pool, pgStatement(t, table, "claim"), from, nil)
 	}
 	cycles(30)
 	early := reads(c.floor)
@@ -336,13 +342,12 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, topics := pgOf(r).orderedTopics()
-	looked := statementPages(t, pool, pgOf(r).q.lookBelow, 1000, pgTime(c.floor.Due), c.floor.ID, all, topics, nil)
+	looked := statementPages(t, pool, pgStatement(t, table, "look_below"), 1000, timestamptz(c.floor.Due), c.floor.ID, false, []string{}, nil)
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}
-	plan := explainBuffers(t, pool, pgOf(r).q.claim, 100, "test#1", 30000, pgTime(c.floor.Due), c.floor.ID, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
-	swept, found := plan.pages("")
+	plan := testdb.ExplainBuffers(t, pool, pgStatement(t, table, "claim"), 100, "test#1", 30000, timestamptz(c.floor.Due), c.floor.ID, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
+	swept, found := plan.Pages("")
 	if !found {
 		t.Fatalf("the claim's plan has no index scan: %+v", plan)
 	}
@@ -370,15 +375,16 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	q := pgOf(r).q.markSent
+	q := pgStatement(t, table, "mark_sent")
 	byStatus := strings.Replace(q, "(status = 'processing') IS TRUE", "status = 'processing'", 1)
 	if byStatus == q {
 		t.Fatal("mark_sent.sql no longer tests the status as this test expects")
 	}
-	lo, hi := idRange(ids)
-	markedPlan, walkedPlan := explainBuffers(t, pool, q, ids, "test#2", lo, hi), explainBuffers(t, pool, byStatus, ids, "test#2", lo, hi)
-	marked, found1 := markedPlan.pages("")
-	walked, found2 := walkedPlan.pages("")
+	byBytes := func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }
+	lo, hi := slices.MinFunc(ids, byBytes), slices.MaxFunc(ids, byBytes)
+	markedPlan, walkedPlan := testdb.ExplainBuffers(t, pool, q, ids, "test#2", lo, hi), testdb.ExplainBuffers(t, pool, byStatus, ids, "test#2", lo, hi)
+	marked, found1 := markedPlan.Pages("")
+	walked, found2 := walkedPlan.Pages("")
 	if !found1 || !found2 {
 		t.Fatalf("a mark-sent plan has no index scan: %+v\n%+v", markedPlan, walkedPlan)
 	}
@@ -391,12 +397,35 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	}
 }
 
+// pgStatement returns PostgreSQL's statement name
+// (relay/internal/pgstore/sql/<name>.sql) for table, without its comment
+// lines, as the store runs it on an unpartitioned table.
+func pgStatement(t *testing.T, table outbox.Table, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("internal", "pgstore", "sql", name+".sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			q.WriteString(line)
+		}
+	}
+	return strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shard_ranges"), "{{jobs}}", table.Related("jobs")).Replace(q.String())
+}
+
+// timestamptz is t as pgx sends a timestamptz.
+func timestamptz(t store.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t.Time, InfinityModifier: pgtype.InfinityModifier(t.Inf), Valid: t.Valid}
+}
+
 // statementPages runs q with args in a transaction it rolls back, under
 // EXPLAIN (ANALYZE, BUFFERS), and returns the buffers its index scans
 // touched.
 func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {
 	t.Helper()
-	pages, found := explainBuffers(t, pool, q, args...).pages("")
+	pages, found := testdb.ExplainBuffers(t, pool, q, args...).Pages("")
 	if !found {
 		t.Fatalf("the plan of %s has no index scan", q)
 	}
@@ -409,91 +438,12 @@ func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int
 // and the heap pages of the entries they checked.
 func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from store.Floor, swept [][16]byte) int {
 	t.Helper()
-	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, pgTime(from.Due), from.ID, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
-	pages, found := plan.pages("pending_idx")
+	plan := testdb.ExplainBuffers(t, pool, q, 100, "test#1", 30000, timestamptz(from.Due), from.ID, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
+	pages, found := plan.Pages("pending_idx")
 	if !found {
 		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)
 	}
 	return pages
-}
-
-// explainBuffers runs q with args under EXPLAIN (ANALYZE, BUFFERS) in a
-// transaction it rolls back, with the relay's enable_bitmapscan, and
-// returns the plan.
-func explainBuffers(t *testing.T, pool *pgxpool.Pool, q string, args ...any) planNode {
-	t.Helper()
-	return explainIn(t, pool, []string{"SET LOCAL enable_bitmapscan = off"}, nil, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...)
-}
-
-// explainIn runs the statements setup, then explain (an EXPLAIN ... FORMAT
-// JSON) with args, then teardown, in a transaction it rolls back, and
-// returns the plan. setup and teardown go by the simple protocol: they
-// have no parameters of their own.
-func explainIn(t *testing.T, pool *pgxpool.Pool, setup, teardown []string, explain string, args ...any) planNode {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
-	for _, q := range setup {
-		if _, err := tx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	var plan []struct{ Plan planNode }
-	if err := tx.QueryRow(ctx, explain, args...).Scan(&plan); err != nil {
-		t.Fatalf("%s: %v", explain, err)
-	}
-	if len(plan) != 1 {
-		t.Fatalf("EXPLAIN returned %d plans", len(plan))
-	}
-	for _, q := range teardown {
-		if _, err := tx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	return plan[0].Plan
-}
-
-// planNode is a node of EXPLAIN (FORMAT JSON).
-type planNode struct {
-	Type       string     `json:"Node Type"`
-	Relation   string     `json:"Relation Name"`
-	Loops      int        `json:"Actual Loops"`
-	IndexName  string     `json:"Index Name"`
-	SharedHit  int        `json:"Shared Hit Blocks"`
-	SharedRead int        `json:"Shared Read Blocks"`
-	Rows       float64    `json:"Actual Rows"`
-	Removed    float64    `json:"Rows Removed by Filter"`
-	Plans      []planNode `json:"Plans"`
-}
-
-// read lists the relations the scans under n read at least once.
-func (n planNode) read() []string {
-	var out []string
-	if strings.HasSuffix(n.Type, "Scan") && n.Relation != "" && n.Loops > 0 {
-		out = append(out, n.Relation)
-	}
-	for _, c := range n.Plans {
-		out = append(out, c.read()...)
-	}
-	return out
-}
-
-// pages sums the buffers of the nodes under n that scan an index whose
-// name ends with suffix.
-func (n planNode) pages(suffix string) (int, bool) {
-	total, found := 0, false
-	if n.IndexName != "" && strings.HasSuffix(n.IndexName, suffix) {
-		total, found = n.SharedHit+n.SharedRead, true
-	}
-	for _, c := range n.Plans {
-		p, f := c.pages(suffix)
-		total, found = total+p, found || f
-	}
-	return total, found
 }
 
 // pendingPayloads counts the pending rows whose payload is the bytea

@@ -9,7 +9,7 @@ import (
 
 // lockClaims are lock claims (ClaimLock): the claim locks its rows in a
 // transaction that stays open while they are published, and the outcome
-// is written in that transaction (store_lock.go). Nothing is written
+// is written in that transaction (relay/internal/pgstore/lock.go). Nothing is written
 // before the publish, so an event costs one row version instead of two
 // (docs/architecture.md#claim-modes).
 type lockClaims struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -72,7 +73,7 @@ func benchCycle(b *testing.B, ordered bool) {
 	}
 	r := quietRelay(b, pool, nopPublisher{}, cfg)
 	if ordered {
-		if err := pgOf(r).EnsureShards(ctx, cfg.Ordering.Shards); err != nil {
+		if err := r.shards.EnsureShards(ctx, cfg.Ordering.Shards); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -140,7 +141,7 @@ func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 // write-back (all sent) rides on the next claim or the hand-back.
 func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 	ctx := context.Background()
-	shard, ok, err := pgOf(r).LeaseShard(ctx, "cycle-lease")
+	shard, ok, err := r.shards.LeaseShard(ctx, "cycle-lease")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 		prior = nil
 	}
 	for n < budget {
-		claimed, got, err := pgOf(r).ClaimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease", prior)
+		claimed, got, err := r.shards.ClaimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease", prior)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 			break
 		}
 	}
-	got, err := pgOf(r).HandBack(ctx, shard, "cycle-lease", prior)
+	got, err := r.shards.HandBack(ctx, shard, "cycle-lease", prior)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,8 @@
 // strategy (claim.go) decides how rows are claimed, held and recorded:
 // lease claims (ProcessBatch), Run's stream of lease claims, lock claims
 // (ClaimLock) and the ordered claims of a leased shard. Every statement is
-// a file in sql/postgres, run by the store (relay/internal/store). An Observer is told
+// a file of its database's store (relay/internal/pgstore, relay/internal/mysqlstore),
+// which the contract in relay/internal/store describes. An Observer is told
 // what each step did.
 //
 // See docs/architecture.md for the row lifecycle and docs/guarantees.md for

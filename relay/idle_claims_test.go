@@ -73,7 +73,7 @@ func TestIdleClaimsLookFirstWhenEveryTopicIsOrdered(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET locked_until = now() - interval '1 second' WHERE key IS NULL"); err != nil {
 		t.Fatal(err)
 	}
-	if due, err := pgOf(r).DueKeyless(ctx); err != nil || !due {
+	if due, err := r.shards.DueKeyless(ctx); err != nil || !due {
 		t.Fatalf("dueKeyless with a lapsed lease = %v, %v; want true", due, err)
 	}
 

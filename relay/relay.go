@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay/internal/mysqlstore"
+	"github.com/outboxrelay/outboxrelay/relay/internal/pgstore"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
@@ -91,8 +92,14 @@ func New(pool *pgxpool.Pool, pub publishers.Publisher, cfg Config) (*Relay, erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return newRelay(newPGStore(pool, cfg.Table, cfg.Lease, cfg.Ordering, claimBytesOf(cfg)), pub, cfg, cfg.Table.String()), nil
+	st := pgstore.New(pool, pgstore.Config{Table: cfg.Table, Lease: cfg.Lease, Bounds: claimBytesOf(cfg), Topics: cfg.Ordering.Topics, Shards: cfg.Ordering.Shards})
+	return newRelay(st, pub, cfg, cfg.Table.String()), nil
 }
+
+// ErrUnsupported is returned, wrapped, for what the relay offers on
+// PostgreSQL only (ordered delivery, lock claims, partitioned tables)
+// when it runs on another database.
+var ErrUnsupported = errors.New("not supported on this database")
 
 // NewMySQL returns a Relay that reads the outbox table of a MySQL 8.0 or
 // MariaDB 10.6 (or later) database through db, a go-sql-driver/mysql pool

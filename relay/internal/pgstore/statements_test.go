@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -13,17 +13,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
-// Every file in sql/postgres is a statement the store loads, and every
+// Every file in sql/ is a statement the store loads, and every
 // statement the store holds comes from a file.
 func TestEveryStatementFileIsLoaded(t *testing.T) {
 	var read []string
 	q := loadStatements(outbox.Table{}.WithDefaults(), func(name string) { read = append(read, name+".sql") })
-	files, err := fs.Glob(postgresSQL, "sql/postgres/*.sql")
+	files, err := fs.Glob(sqlFiles, "sql/*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestEveryStatementPrepares(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	v := reflect.ValueOf(newPGStore(pool, table, 30*time.Second, Ordering{}, claimBytesOf(DefaultConfig())).q)
+	v := reflect.ValueOf(New(pool, Config{Table: table, Lease: 30 * time.Second, Bounds: defaultBounds}).q)
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
 		if name == "vacuum" {
@@ -102,7 +103,7 @@ FROM generate_series(1, 20000) AS i`)
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_custom_plan"); err != nil {
 		t.Fatal(err)
 	}
-	q := newPGStore(pool, table, 30*time.Second, Ordering{}, claimBytesOf(DefaultConfig())).q.claim
+	q := New(pool, Config{Table: table, Lease: 30 * time.Second, Bounds: defaultBounds}).q.claim
 	explain := func(all bool, topics []string, lapsed bool) string {
 		t.Helper()
 		return explainPlan(t, conn, q, 100, "test#1", 30000, pgTime(store.Bottom.Due), store.Bottom.ID, all, topics, lapsed, nil, nil, nil, 4<<20, 16<<20)
@@ -173,12 +174,12 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 	ctx := context.Background()
 	const n = 4000
 	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "retry"})
+	s := newStore(t, pool, table)
 	insertRows(t, pool, table, n)
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	_, ids := claimAll(t, r, "retry#1", n)
+	_, ids := claimAll(t, s, "retry#1", n)
 	named := ids[:n/40]
 	rids, errs := failureColumns(failuresOf(named))
 	lo, hi := idRange(rids)
@@ -188,8 +189,8 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 		q    string
 		args []any
 	}{
-		{"mark retry", pgOf(r).q.markRetry, []any{rids, delays, errs, refunds, "retry#1", lo, hi}},
-		{"mark failed", pgOf(r).q.markFailed, []any{rids, errs, "retry#1", lo, hi}},
+		{"mark retry", s.q.markRetry, []any{rids, delays, errs, refunds, "retry#1", lo, hi}},
+		{"mark failed", s.q.markFailed, []any{rids, errs, "retry#1", lo, hi}},
 	} {
 		lines := explainAnalyzed(t, pool, c.q, c.args...)
 		plan := strings.Join(lines, "\n")

@@ -6,7 +6,7 @@
 -- migration 009, which marked their rows). A row is ready when it is of
 -- an ordered topic and due (pending and next_retry_at passed, or
 -- processing with a lapsed lease); the relay computes each key's run of
--- ready rows from them (pgStore.claimOrdered).
+-- ready rows from them (Store.ClaimOrdered).
 --
 -- The read starts at the oldest of the buckets' first pending rows of
 -- any topic from the shard row's floor_tx, below which no row is pending:

@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -7,18 +7,19 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The store's statements of ordered delivery (docs/ordering.md).
 
-// errShardCount means the shard table was made for another Ordering.Shards.
+// errShardCount means the shard table was made for another shard count.
 var errShardCount = errors.New("shard count mismatch")
 
 // EnsureShards creates the shard rows when there are none, and checks that
 // their number is the configured one.
-func (s *pgStore) EnsureShards(ctx context.Context, shards int) error {
+func (s *Store) EnsureShards(ctx context.Context, shards int) error {
 	var n int
 	if err := s.pool.QueryRow(ctx, s.q.shardCount).Scan(&n); err != nil {
 		return fmt.Errorf("count shards: %w", err)
@@ -38,15 +39,14 @@ func (s *pgStore) EnsureShards(ctx context.Context, shards int) error {
 }
 
 // Prepared is migrations.OrderedPrepared on the table.
-func (s *pgStore) Prepared(ctx context.Context) (bool, error) {
+func (s *Store) Prepared(ctx context.Context) (bool, error) {
 	return migrations.OrderedPrepared(ctx, s.pool, s.table)
 }
 
 // LeaseShard leases a shard with work to owner; ok is false when none is
 // free.
-func (s *pgStore) LeaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
-	all, topics := s.orderedTopics()
-	err = s.pool.QueryRow(ctx, s.q.leaseShard, s.lease.Milliseconds(), owner, s.ordering.Shards, all, topics).Scan(&shard)
+func (s *Store) LeaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
+	err = s.pool.QueryRow(ctx, s.q.leaseShard, s.lease.Milliseconds(), owner, s.shards, s.all, s.topics).Scan(&shard)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -60,7 +60,7 @@ func (s *pgStore) LeaseShard(ctx context.Context, owner string) (shard int, ok b
 // write-back of the shard's last claim, written first in the same
 // transaction and round trip; got counts its rows. On an error nothing is
 // written.
-func (s *pgStore) HandBack(ctx context.Context, shard int, owner string, prior *store.OrderedWrite) (got store.Recorded, err error) {
+func (s *Store) HandBack(ctx context.Context, shard int, owner string, prior *store.OrderedWrite) (got store.Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, prior, &got)
 	b.Queue(s.q.handBack, shard, owner)
@@ -72,7 +72,7 @@ func (s *pgStore) HandBack(ctx context.Context, shard int, owner string, prior *
 
 // ExtendShard renews owner's lease of shard; held is false when owner no
 // longer holds it.
-func (s *pgStore) ExtendShard(ctx context.Context, shard int, owner string) (held bool, err error) {
+func (s *Store) ExtendShard(ctx context.Context, shard int, owner string) (held bool, err error) {
 	tag, err := s.pool.Exec(ctx, s.q.extendShard, shard, owner, s.lease.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("extend shard %d: %w", shard, err)
@@ -82,7 +82,7 @@ func (s *pgStore) ExtendShard(ctx context.Context, shard int, owner string) (hel
 
 // RecordOrdered writes w on its own. It writes nothing once w.Lessee no
 // longer holds the shard.
-func (s *pgStore) RecordOrdered(ctx context.Context, w store.OrderedWrite) (got store.Recorded, err error) {
+func (s *Store) RecordOrdered(ctx context.Context, w store.OrderedWrite) (got store.Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, &w, &got)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -94,7 +94,7 @@ func (s *pgStore) RecordOrdered(ctx context.Context, w store.OrderedWrite) (got 
 // queueRecord queues the write-back w in b, when w is not nil: its sent
 // rows (record_ordered.sql), then its retried and failed rows, when it
 // has any (record_ordered_retried.sql); its counts are scanned into got.
-func (s *pgStore) queueRecord(b *pgx.Batch, w *store.OrderedWrite, got *store.Recorded) {
+func (s *Store) queueRecord(b *pgx.Batch, w *store.OrderedWrite, got *store.Recorded) {
 	if w == nil {
 		return
 	}
@@ -144,6 +144,10 @@ func secondWindow(limit int) int {
 func headWindow(limit int) int {
 	return limit + limit/4 + 16
 }
+
+// Buckets is the number of hash buckets keys fall into (migration 008);
+// shards group them.
+const Buckets = 1024
 
 // bucketsOf lists the buckets of shard, in order: those with
 // bucket * shards / Buckets = shard, a contiguous range (migration 008).

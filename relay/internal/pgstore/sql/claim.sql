@@ -2,7 +2,7 @@
 -- claim's token $2 for $3 ms, with one more attempt: the rows $10 a look
 -- below the floor found first, then, when $8, processing rows whose lease
 -- ran out (their relay died or froze), then due pending rows, oldest
--- first, from the floor ($4, $5) up (claim_floor.go).
+-- first, from the floor ($4, $5) up (relay/claim_floor.go).
 -- Each branch uses its own partial index; SKIP LOCKED lets replicas claim
 -- side by side without waiting on each other. Rows of ordered topics ($6: every topic, $7:
 -- these) that have a key are left to claim_ordered.sql; with $6 true the

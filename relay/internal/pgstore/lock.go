@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
@@ -18,24 +19,23 @@ import (
 // it ends with the session if the relay dies or is frozen past its lease
 // (the server's idle_in_transaction_session_timeout, set to the lease).
 type lockedRows struct {
-	s    *pgStore
+	s    *Store
 	conn *pgxpool.Conn
 	rows []store.Row
 }
 
 // ClaimLocked opens a transaction on a connection of its own with the lock
 // claim's settings and locks up to limit unordered rows in it, returning
-// those within s.bytes; one round trip. The caller ends it with record or rollback, and then calls close.
-func (s *pgStore) ClaimLocked(ctx context.Context, limit int) (store.Locked, error) {
+// those within s.bounds; one round trip. The caller ends it with record or rollback, and then calls close.
+func (s *Store) ClaimLocked(ctx context.Context, limit int) (store.Locked, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	all, topics := s.orderedTopics()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.lockSettings)
-	b.Queue(s.q.claimLocked, limit, all, topics, s.bytes.Batch, s.bytes.Event)
+	b.Queue(s.q.claimLocked, limit, s.all, s.topics, s.bounds.Batch, s.bounds.Event)
 	br := conn.SendBatch(ctx, b)
 	rows, err := func() ([]store.Row, error) {
 		defer br.Close()

@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"bytes"
@@ -74,14 +74,14 @@ func idRange[ID ~[16]byte](ids []ID) (lo, hi [16]byte) {
 // out: no longer held by the claim owner, so left untouched.
 
 // MarkSent marks the rows sent: by their tuple ids when the claim's rows
-// were all acknowledged (tids, see sentTIDs), by primary key otherwise.
-func (s *pgStore) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, tids []store.TID) (fenced int, err error) {
+// were all acknowledged (tids: Row.TID of each), by primary key otherwise.
+func (s *Store) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, tids []store.TID) (fenced int, err error) {
 	q, args := s.markSentArgs(owner, ids, tids)
 	return s.exec(ctx, "mark sent", q, len(ids), args...)
 }
 
 // markSentArgs returns the mark-sent statement for ids and its arguments.
-func (s *pgStore) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (string, []any) {
+func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (string, []any) {
 	if len(tids) > 0 && len(tids) == len(ids) {
 		return s.q.markSentByTID, []any{pgTIDs(tids), owner}
 	}
@@ -89,24 +89,30 @@ func (s *pgStore) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) 
 	return s.q.markSent, []any{pgIDs(ids), owner, lo, hi}
 }
 
-func (s *pgStore) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (fenced int, err error) {
+// MarkRetry sets the rows back to pending, due after each one's delay,
+// with its error; a refunded retry gives the attempt back.
+func (s *Store) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner, lo, hi)
 }
 
-func (s *pgStore) MarkFailed(ctx context.Context, owner string, fs []store.Failure) (fenced int, err error) {
+// MarkFailed marks the rows failed, each with its reason.
+func (s *Store) MarkFailed(ctx context.Context, owner string, fs []store.Failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner, lo, hi)
 }
 
-func (s *pgStore) Release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+// Release sets the rows back to pending with their attempt given back:
+// claimable at once.
+func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "release", s.q.release, len(ids), pgIDs(ids), owner, lo, hi)
 }
 
-func (s *pgStore) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
+// Extend renews the rows' lease by one Lease from now.
+func (s *Store) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
 	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgIDs(ids), owner, s.lease.Milliseconds(), lo, hi)
 }
@@ -135,14 +141,14 @@ func failureColumns(fs []store.Failure) (ids [][16]byte, errs []string) {
 
 // CountDue returns the number of due pending rows, or limit when there are
 // at least that many.
-func (s *pgStore) CountDue(ctx context.Context, limit int) (int, error) {
+func (s *Store) CountDue(ctx context.Context, limit int) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, s.q.countDue, limit).Scan(&n)
 	return n, err
 }
 
 // exec runs a fenced write-back over n rows; it does nothing when n is 0.
-func (s *pgStore) exec(ctx context.Context, what, q string, n int, args ...any) (int, error) {
+func (s *Store) exec(ctx context.Context, what, q string, n int, args ...any) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}

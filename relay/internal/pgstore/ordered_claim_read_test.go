@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // Tests of which rows the ordered claim's steps pick
-// (store_ordered_claim.go): the rows a read of the shard's whole backlog
+// (ordered_claim.go): the rows a read of the shard's whole backlog
 // would take, through reads that do not grow with the backlog. They claim
 // shard 0 of 16, leased to claimLessee, with windows from one row to the
 // whole claim.
@@ -35,16 +36,16 @@ type claimBundle struct {
 	ctx       context.Context
 	pool      *pgxpool.Pool
 	table     outbox.Table
-	all, some *pgStore
+	all, some *Store
 }
 
 func newClaimBundle(t *testing.T) *claimBundle {
 	t.Helper()
 	pool, table := testdb.New(t)
-	store := func(topics ...string) *pgStore {
-		return newPGStore(pool, table, time.Minute, Ordering{Topics: topics, Shards: claimShards}, store.Bounds{Batch: 1 << 30, Event: 1 << 30})
+	newStore := func(topics ...string) *Store {
+		return New(pool, Config{Table: table, Lease: time.Minute, Topics: topics, Shards: claimShards, Bounds: store.Bounds{Batch: 1 << 30, Event: 1 << 30}})
 	}
-	b := &claimBundle{t: t, ctx: context.Background(), pool: pool, table: table, all: store("*"), some: store("orders")}
+	b := &claimBundle{t: t, ctx: context.Background(), pool: pool, table: table, all: newStore("*"), some: newStore("orders")}
 	b.exec(`INSERT INTO {{shards}} (shard, locked_by, locked_until)
 		SELECT s, CASE WHEN s = 0 THEN $2 END, CASE WHEN s = 0 THEN now() + interval '1 hour' ELSE '-infinity' END
 		FROM generate_series(0, $1 - 1) AS s`, claimShards, claimLessee)
@@ -503,7 +504,7 @@ func TestOrderedClaimReadIsBounded(t *testing.T) {
 			SELECT 'orders', convert_to(($1::text[])[1 + g % 4], 'UTF8'), convert_to(repeat('x', 200), 'UTF8')
 			FROM generate_series(0, $2 - 1) AS g`, keys, backlog)
 		b.exec("ANALYZE {{table}}")
-		awaitReady(t, b.pool, b.table)
+		testdb.AwaitReady(t, b.pool, b.table)
 		full = b.explainFull(limit)
 		claim = map[claimWindows]readCost{}
 		for _, w := range []claimWindows{relay, passes} {
@@ -558,10 +559,10 @@ type readCost struct {
 // costOf adds up what the scans of the outbox table (or its partitions)
 // read to pick the rows in plans: all but the primary-key look-ups of the
 // rows taken, which every claim does, one per row it claims.
-func costOf(plans ...planNode) readCost {
+func costOf(plans ...testdb.Plan) readCost {
 	var c readCost
-	var walk func(n planNode)
-	walk = func(n planNode) {
+	var walk func(n testdb.Plan)
+	walk = func(n testdb.Plan) {
 		switch n.Type {
 		case "Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
 			if n.Relation != "" && !strings.HasSuffix(n.Relation, "_shard_ranges") && !strings.HasSuffix(n.IndexName, "_pkey") {
@@ -583,7 +584,7 @@ func costOf(plans ...planNode) readCost {
 // explainFull returns what fullClaimSQL reads to pick limit rows.
 func (b *claimBundle) explainFull(limit int) readCost {
 	b.t.Helper()
-	p := explainBuffers(b.t, b.pool, b.sql(fullClaimSQL), limit, shardZero(), true, []string{})
+	p := testdb.ExplainBuffers(b.t, b.pool, b.sql(fullClaimSQL), limit, shardZero(), true, []string{})
 	c := costOf(p)
 	c.out = p.Rows
 	return c

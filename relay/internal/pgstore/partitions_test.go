@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -6,13 +6,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
-	"github.com/outboxrelay/outboxrelay/migrations"
-	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
@@ -24,9 +22,9 @@ import (
 func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, table, parts := partitionedWithPending(t, 20)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
-	rows, _, err := r.store.Claim(ctx, "test#1", 20, store.ClaimRange{From: store.Bottom}, nil)
+	pool, table, parts := testdb.PartitionedWithPending(t, 20)
+	s := newStore(t, pool, table)
+	rows, _, err := s.Claim(ctx, "test#1", 20, store.ClaimRange{From: store.Bottom}, nil)
 	if err != nil || len(rows) != 20 {
 		t.Fatalf("claim = %d rows, %v", len(rows), err)
 	}
@@ -35,7 +33,7 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 		ids[i] = rows[i].ID
 	}
 	lo, hi := idRange(ids)
-	q := pgOf(r).q
+	q := s.q
 	for _, tc := range []struct {
 		name string
 		sql  string
@@ -63,26 +61,6 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 	}
 }
 
-// partitionedWithPending returns a table partitioned by the hour, its
-// partitions (the current one and 3 ahead, at least), and n pending rows
-// written now, in the current one.
-func partitionedWithPending(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, []migrations.Partition) {
-	t.Helper()
-	ctx := context.Background()
-	pool, table := testdb.NewEmpty(t)
-	if _, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	parts, err := migrations.Partitions(ctx, pool, table)
-	if err != nil || len(parts) < 4 {
-		t.Fatalf("partitions %v (%v): want the current one and 3 ahead", parts, err)
-	}
-	if _, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+" (topic, payload) SELECT 'orders', '\\x00' FROM generate_series(1, $1)", n); err != nil {
-		t.Fatal(err)
-	}
-	return pool, table, parts
-}
-
 // genericPlanReads runs q with args as a generic plan under EXPLAIN
 // ANALYZE, in a transaction it rolls back, and returns the relations its
 // scans read. EXPLAIN of the statement itself would plan it with the
@@ -97,11 +75,11 @@ func genericPlanReads(t *testing.T, pool *pgxpool.Pool, q string, args ...any) [
 	for i, a := range args {
 		params[i] = literal(t, a)
 	}
-	plan := explainIn(t, pool,
+	plan := testdb.ExplainIn(t, pool,
 		[]string{"SET LOCAL plan_cache_mode = force_generic_plan", "PREPARE write_back AS " + q},
 		[]string{"DEALLOCATE write_back"},
 		"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE write_back("+strings.Join(params, ", ")+")")
-	return plan.read()
+	return plan.Read()
 }
 
 // literal writes the test's argument values as SQL literals.
@@ -148,7 +126,7 @@ func literal(t *testing.T, v any) string {
 
 // On a plain table the claim updates the rows it picked by tuple id; a
 // tuple id names a row in each partition, so on a partitioned table it
-// joins them by primary key instead (pgStore.claimStatement). The test puts sent
+// joins them by primary key instead (Store.claimStatement). The test puts sent
 // rows at the same tuple ids as the pending ones, in another partition:
 // the claim takes the pending rows and leaves those alone. The plain
 // table's statement updates nothing there (UPDATE ONLY), rather than the
@@ -159,7 +137,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	const n = 20
 	// Pending rows in the current partition, sent rows in the last one;
 	// each partition's rows fill its first page from tuple id (0,1).
-	pool, table, parts := partitionedWithPending(t, n)
+	pool, table, parts := testdb.PartitionedWithPending(t, n)
 	ahead := parts[len(parts)-1].Lower()
 	sent := make([]uuid.UUID, n)
 	for i := range sent {
@@ -181,9 +159,9 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 		}
 	}
 
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table})
+	s := newStore(t, pool, table)
 	// The plain table's statement, run here by mistake, claims nothing.
-	q := pgOf(r).q
+	q := s.q
 	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), pgTime(store.Bottom.Due), store.Bottom.ID, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +172,7 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	}
 	untouched()
 
-	claimed, _, err := r.store.Claim(ctx, "test#1", 2*n, store.ClaimRange{From: store.Bottom}, nil)
+	claimed, _, err := s.Claim(ctx, "test#1", 2*n, store.ClaimRange{From: store.Bottom}, nil)
 	if err != nil || len(claimed) != n {
 		t.Fatalf("claim = %d rows, %v; want the %d pending ones", len(claimed), err, n)
 	}

@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
@@ -16,7 +17,7 @@ import (
 
 // ClaimJob starts a run of job for owner, with a lease of one Lease; ok is
 // false when the job is not due or another run holds it.
-func (s *pgStore) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
+func (s *Store) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
 	var claimed string
 	err = s.pool.QueryRow(ctx, s.q.claimJob, job, owner, s.lease.Milliseconds()).Scan(&claimed)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -33,7 +34,7 @@ func (s *pgStore) ClaimJob(ctx context.Context, job, owner string) (ok bool, err
 // job, counts them in the job row and extends the run's lease, in one
 // transaction. held is false, and nothing is deleted, when owner no
 // longer holds the job.
-func (s *pgStore) DeleteSent(ctx context.Context, owner, partition string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
+func (s *Store) DeleteSent(ctx context.Context, owner, partition string, retention time.Duration, limit int) (deleted int64, held bool, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return 0, false, fmt.Errorf("delete sent rows: %w", err)
@@ -63,7 +64,7 @@ func (s *pgStore) DeleteSent(ctx context.Context, owner, partition string, reten
 
 // FinishJob releases job held by owner; complete schedules the next run
 // interval after now. held is false when owner no longer held the job.
-func (s *pgStore) FinishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
+func (s *Store) FinishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
 	tag, err := s.pool.Exec(ctx, s.q.finishJob, job, owner, complete, interval.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("finish job %s: %w", job, err)
@@ -76,7 +77,7 @@ func (s *pgStore) FinishJob(ctx context.Context, job, owner string, complete boo
 // statement without arguments as one simple query, which runs on its own.
 // When ctx ends first pgx asks the server to cancel the statement (a
 // dropped connection would not stop a VACUUM) and drops the connection.
-func (s *pgStore) Vacuum(ctx context.Context) (allowed bool, err error) {
+func (s *Store) Vacuum(ctx context.Context) (allowed bool, err error) {
 	if err := s.pool.QueryRow(ctx, s.q.mayVacuum).Scan(&allowed); err != nil {
 		return false, fmt.Errorf("vacuum: check the privilege: %w", err)
 	}

@@ -1,5 +1,5 @@
 -- look_below: what a sweep would take, read without locking or writing
--- anything (claim_floor.go): up to $1 rows whose lease ran out, oldest
+-- anything (relay/claim_floor.go): up to $1 rows whose lease ran out, oldest
 -- first, up to $1 due pending rows below the floor ($2, $3), lowest
 -- first, and, on a partitioned table, up to $1 due pending rows below the
 -- claims' id bound $6 (claim.sql's $11; NULL on an unpartitioned table

@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
@@ -67,25 +68,24 @@ func windowsFor(limit, buckets int) claimWindows {
 // the claim sees its rows sent; got counts its rows, and says whether it
 // was written: a claim that fails in a later step has written it. A
 // claim whose lease is gone takes nothing.
-func (s *pgStore) ClaimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *store.OrderedWrite) (c store.OrderedClaim, got store.Recorded, err error) {
-	buckets := bucketsOf(shard, s.ordering.Shards)
+func (s *Store) ClaimOrdered(ctx context.Context, owner string, limit, shard int, lessee string, prior *store.OrderedWrite) (c store.OrderedClaim, got store.Recorded, err error) {
+	buckets := bucketsOf(shard, s.shards)
 	return s.claimOrderedIn(ctx, s.pool, owner, limit, shard, lessee, prior, windowsFor(limit, len(buckets)))
 }
 
 // claimOrderedIn is claimOrdered on db with the windows w.
-func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, limit, shard int, lessee string, prior *store.OrderedWrite, w claimWindows) (c store.OrderedClaim, got store.Recorded, err error) {
+func (s *Store) claimOrderedIn(ctx context.Context, db batcher, owner string, limit, shard int, lessee string, prior *store.OrderedWrite, w claimWindows) (c store.OrderedClaim, got store.Recorded, err error) {
 	if limit < 1 {
 		return store.OrderedClaim{}, store.Recorded{}, fmt.Errorf("claim ordered: a claim of %d rows", limit)
 	}
-	buckets := bucketsOf(shard, s.ordering.Shards)
-	all, topics := s.orderedTopics()
+	buckets := bucketsOf(shard, s.shards)
 	// Step 1: the shard's oldest rows (and the write-back before them).
 	b := &pgx.Batch{}
 	s.queueRecord(b, prior, &got)
 	var head, inFlight []readRow
 	var seen, floor *int64
 	b.Queue(s.q.orderedHead, pgx.NamedArgs{"shard": shard, "first_bucket": buckets[0], "last_bucket": buckets[len(buckets)-1],
-		"all_topics": all, "topics": topics, "window": w.head}).Query(func(rows pgx.Rows) error {
+		"all_topics": s.all, "topics": s.topics, "window": w.head}).Query(func(rows pgx.Rows) error {
 		// NULL but for the bounds when it read no row.
 		var bucket *int16
 		var id *[16]byte
@@ -112,7 +112,7 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 	}
 	got.Written = prior != nil
 	read := func(buckets []int16, perBucket, total int) ([]readRow, error) {
-		return s.readBuckets(ctx, db, buckets, perBucket, total, all, topics)
+		return s.readBuckets(ctx, db, buckets, perBucket, total)
 	}
 	picked, err := pickOrdered(limit, w, buckets, head, inFlight, read)
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *pgStore) claimOrderedIn(ctx context.Context, db batcher, owner string, 
 	}
 	// The rows are the shard's oldest when they are the first rows read,
 	// with nothing in flight before them.
-	prefix := all && len(inFlight) == 0 && len(picked) <= len(head) && slices.EqualFunc(picked, head[:len(picked)],
+	prefix := s.all && len(inFlight) == 0 && len(picked) <= len(head) && slices.EqualFunc(picked, head[:len(picked)],
 		func(a, b readRow) bool { return a.id == b.id })
 	// Step 2: take them.
 	rows, err := s.take(ctx, db, owner, shard, lessee, picked, seen, floor)
@@ -257,11 +257,11 @@ func claimable(pending, inFlight []readRow, cuts map[int16]readRow) []readRow {
 
 // readBuckets reads buckets in their order, up to perBucket rows of each
 // and total in all (ordered_buckets.sql).
-func (s *pgStore) readBuckets(ctx context.Context, db batcher, buckets []int16, perBucket, total int, all bool, topics []string) ([]readRow, error) {
+func (s *Store) readBuckets(ctx context.Context, db batcher, buckets []int16, perBucket, total int) ([]readRow, error) {
 	var out []readRow
 	b := &pgx.Batch{}
 	b.Queue(s.q.orderedBuckets, pgx.NamedArgs{"buckets": buckets, "per_bucket": perBucket, "total": total,
-		"all_topics": all, "topics": topics}).Query(func(rows pgx.Rows) error {
+		"all_topics": s.all, "topics": s.topics}).Query(func(rows pgx.Rows) error {
 		var x readRow
 		_, err := pgx.ForEachRow(rows, []any{&x.bucket, &x.id, &x.topic, &x.key, &x.tx, &x.ready}, func() error {
 			x.key = slices.Clone(x.key)
@@ -281,7 +281,7 @@ func (s *pgStore) readBuckets(ctx context.Context, db batcher, buckets []int16, 
 // the byte bound's, or one no longer where the read saw it (its key's
 // later rows must not go before it). seen and floor are what the first
 // read found of the shard's floor.
-func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int, lessee string, picked []readRow, seen, floor *int64) ([]store.Row, error) {
+func (s *Store) take(ctx context.Context, db batcher, owner string, shard int, lessee string, picked []readRow, seen, floor *int64) ([]store.Row, error) {
 	ids := make([][16]byte, len(picked))
 	var revive [][16]byte
 	for i, x := range picked {
@@ -295,7 +295,7 @@ func (s *pgStore) take(ctx context.Context, db batcher, owner string, shard int,
 	b := &pgx.Batch{}
 	b.Queue(s.q.orderedTake, pgx.NamedArgs{"shard": shard, "lessee": lessee, "owner": owner, "lease_ms": s.lease.Milliseconds(),
 		"ids": ids, "revive": revive, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
-		"batch_bytes": s.bytes.Batch, "event_bytes": s.bytes.Event}).Query(func(rows pgx.Rows) (err error) {
+		"batch_bytes": s.bounds.Batch, "event_bytes": s.bounds.Event}).Query(func(rows pgx.Rows) (err error) {
 		got, err = collectRows(rows, func(x *store.Row, dest []any) []any { return append(dest, &x.Tx, (*pgtype.TID)(&x.TID)) })
 		return err
 	})

@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 // Partitioning reads the table's partitions and the database clock's
 // now(); ok is false on a table that is not partitioned.
-func (s *pgStore) Partitioning(ctx context.Context) (p store.Partitioning, ok bool, err error) {
+func (s *Store) Partitioning(ctx context.Context) (p store.Partitioning, ok bool, err error) {
 	if ok, err = migrations.IsPartitioned(ctx, s.pool, s.table); err != nil || !ok {
 		return store.Partitioning{}, false, err
 	}
@@ -41,7 +41,7 @@ func (s *pgStore) Partitioning(ctx context.Context) (p store.Partitioning, ok bo
 
 // DropPartition drops p if every row in it was sent before cutoff
 // (migrations.DropPartition), in a transaction fenced by job (inJob).
-func (s *pgStore) DropPartition(ctx context.Context, job, owner string, p store.Partition, cutoff time.Time) (dropped bool, rows int64, step store.JobStep, err error) {
+func (s *Store) DropPartition(ctx context.Context, job, owner string, p store.Partition, cutoff time.Time) (dropped bool, rows int64, step store.JobStep, err error) {
 	step, err = s.inJob(ctx, job, owner, func(tx pgx.Tx) (int64, error) {
 		var err error
 		dropped, rows, err = migrations.DropPartition(ctx, tx, s.table, migrations.Partition{Name: p.Name, From: p.From, To: p.To}, cutoff)
@@ -56,7 +56,7 @@ func (s *pgStore) DropPartition(ctx context.Context, job, owner string, p store.
 // CreatePartitions creates the partitions missing from the current
 // interval up to ahead past now (migrations.CreatePartitions), in a
 // transaction fenced by job (inJob).
-func (s *pgStore) CreatePartitions(ctx context.Context, job, owner string, ahead time.Duration) (created []string, step store.JobStep, err error) {
+func (s *Store) CreatePartitions(ctx context.Context, job, owner string, ahead time.Duration) (created []string, step store.JobStep, err error) {
 	step, err = s.inJob(ctx, job, owner, func(tx pgx.Tx) (int64, error) {
 		made, err := migrations.CreatePartitions(ctx, tx, s.table, 0, ahead)
 		for _, p := range made {
@@ -76,7 +76,7 @@ func (s *pgStore) CreatePartitions(ctx context.Context, job, owner string, ahead
 // rolled back, when owner no longer holds it. A lock fn could not get in
 // time is no error: step.Waited is true, nothing changes, and the caller
 // tries again at its next run.
-func (s *pgStore) inJob(ctx context.Context, job, owner string, fn func(pgx.Tx) (int64, error)) (step store.JobStep, err error) {
+func (s *Store) inJob(ctx context.Context, job, owner string, fn func(pgx.Tx) (int64, error)) (step store.JobStep, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return store.JobStep{}, err

@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // of bounded counts (backlog.sql) and, for the counts that reached limit,
 // the planner's estimates (backlog_estimate.sql), in one transaction that
 // gets ctx's deadline as its statement timeout.
-func (s *pgStore) Backlog(ctx context.Context, limit int64) (store.Backlog, error) {
+func (s *Store) Backlog(ctx context.Context, limit int64) (store.Backlog, error) {
 	var b store.Backlog
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if deadline, ok := ctx.Deadline(); ok {
@@ -25,10 +25,9 @@ func (s *pgStore) Backlog(ctx context.Context, limit int64) (store.Backlog, erro
 				return err
 			}
 		}
-		all, topics := s.orderedTopics()
 		var oldestMS float64
 		scan := min(limit, blockedScanLimit)
-		err := tx.QueryRow(ctx, s.q.backlog, limit, s.ordering.enabled(), all, topics, scan).Scan(
+		err := tx.QueryRow(ctx, s.q.backlog, limit, s.all || len(s.topics) > 0, s.all, s.topics, scan).Scan(
 			&b.PendingDue.Rows, &b.PendingDelayed.Rows, &b.Processing.Rows, &b.Failed.Rows, &oldestMS, &b.KeysBlocked)
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package relay
+package pgstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
@@ -15,7 +17,7 @@ import (
 type explaining struct {
 	t     *testing.T
 	tx    pgx.Tx
-	plans []planNode
+	plans []testdb.Plan
 	sql   []string
 }
 
@@ -26,7 +28,7 @@ func (e *explaining) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResul
 		if err := e.tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q.SQL, q.Arguments...).Scan(&out); err != nil {
 			e.t.Fatalf("explain: %v", err)
 		}
-		var plan []struct{ Plan planNode }
+		var plan []struct{ Plan testdb.Plan }
 		if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
 			e.t.Fatalf("explain output %s: %v", out, err)
 		}
@@ -49,7 +51,7 @@ func (e *explaining) buffers() int {
 // claimExplained runs s's ordered claim of limit rows of shard, leased
 // to lessee, with the windows w under explaining, in a transaction it
 // rolls back.
-func claimExplained(t *testing.T, s *pgStore, shard int, lessee string, limit int, w claimWindows) (store.OrderedClaim, *explaining) {
+func claimExplained(t *testing.T, s *Store, shard int, lessee string, limit int, w claimWindows) (store.OrderedClaim, *explaining) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := s.pool.Begin(ctx)
