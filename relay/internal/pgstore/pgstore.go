@@ -75,7 +75,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Store {
 }
 
 // UnsetSessionSettings names the sessionSettings that s's pool does not
-// set, sorted: Run warns of them.
+// set, sorted: relay.Run warns of them.
 func (s *Store) UnsetSessionSettings() []string {
 	return slices.Sorted(maps.Keys(unsetSettings(s.pool.Config().ConnConfig.RuntimeParams)))
 }
