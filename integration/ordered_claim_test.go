@@ -41,11 +41,11 @@ func shardZero() []int16 {
 	return b
 }
 
-// relaySQL is the relay's statement name (relay/sql/postgres/<name>.sql)
+// relaySQL is the relay's statement name (relay/internal/pgstore/sql/<name>.sql)
 // for the test's table, read from its file.
 func (b *bundle) relaySQL(name string) string {
 	b.t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "relay", "sql", "postgres", name+".sql"))
+	raw, err := os.ReadFile(filepath.Join("..", "relay", "internal", "pgstore", "sql", name+".sql"))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ type querier interface {
 }
 
 // claimQuery claims on db, as claimLessee, up to limit rows of shard 0
-// with the claim's first read (relay/sql/postgres/ordered_head.sql) and
+// with the claim's first read (relay/internal/pgstore/sql/ordered_head.sql) and
 // its last step (ordered_take.sql): the rows read up to the first that is
 // not ready, which is what the relay's steps between them pick when every
 // key's rows are ready (those steps are relay's tests'). Its rows are

@@ -1,6 +1,10 @@
 package relay
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
+)
 
 // batchSizer is the adaptive size of a loop's claims (Config.BatchMin,
 // BatchSize, BatchBytes). Claims start at BatchMin rows; a claim that comes
@@ -74,37 +78,7 @@ func (s *batchSizer) resize(limit, claimed, bytes int) int {
 	return max(min(s.min, limit), min(n, s.max))
 }
 
-// claimBytes bound what one claim reads (Config.BatchBytes,
-// MaxEventBytes): its rows up to the one at which their sizes reach
-// batch, at least one, and no row's payload, key and headers above event.
-// The database measures the rows before it sends them (claim.sql).
-type claimBytes struct{ batch, event int }
-
 // claimBytesOf returns cfg's bounds.
-func claimBytesOf(cfg Config) claimBytes {
-	return claimBytes{batch: cfg.BatchBytes, event: cfg.MaxEventBytes}
-}
-
-// tooLarge reports whether x is above the event bound: the claim returned
-// it without its payload, key and headers.
-func (b claimBytes) tooLarge(x *row) bool { return x.size > int64(b.event) }
-
-// rowBytes is the size of rows as the claim counted it (payloads, keys
-// and headers): what a batch holds in memory and hands to the sink. A row
-// above the event bound counts for nothing.
-func (b claimBytes) rowBytes(rows []row) int {
-	n := 0
-	for i := range rows {
-		if !b.tooLarge(&rows[i]) {
-			n += int(rows[i].size)
-		}
-	}
-	return n
-}
-
-// full reports whether a claim that asked for limit rows and took rows
-// came back full: with limit rows, or stopped by the batch bound. More
-// rows may wait.
-func (b claimBytes) full(limit int, rows []row) bool {
-	return len(rows) >= limit || b.rowBytes(rows) >= b.batch
+func claimBytesOf(cfg Config) store.Bounds {
+	return store.Bounds{Batch: cfg.BatchBytes, Event: cfg.MaxEventBytes}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The adaptive batch size grows while claims come back full, shrinks when
@@ -93,18 +95,18 @@ func TestBatchSizerBounds(t *testing.T) {
 // with rows that reached the batch bound.
 func TestClaimBytes(t *testing.T) {
 	t.Parallel()
-	b := claimBytes{batch: 1000, event: 500}
-	rows := []row{{size: 200}, {size: 501}, {size: 300}}
-	if got := b.rowBytes(rows); got != 500 {
+	b := store.Bounds{Batch: 1000, Event: 500}
+	rows := []store.Row{{Size: 200}, {Size: 501}, {Size: 300}}
+	if got := b.RowBytes(rows); got != 500 {
 		t.Errorf("rowBytes = %d, want 500 (the row of 501 bytes counts for nothing)", got)
 	}
-	if b.full(10, rows) {
+	if b.Full(10, rows) {
 		t.Error("3 rows of 500 counted bytes, limit 10: full")
 	}
-	if !b.full(3, rows) {
+	if !b.Full(3, rows) {
 		t.Error("3 rows, limit 3: not full")
 	}
-	if !b.full(10, append(rows, row{size: 500})) {
+	if !b.Full(10, append(rows, store.Row{Size: 500})) {
 		t.Error("rows of 1000 counted bytes, batch bound 1000: not full")
 	}
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 	"sync/atomic"
 )
 
@@ -30,7 +31,7 @@ type claimer interface {
 // batch is a claimed batch of rows and what its claimer does with them.
 type batch struct {
 	mode ClaimMode // ClaimLease, ClaimLock or ClaimOrdered, for events and logs
-	rows []row
+	rows []store.Row
 	// ordered publishes in rounds of at most one event per key, each
 	// after the previous round was acknowledged; park fails an event that
 	// got a transient error at once instead of retrying it

@@ -4,67 +4,21 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store/storetest"
 )
 
-// sizedPayloads are the payloads the claim bound tests write, in order:
-// five of 100 bytes and, third, one of 5,000. With key "k", the bounds
-// claimBytes{batch: 350, event: 1000} take the first five: the big row
-// counts for nothing, and the bytes before the last one are about 420.
-var sizedPayloads = []int{100, 100, 5000, 100, 100, 100}
-
-const sizedBig = 2 // the index of the big row in sizedPayloads
-
-// checkSizedClaim checks a claim of the rows written from sizedPayloads
-// (ids): the first five, the big one with its size but without its key,
-// payload and headers, the others whole.
-func checkSizedClaim(t *testing.T, what string, ids []uuid.UUID, rows []row) {
-	t.Helper()
-	got := map[uuid.UUID]row{}
-	for _, x := range rows {
-		got[x.id] = x
-	}
-	if len(rows) != 5 {
-		t.Errorf("%s took %d rows, want 5: the rows up to the one at which their bytes reach 350", what, len(rows))
-	}
-	for i, id := range ids {
-		x, ok := got[id]
-		switch {
-		case i == len(ids)-1:
-			if ok {
-				t.Errorf("%s took the last row, past the batch bound", what)
-			}
-			continue
-		case !ok:
-			t.Errorf("%s left row %d behind", what, i)
-			continue
-		}
-		if lo := int64(sizedPayloads[i] + 1); x.size < lo || x.size > lo+16 {
-			t.Errorf("%s: row %d has size %d, want its payload, key and headers, %d and a few bytes", what, i, x.size, lo)
-		}
-		if i == sizedBig {
-			if x.payload != nil || x.key != nil || x.headers != nil {
-				t.Errorf("%s returned the big row's payload (%d bytes), key %q or headers %q", what, len(x.payload), x.key, x.headers)
-			}
-			continue
-		}
-		if !bytes.Equal(x.payload, bytes.Repeat([]byte("p"), sizedPayloads[i])) || string(x.key) != "k" || len(x.headers) == 0 {
-			t.Errorf("%s: row %d came back as payload of %d bytes, key %q, headers %q; want it whole", what, i, len(x.payload), x.key, x.headers)
-		}
-	}
-}
-
-// insertSized writes the rows of sizedPayloads with key "k", each in a
+// insertSized writes the rows of storetest.SizedPayloads with key "k", each in a
 // transaction of its own, and returns their ids in order.
 func insertSized(t *testing.T, pool *pgxpool.Pool, table outbox.Table) []uuid.UUID {
 	t.Helper()
-	ids := make([]uuid.UUID, len(sizedPayloads))
-	for i, n := range sizedPayloads {
+	ids := make([]uuid.UUID, len(storetest.SizedPayloads))
+	for i, n := range storetest.SizedPayloads {
 		ids[i] = uuid.Must(uuid.NewV7())
 		_, err := pool.Exec(context.Background(), "INSERT INTO "+table.Ident()+" (id, topic, key, payload) VALUES ($1, 'orders', 'k', $2)",
 			ids[i], bytes.Repeat([]byte("p"), n))
@@ -81,7 +35,7 @@ func insertSized(t *testing.T, pool *pgxpool.Pool, table outbox.Table) []uuid.UU
 // payload, key and headers.
 func TestClaimsBoundWhatTheyRead(t *testing.T) {
 	t.Parallel()
-	bounds := Config{BatchBytes: 350, MaxEventBytes: 1000}
+	bounds := Config{BatchBytes: storetest.SizedBounds.Batch, MaxEventBytes: storetest.SizedBounds.Event}
 	t.Run("lease", func(t *testing.T) {
 		t.Parallel()
 		pool, table := testdb.New(t)
@@ -89,11 +43,11 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		cfg.Table = table
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ids := insertSized(t, pool, table)
-		rows, _, err := r.store.claim(context.Background(), "test#1", 10, everything, nil)
+		rows, _, err := r.store.Claim(context.Background(), "test#1", 10, everything, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSizedClaim(t, "the lease claim", ids, rows)
+		storetest.CheckSizedClaim(t, "the lease claim", ids, rows)
 	})
 	t.Run("lock", func(t *testing.T) {
 		t.Parallel()
@@ -103,13 +57,13 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ids := insertSized(t, pool, table)
 		ctx := context.Background()
-		l, err := pgOf(r).claimLocked(ctx, 10)
+		l, err := r.locks.db.ClaimLocked(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.close()
-		defer l.rollback(ctx)
-		checkSizedClaim(t, "the lock claim", ids, l.rows)
+		defer l.Close()
+		defer l.Rollback(ctx)
+		storetest.CheckSizedClaim(t, "the lock claim", ids, l.Rows())
 	})
 	t.Run("ordered", func(t *testing.T) {
 		t.Parallel()
@@ -118,45 +72,19 @@ func TestClaimsBoundWhatTheyRead(t *testing.T) {
 		cfg.Table, cfg.Ordering = table, Ordering{Topics: []string{"*"}, Shards: 1}
 		r := quietRelay(t, pool, nopPublisher{}, cfg)
 		ctx := context.Background()
-		if err := pgOf(r).ensureShards(ctx, 1); err != nil {
+		if err := r.shards.EnsureShards(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		ids := insertSized(t, pool, table)
-		awaitReady(t, pool, table)
-		shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+		testdb.AwaitReady(t, pool, table)
+		shard, ok, err := r.shards.LeaseShard(ctx, "lessee")
 		if err != nil || !ok {
 			t.Fatalf("leaseShard = %v, %v", ok, err)
 		}
-		claimed, _, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
+		claimed, _, err := r.shards.ClaimOrdered(ctx, "owner", 10, shard, "lessee", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSizedClaim(t, "the ordered claim", ids, claimed.rows)
+		storetest.CheckSizedClaim(t, "the ordered claim", ids, claimed.Rows)
 	})
-}
-
-// The MySQL claim bounds what it reads as PostgreSQL's does: it measures
-// the rows it locks, keeps them up to the one at which their bytes reach
-// the batch bound, and reads the payload, key and headers of those within
-// the event bound only.
-func TestMySQLClaimBoundsWhatItReads(t *testing.T) {
-	t.Parallel()
-	b := setupMySQL(t, time.Minute)
-	b.s.bytes = claimBytes{batch: 350, event: 1000}
-	ids := make([]uuid.UUID, len(sizedPayloads))
-	for i, n := range sizedPayloads {
-		ids[i] = uuid.Must(uuid.NewV7())
-		b.exec("INSERT INTO outbox (id, topic, `key`, payload, next_retry_at) VALUES (?, 'orders', 'k', ?, UTC_TIMESTAMP(6) - INTERVAL ? SECOND)",
-			ids[i][:], bytes.Repeat([]byte("p"), n), len(sizedPayloads)-i)
-	}
-	rows := b.claim("relay-a#1", 10, everything)
-	checkSizedClaim(t, "the MySQL claim", ids, rows)
-	for _, id := range ids[:5] {
-		if st := b.state(id); st.status != "processing" || st.lockedBy.String != "relay-a#1" {
-			t.Errorf("row %s: %+v; want it leased to the claim, the big one too", id, st)
-		}
-	}
-	if st := b.state(ids[5]); st.status != "pending" || st.attempt != 0 {
-		t.Errorf("the row past the bound: %+v; want it pending, untouched", st)
-	}
 }

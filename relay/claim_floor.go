@@ -1,14 +1,13 @@
 package relay
 
 import (
-	"bytes"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
-// floor is where Run's claims start reading pending rows: a key of
-// pending_idx, (next_retry_at, id).
+// The claim floor (store.Floor) is where Run's claims start reading
+// pending rows: a key of pending_idx, (next_retry_at, id).
 //
 // Each row a claim takes, and each row marked sent, leaves a dead entry
 // in the partial indexes it leaves (pending_idx, processing_idx), and only
@@ -66,13 +65,6 @@ import (
 // the claims took them. A row that turns up below the floor therefore
 // waits at most about sweepMax and one look (a second under a snapshot
 // held for ten minutes at 1,000 events/s), and 250 ms on a healthy table.
-type floor struct {
-	due pgtype.Timestamptz
-	id  [16]byte
-}
-
-// bottom is the floor of a claim that reads pending rows from the lowest.
-var bottom = floor{due: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}}
 
 const (
 	// floorMargin is how far the floor stays below the oldest row of a
@@ -85,53 +77,27 @@ const (
 	// send and its now() in the database.
 	lapsedMargin = lapsedEvery
 	// sweepRatio and sweepMax space the looks below the floor (see
-	// floor).
+	// above).
 	sweepRatio = 200
 	sweepMax   = time.Minute
 )
 
-// claimRange is what a lease claim reads: the rows swept if they are
-// still due pending rows or lapsed leases, pending rows from from up, and,
-// when lapsed, rows whose lease ran out, of those only the ones whose
-// lease ended within lapsedWithin before now when lapsedWithin is
-// positive.
-type claimRange struct {
-	swept        [][16]byte
-	from         floor
-	lapsed       bool
-	lapsedWithin time.Duration
-}
-
 // everything is the range of a claim that reads every pending row and
 // every lapsed lease, from the oldest: ProcessBatch's claims.
-var everything = claimRange{from: bottom, lapsed: true}
-
-// less reports whether key a sorts before key b in pending_idx.
-func (a floor) less(b floor) bool {
-	ai, bi := a.due.InfinityModifier, b.due.InfinityModifier
-	switch {
-	case ai != bi:
-		return ai < bi
-	case ai != pgtype.Finite:
-		return bytes.Compare(a.id[:], b.id[:]) < 0
-	case !a.due.Time.Equal(b.due.Time):
-		return a.due.Time.Before(b.due.Time)
-	}
-	return bytes.Compare(a.id[:], b.id[:]) < 0
-}
+var everything = store.ClaimRange{From: store.Bottom, Lapsed: true}
 
 // nextFloor returns the floor for the claim after one that read pending
 // rows from prev (or lower) up with a batch of limit and took rows (see
-// floor). A claim that also looked for lapsed leases counts only if its
+// above). A claim that also looked for lapsed leases counts only if its
 // batch was not full: then it took every due pending row it saw.
-func nextFloor(prev floor, rows []row, limit int) floor {
-	low, found := bottom, false
+func nextFloor(prev store.Floor, rows []store.Row, limit int) store.Floor {
+	low, found := store.Bottom, false
 	for _, r := range rows {
-		if !r.due.Valid || r.due.InfinityModifier != pgtype.Finite {
+		if !r.Due.Finite() {
 			continue // hand-made: such a key is no floor
 		}
-		k := floor{due: r.due, id: r.id}
-		if !found || k.less(low) {
+		k := store.Floor{Due: r.Due, ID: r.ID}
+		if !found || k.Less(low) {
 			low, found = k, true
 		}
 	}
@@ -139,9 +105,9 @@ func nextFloor(prev floor, rows []row, limit int) floor {
 		return prev
 	}
 	if len(rows) < limit {
-		low = floor{due: pgtype.Timestamptz{Time: low.due.Time.Add(-floorMargin), Valid: true}}
+		low = store.Floor{Due: store.Time{Time: low.Due.Time.Add(-floorMargin), Valid: true}}
 	}
-	if low.less(prev) {
+	if low.Less(prev) {
 		return prev
 	}
 	return low

@@ -1,7 +1,11 @@
 package relay
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,35 +13,37 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 func TestNextFloor(t *testing.T) {
-	at := func(s int) pgtype.Timestamptz {
-		return pgtype.Timestamptz{Time: time.Unix(int64(s), 0), Valid: true}
+	at := func(s int) store.Time {
+		return store.Time{Time: time.Unix(int64(s), 0), Valid: true}
 	}
-	rw := func(due pgtype.Timestamptz, id byte) row { return row{id: [16]byte{15: id}, due: due} }
-	inf := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-	margin := pgtype.Timestamptz{Time: time.Unix(5, 0).Add(-floorMargin), Valid: true}
+	rw := func(due store.Time, id byte) store.Row { return store.Row{ID: [16]byte{15: id}, Due: due} }
+	inf := store.Time{Inf: -1, Valid: true}
+	margin := store.Time{Time: time.Unix(5, 0).Add(-floorMargin), Valid: true}
 	for _, c := range []struct {
 		name  string
-		prev  floor
-		rows  []row
+		prev  store.Floor
+		rows  []store.Row
 		limit int
-		want  floor
+		want  store.Floor
 	}{
-		{"not full: floorMargin below its oldest", bottom, []row{rw(at(5), 1), rw(at(6), 2)}, 3, floor{due: margin}},
-		{"empty: where it was", floor{due: at(3)}, nil, 2, floor{due: at(3)}},
-		{"full: earliest due", bottom, []row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, floor{due: at(5), id: [16]byte{15: 9}}},
-		{"full: same due, lowest id", bottom, []row{rw(at(5), 4), rw(at(5), 3)}, 2, floor{due: at(5), id: [16]byte{15: 3}}},
-		{"infinite and null due ignored", bottom, []row{rw(inf, 1), rw(pgtype.Timestamptz{}, 2), rw(at(8), 3)}, 3, floor{due: at(8), id: [16]byte{15: 3}}},
-		{"nothing finite", floor{due: at(2)}, []row{rw(inf, 1)}, 1, floor{due: at(2)}},
-		{"never down: full", floor{due: at(6)}, []row{rw(at(5), 1)}, 1, floor{due: at(6)}},
-		{"never down: not full", floor{due: at(5)}, []row{rw(at(5), 1)}, 2, floor{due: at(5)}},
+		{"not full: floorMargin below its oldest", store.Bottom, []store.Row{rw(at(5), 1), rw(at(6), 2)}, 3, store.Floor{Due: margin}},
+		{"empty: where it was", store.Floor{Due: at(3)}, nil, 2, store.Floor{Due: at(3)}},
+		{"full: earliest due", store.Bottom, []store.Row{rw(at(7), 1), rw(at(5), 9), rw(at(6), 2)}, 3, store.Floor{Due: at(5), ID: [16]byte{15: 9}}},
+		{"full: same due, lowest id", store.Bottom, []store.Row{rw(at(5), 4), rw(at(5), 3)}, 2, store.Floor{Due: at(5), ID: [16]byte{15: 3}}},
+		{"infinite and null due ignored", store.Bottom, []store.Row{rw(inf, 1), rw(store.Time{}, 2), rw(at(8), 3)}, 3, store.Floor{Due: at(8), ID: [16]byte{15: 3}}},
+		{"nothing finite", store.Floor{Due: at(2)}, []store.Row{rw(inf, 1)}, 1, store.Floor{Due: at(2)}},
+		{"never down: full", store.Floor{Due: at(6)}, []store.Row{rw(at(5), 1)}, 1, store.Floor{Due: at(6)}},
+		{"never down: not full", store.Floor{Due: at(5)}, []store.Row{rw(at(5), 1)}, 2, store.Floor{Due: at(5)}},
 	} {
 		got := nextFloor(c.prev, c.rows, c.limit)
-		if got.id != c.want.id || got.due.InfinityModifier != c.want.due.InfinityModifier || !got.due.Time.Equal(c.want.due.Time) {
+		if got.ID != c.want.ID || got.Due.Inf != c.want.Due.Inf || !got.Due.Time.Equal(c.want.Due.Time) {
 			t.Errorf("%s: nextFloor = %+v, want %+v", c.name, got, c.want)
 		}
 	}
@@ -81,7 +87,7 @@ func TestLookCostsSpaceByTheShortestRecentLook(t *testing.T) {
 }
 
 // Run's claims start at the floor: a row that turns up below it waits for
-// a look below the floor, which reads from the bottom, and the claim
+// a look below the floor, which reads from the store.Bottom, and the claim
 // after the look takes it by id; a claim that looks for lapsed leases
 // leaves it too.
 func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
@@ -96,8 +102,8 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	if res, err := r.pipe.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
 	}
-	if c.floor == bottom {
-		t.Fatal("a full batch left the floor at the bottom")
+	if c.floor == store.Bottom {
+		t.Fatal("a full batch left the floor at the store.Bottom")
 	}
 	// A row committed late, its transaction older than the claimed rows.
 	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+
@@ -131,7 +137,7 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	if n := pendingPayloads(t, pool, table, `\x01`); n != 0 {
 		t.Fatal("the claim after the look left the late row pending")
 	}
-	if len(c.found) != 0 || c.floor.less(floorBefore) {
+	if len(c.found) != 0 || c.floor.Less(floorBefore) {
 		t.Errorf("after the claim: %d found rows left, floor %+v (was %+v); want none, and the floor not lower", len(c.found), c.floor, floorBefore)
 	}
 	c.sent.flush(context.Background())
@@ -191,7 +197,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 
 	entered, release := make(chan struct{}), make(chan struct{})
 	look := c.lookBelow
-	c.lookBelow = func(ctx context.Context, from floor, limit int) ([][16]byte, bool, error) {
+	c.lookBelow = func(ctx context.Context, from store.Floor, limit int) ([][16]byte, bool, error) {
 		close(entered)
 		<-release
 		return look(ctx, from, limit)
@@ -265,7 +271,7 @@ func TestRunSweepsBelowTheFloor(t *testing.T) {
 // READ transaction in another session keeps every dead entry of
 // pending_idx and processing_idx, the next claim of a stream reads about as
 // many pages after 300 claim and mark-sent cycles as after 30, and far
-// fewer than a claim from the bottom, which walks past the entry of every
+// fewer than a claim from the store.Bottom, which walks past the entry of every
 // row claimed since; a mark-sent reads a few pages a row.
 func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	t.Parallel()
@@ -307,9 +313,9 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		}
 		c.sent.flush(ctx)
 	}
-	reads := func(from floor) int {
+	reads := func(from store.Floor) int {
 		t.Helper()
-		return claimPages(t, pool, pgOf(r).q.claim, from, nil)
+		return claimPages(t, pool, pgStatement(t, table, "claim"), from, nil)
 	}
 	cycles(30)
 	early := reads(c.floor)
@@ -319,13 +325,13 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	cycles(300)
-	late, fromBottom := reads(c.floor), reads(bottom)
-	t.Logf("pages a claim read: %d after 30 cycles, %d after 300; from the bottom %d", early, late, fromBottom)
+	late, fromBottom := reads(c.floor), reads(store.Bottom)
+	t.Logf("pages a claim read: %d after 30 cycles, %d after 300; from the store.Bottom %d", early, late, fromBottom)
 	if late > early+10 {
 		t.Errorf("a claim read %d pages after 300 cycles, %d after 30: it walks the dead entries", late, early)
 	}
 	if fromBottom < 10*late {
-		t.Errorf("a claim from the bottom read %d pages, from the floor %d: the snapshot kept too few dead entries for this test to tell", fromBottom, late)
+		t.Errorf("a claim from the store.Bottom read %d pages, from the floor %d: the snapshot kept too few dead entries for this test to tell", fromBottom, late)
 	}
 
 	// A row set back below the floor: the look that finds it walks the
@@ -336,13 +342,12 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, topics := pgOf(r).orderedTopics()
-	looked := statementPages(t, pool, pgOf(r).q.lookBelow, 1000, c.floor.due, c.floor.id, all, topics, nil)
+	looked := statementPages(t, pool, pgStatement(t, table, "look_below"), 1000, timestamptz(c.floor.Due), c.floor.ID, false, []string{}, nil)
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}
-	plan := explainBuffers(t, pool, pgOf(r).q.claim, 100, "test#1", 30000, c.floor.due, c.floor.id, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
-	swept, found := plan.pages("")
+	plan := testdb.ExplainBuffers(t, pool, pgStatement(t, table, "claim"), 100, "test#1", 30000, timestamptz(c.floor.Due), c.floor.ID, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
+	swept, found := plan.Pages("")
 	if !found {
 		t.Fatalf("the claim's plan has no index scan: %+v", plan)
 	}
@@ -362,23 +367,24 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	// processing_idx holds; the same statement testing the status so that
 	// the planner may read that index walks its dead entries.
 	insertRows(t, pool, table, perCycle)
-	rows, _, err := r.store.claim(ctx, "test#2", perCycle, claimRange{from: c.floor}, nil)
+	rows, _, err := r.store.Claim(ctx, "test#2", perCycle, store.ClaimRange{From: c.floor}, nil)
 	if err != nil || len(rows) != perCycle {
 		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, perCycle)
 	}
 	ids := make([][16]byte, len(rows))
 	for i := range rows {
-		ids[i] = rows[i].id
+		ids[i] = rows[i].ID
 	}
-	q := pgOf(r).q.markSent
+	q := pgStatement(t, table, "mark_sent")
 	byStatus := strings.Replace(q, "(status = 'processing') IS TRUE", "status = 'processing'", 1)
 	if byStatus == q {
 		t.Fatal("mark_sent.sql no longer tests the status as this test expects")
 	}
-	lo, hi := idRange(ids)
-	markedPlan, walkedPlan := explainBuffers(t, pool, q, ids, "test#2", lo, hi), explainBuffers(t, pool, byStatus, ids, "test#2", lo, hi)
-	marked, found1 := markedPlan.pages("")
-	walked, found2 := walkedPlan.pages("")
+	byBytes := func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }
+	lo, hi := slices.MinFunc(ids, byBytes), slices.MaxFunc(ids, byBytes)
+	markedPlan, walkedPlan := testdb.ExplainBuffers(t, pool, q, ids, "test#2", lo, hi), testdb.ExplainBuffers(t, pool, byStatus, ids, "test#2", lo, hi)
+	marked, found1 := markedPlan.Pages("")
+	walked, found2 := walkedPlan.Pages("")
 	if !found1 || !found2 {
 		t.Fatalf("a mark-sent plan has no index scan: %+v\n%+v", markedPlan, walkedPlan)
 	}
@@ -391,12 +397,35 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	}
 }
 
+// pgStatement returns PostgreSQL's statement name
+// (relay/internal/pgstore/sql/<name>.sql) for table, without its comment
+// lines, as the store runs it on an unpartitioned table.
+func pgStatement(t *testing.T, table outbox.Table, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("internal", "pgstore", "sql", name+".sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			q.WriteString(line)
+		}
+	}
+	return strings.NewReplacer("{{table}}", table.Ident(), "{{shards}}", table.Related("shard_ranges"), "{{jobs}}", table.Related("jobs")).Replace(q.String())
+}
+
+// timestamptz is t as pgx sends a timestamptz.
+func timestamptz(t store.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t.Time, InfinityModifier: pgtype.InfinityModifier(t.Inf), Valid: t.Valid}
+}
+
 // statementPages runs q with args in a transaction it rolls back, under
 // EXPLAIN (ANALYZE, BUFFERS), and returns the buffers its index scans
 // touched.
 func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {
 	t.Helper()
-	pages, found := explainBuffers(t, pool, q, args...).pages("")
+	pages, found := testdb.ExplainBuffers(t, pool, q, args...).Pages("")
 	if !found {
 		t.Fatalf("the plan of %s has no index scan", q)
 	}
@@ -407,93 +436,14 @@ func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int
 // id, in a transaction it rolls back, under EXPLAIN (ANALYZE, BUFFERS),
 // and returns the buffers its scans of pending_idx touched: index pages
 // and the heap pages of the entries they checked.
-func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from floor, swept [][16]byte) int {
+func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from store.Floor, swept [][16]byte) int {
 	t.Helper()
-	plan := explainBuffers(t, pool, q, 100, "test#1", 30000, from.due, from.id, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
-	pages, found := plan.pages("pending_idx")
+	plan := testdb.ExplainBuffers(t, pool, q, 100, "test#1", 30000, timestamptz(from.Due), from.ID, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
+	pages, found := plan.Pages("pending_idx")
 	if !found {
 		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)
 	}
 	return pages
-}
-
-// explainBuffers runs q with args under EXPLAIN (ANALYZE, BUFFERS) in a
-// transaction it rolls back, with the relay's enable_bitmapscan, and
-// returns the plan.
-func explainBuffers(t *testing.T, pool *pgxpool.Pool, q string, args ...any) planNode {
-	t.Helper()
-	return explainIn(t, pool, []string{"SET LOCAL enable_bitmapscan = off"}, nil, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...)
-}
-
-// explainIn runs the statements setup, then explain (an EXPLAIN ... FORMAT
-// JSON) with args, then teardown, in a transaction it rolls back, and
-// returns the plan. setup and teardown go by the simple protocol: they
-// have no parameters of their own.
-func explainIn(t *testing.T, pool *pgxpool.Pool, setup, teardown []string, explain string, args ...any) planNode {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
-	for _, q := range setup {
-		if _, err := tx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	var plan []struct{ Plan planNode }
-	if err := tx.QueryRow(ctx, explain, args...).Scan(&plan); err != nil {
-		t.Fatalf("%s: %v", explain, err)
-	}
-	if len(plan) != 1 {
-		t.Fatalf("EXPLAIN returned %d plans", len(plan))
-	}
-	for _, q := range teardown {
-		if _, err := tx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	return plan[0].Plan
-}
-
-// planNode is a node of EXPLAIN (FORMAT JSON).
-type planNode struct {
-	Type       string     `json:"Node Type"`
-	Relation   string     `json:"Relation Name"`
-	Loops      int        `json:"Actual Loops"`
-	IndexName  string     `json:"Index Name"`
-	SharedHit  int        `json:"Shared Hit Blocks"`
-	SharedRead int        `json:"Shared Read Blocks"`
-	Rows       float64    `json:"Actual Rows"`
-	Removed    float64    `json:"Rows Removed by Filter"`
-	Plans      []planNode `json:"Plans"`
-}
-
-// read lists the relations the scans under n read at least once.
-func (n planNode) read() []string {
-	var out []string
-	if strings.HasSuffix(n.Type, "Scan") && n.Relation != "" && n.Loops > 0 {
-		out = append(out, n.Relation)
-	}
-	for _, c := range n.Plans {
-		out = append(out, c.read()...)
-	}
-	return out
-}
-
-// pages sums the buffers of the nodes under n that scan an index whose
-// name ends with suffix.
-func (n planNode) pages(suffix string) (int, bool) {
-	total, found := 0, false
-	if n.IndexName != "" && strings.HasSuffix(n.IndexName, suffix) {
-		total, found = n.SharedHit+n.SharedRead, true
-	}
-	for _, c := range n.Plans {
-		p, f := c.pages(suffix)
-		total, found = total+p, found || f
-	}
-	return total, found
 }
 
 // pendingPayloads counts the pending rows whose payload is the bytea

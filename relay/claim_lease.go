@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // leaseClaims are plain lease claims (ClaimLease), as ProcessBatch makes
@@ -31,7 +31,7 @@ func (c *leaseClaims) claim(ctx, hard context.Context, owner string, limit int) 
 	if ctx.Err() != nil { // cancelled while another claim ran
 		return nil, nil
 	}
-	rows, _, err := c.r.store.claim(cctx, owner, limit, everything, nil)
+	rows, _, err := c.r.store.Claim(cctx, owner, limit, everything, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -40,15 +40,15 @@ func (c *leaseClaims) claim(ctx, hard context.Context, owner string, limit int) 
 
 // leased returns the batch of rows leased to owner, whose outcome is
 // written by recordLeased.
-func (c *leaseClaims) leased(rows []row, owner string) *batch {
+func (c *leaseClaims) leased(rows []store.Row, owner string) *batch {
 	ids := make([]uuid.UUID, len(rows))
 	for i := range rows {
-		ids[i] = rows[i].id
+		ids[i] = rows[i].ID
 	}
 	b := &batch{mode: ClaimLease, rows: rows}
 	b.renew = func(ctx context.Context) (int, error) {
 		b.renewed.Store(true) // before the rows move
-		return c.r.store.extend(ctx, owner, ids)
+		return c.r.store.Extend(ctx, owner, ids)
 	}
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
 		return false, c.r.pipe.recordLeased(hard, owner, b.sentTIDs(out), out, res)
@@ -61,16 +61,16 @@ func (c *leaseClaims) leased(rows []row, owner string) *batch {
 // for a mark-sent by tuple id (mark_sent_by_tid.sql says why that touches
 // exactly these rows); nil otherwise, and where the claim returned none
 // (a partitioned table, MySQL).
-func (b *batch) sentTIDs(out *outcome) []pgtype.TID {
-	if len(out.sent) != len(b.rows) || len(b.rows) == 0 || b.renewed.Load() {
+func (b *batch) sentTIDs(out *outcome) []store.TID {
+	if len(out.Sent) != len(b.rows) || len(b.rows) == 0 || b.renewed.Load() {
 		return nil
 	}
-	tids := make([]pgtype.TID, len(b.rows))
+	tids := make([]store.TID, len(b.rows))
 	for i := range b.rows {
-		if !b.rows[i].tid.Valid {
+		if !b.rows[i].TID.Valid {
 			return nil
 		}
-		tids[i] = b.rows[i].tid
+		tids[i] = b.rows[i].TID
 	}
 	return tids
 }
@@ -96,7 +96,7 @@ type streamClaims struct {
 	// look that took every lapsed lease it read (its batch was not full)
 	// was sent, zero before the first; and the rows the last look below
 	// the floor found that no claim has taken yet.
-	floor     floor
+	floor     store.Floor
 	lapsedAt  time.Time
 	coveredAt time.Time
 	found     [][16]byte
@@ -104,23 +104,26 @@ type streamClaims struct {
 	// next one first asks whether it may find anything (dueKeyless), which
 	// plans in a fraction of the claim's time.
 	idle bool
-	// dueKeyless is that question: pgStore.dueKeyless when every topic is
+	// dueKeyless is that question: store.Shards.DueKeyless when every topic is
 	// ordered, nil otherwise.
 	dueKeyless func(ctx context.Context) (bool, error)
+	// writes holds the store's part of the sent batches a claim marks,
+	// reused from claim to claim. Guarded by lease.mu.
+	writes []store.SentBatch
 	// claimed gets a token after every claim, for the looks (sweep.go).
 	claimed chan struct{}
-	// lookBelow is the look's statement: store.lookBelow, or a test's
+	// lookBelow is the look's statement: Store.LookBelow, or a test's
 	// stand-in.
-	lookBelow func(ctx context.Context, from floor, limit int) ([][16]byte, bool, error)
+	lookBelow func(ctx context.Context, from store.Floor, limit int) ([][16]byte, bool, error)
 }
 
 // newStreamClaims returns the stream claims of lease, with mark-sent
 // batching sent, from the bottom.
 func newStreamClaims(lease *leaseClaims, sent *sentBatching) *streamClaims {
 	return &streamClaims{
-		lease: lease, sent: sent, floor: bottom,
+		lease: lease, sent: sent, floor: store.Bottom,
 		claimed:   make(chan struct{}, 1),
-		lookBelow: lease.r.store.lookBelow,
+		lookBelow: lease.r.store.LookBelow,
 	}
 }
 
@@ -146,31 +149,31 @@ func (c *streamClaims) lapsedDue() bool {
 // next returns what the claim sent at now with a batch of limit reads: up
 // to limit of the rows the last look found, which it takes off found, and
 // the rows from the floor. Callers hold lease.mu.
-func (c *streamClaims) next(now time.Time, limit int) claimRange {
-	rg := claimRange{from: c.floor}
+func (c *streamClaims) next(now time.Time, limit int) store.ClaimRange {
+	rg := store.ClaimRange{From: c.floor}
 	if n := min(limit, len(c.found)); n > 0 {
-		rg.swept, c.found = c.found[:n:n], c.found[n:]
+		rg.Swept, c.found = c.found[:n:n], c.found[n:]
 	}
 	if !c.lapsedDue() {
 		return rg
 	}
-	rg.lapsed = true
+	rg.Lapsed = true
 	if !c.coveredAt.IsZero() {
-		rg.lapsedWithin = now.Sub(c.coveredAt) + lapsedMargin
+		rg.LapsedWithin = now.Sub(c.coveredAt) + lapsedMargin
 	}
 	return rg
 }
 
 // moved records a claim sent at start that read rg and took rows with a
 // batch of limit. Callers hold lease.mu.
-func (c *streamClaims) moved(rg claimRange, rows []row, limit int, start time.Time) {
-	full := claimBytesOf(c.lease.r.cfg).full(limit, rows)
-	if rg.lapsed && !full {
+func (c *streamClaims) moved(rg store.ClaimRange, rows []store.Row, limit int, start time.Time) {
+	full := claimBytesOf(c.lease.r.cfg).Full(limit, rows)
+	if rg.Lapsed && !full {
 		c.coveredAt = start
 	}
 	// A claim that filled its batch with lapsed leases or rows a look
 	// found may not have read pending rows at all.
-	if !full || (!rg.lapsed && len(rg.swept) == 0) {
+	if !full || (!rg.Lapsed && len(rg.Swept) == 0) {
 		c.floor = nextFloor(c.floor, rows, limit)
 	}
 }
@@ -196,13 +199,18 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 	}
 	start := time.Now()
 	rg := c.next(start, limit)
-	rows, fenced, err := r.store.claim(cctx, owner, limit, rg, sent)
+	for _, sb := range sent {
+		c.writes = append(c.writes, sb.SentBatch)
+	}
+	rows, fenced, err := r.store.Claim(cctx, owner, limit, rg, c.writes)
+	clear(c.writes) // keeps no ids alive
+	c.writes = c.writes[:0]
 	took := time.Since(start)
 	if err == nil {
 		c.moved(rg, rows, limit, start)
 		c.idle = len(rows) == 0
 	} else {
-		c.found = append(rg.swept, c.found...) // for the next claim
+		c.found = append(rg.Swept, c.found...) // for the next claim
 	}
 	c.lease.mu.Unlock()
 	select {
@@ -219,8 +227,8 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 	}
 	b := c.lease.leased(rows, owner)
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-		if len(out.sent) == len(rows) && len(rows) < sentBatchMax {
-			c.sent.add(sentBatch{owner: owner, ids: out.sent, tids: b.sentTIDs(out), res: *res, ph: b.ph, topics: out.topics})
+		if len(out.Sent) == len(rows) && len(rows) < sentBatchMax {
+			c.sent.add(sentBatch{SentBatch: store.SentBatch{Owner: owner, IDs: out.Sent, TIDs: b.sentTIDs(out)}, res: *res, ph: b.ph, topics: out.topics})
 			return true, nil
 		}
 		return false, r.pipe.recordLeased(hard, owner, b.sentTIDs(out), out, res)

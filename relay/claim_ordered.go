@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // runOrdered is ordered loop number loop (Run starts Ordering.Loops of them): it
@@ -32,7 +32,7 @@ func (r *Relay) runOrdered(ctx context.Context, loop int) {
 		woken := r.bell.next()
 		lessee := r.tokens.next()
 		lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
-		shard, ok, err := r.shards.leaseShard(lctx, lessee)
+		shard, ok, err := r.shards.LeaseShard(lctx, lessee)
 		cancel()
 		switch {
 		case err != nil:
@@ -133,7 +133,8 @@ type shardClaims struct {
 // waitingWrite is a batch's write-back waiting for the shard's next
 // statement, with the batch so far for its log line.
 type waitingWrite struct {
-	orderedWrite
+	store.OrderedWrite
+	out *outcome // the outcome with what the relay counts of it
 	res BatchResult
 	ph  phases
 }
@@ -143,14 +144,14 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	start := time.Now()
-	claimed, got, err := r.shards.claimOrdered(cctx, owner, limit, c.shard, c.lessee, c.prior())
-	if got.written {
+	claimed, got, err := r.shards.ClaimOrdered(cctx, owner, limit, c.shard, c.lessee, c.prior())
+	if got.Written {
 		c.written(got, time.Since(start))
 	}
 	if err != nil {
 		return nil, err
 	}
-	rows := claimed.rows
+	rows := claimed.Rows
 	b := &batch{
 		mode:    ClaimOrdered,
 		rows:    rows,
@@ -158,7 +159,7 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 		park:    r.cfg.Ordering.HeadOfLine == HeadOfLinePark,
 		// The shard's lease is the claim's hold on its rows.
 		renew: func(ctx context.Context) (int, error) {
-			held, err := r.shards.extendShard(ctx, c.shard, c.lessee)
+			held, err := r.shards.ExtendShard(ctx, c.shard, c.lessee)
 			if err != nil || held {
 				return 0, err
 			}
@@ -166,30 +167,30 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 		},
 	}
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-		w := orderedWrite{shard: c.shard, lessee: c.lessee, owner: owner, out: out, tids: claimedTIDs(rows), raise: claimed.raise(out)}
+		w := store.OrderedWrite{Shard: c.shard, Lessee: c.lessee, Owner: owner, Out: out.Outcome, TIDs: claimedTIDs(rows), Raise: claimed.Raise(len(out.Sent))}
 		if res.Abandoned == 0 {
-			c.waiting = &waitingWrite{orderedWrite: w, res: *res, ph: b.ph}
+			c.waiting = &waitingWrite{OrderedWrite: w, out: out, res: *res, ph: b.ph}
 			return true, nil
 		}
 		// Rows with no outcome stay noted in the shard row, so that
 		// whoever leases the shard next counts their attempt.
-		w.unknown = withoutOutcome(rows, out)
-		return false, c.record(hard, w, res)
+		w.Unknown = withoutOutcome(rows, out)
+		return false, c.record(hard, w, out, res)
 	}
 	return b, nil
 }
 
 // prior returns the write-back waiting for the next statement, or nil.
-func (c *shardClaims) prior() *orderedWrite {
+func (c *shardClaims) prior() *store.OrderedWrite {
 	if c.waiting == nil {
 		return nil
 	}
-	return &c.waiting.orderedWrite
+	return &c.waiting.OrderedWrite
 }
 
 // written clears and logs the waiting write-back, which a statement that
 // took took has just written, with the counts got.
-func (c *shardClaims) written(got recorded, took time.Duration) {
+func (c *shardClaims) written(got store.Recorded, took time.Duration) {
 	w := c.waiting
 	if w == nil {
 		return
@@ -197,15 +198,15 @@ func (c *shardClaims) written(got recorded, took time.Duration) {
 	c.waiting = nil
 	w.ph.record = took
 	w.res.count(got, w.out)
-	c.r.pipe.logBatch(w.res, w.ph, w.out.retries, w.out.failures, w.out.topics)
+	c.r.pipe.logBatch(w.res, w.ph, w.out.Retries, w.out.Failures, w.out.topics)
 }
 
 // count sets the outcome counts of res from a write-back of out that
 // wrote got.
-func (res *BatchResult) count(got recorded, out *outcome) {
-	res.Sent, res.Retried, res.Failed = got.sent, got.retried, got.failed
+func (res *BatchResult) count(got store.Recorded, out *outcome) {
+	res.Sent, res.Retried, res.Failed = got.Sent, got.Retried, got.Failed
 	res.Released = len(out.released)
-	res.Fenced += len(out.sent) + len(out.retries) + len(out.failures) - got.sent - got.retried - got.failed
+	res.Fenced += len(out.Sent) + len(out.Retries) + len(out.Failures) - got.Sent - got.Retried - got.Failed
 }
 
 // handBack returns the shard, with the write-back that waits written first
@@ -216,14 +217,14 @@ func (c *shardClaims) handBack(hard context.Context) error {
 	ctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
 	if c.waiting == nil {
-		_, err := r.shards.handBack(ctx, c.shard, c.lessee, nil)
+		_, err := r.shards.HandBack(ctx, c.shard, c.lessee, nil)
 		return err
 	}
 	start := time.Now()
-	var got recorded
+	var got store.Recorded
 	_, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) {
 		var err error
-		got, err = r.shards.handBack(ctx, c.shard, c.lessee, c.prior())
+		got, err = r.shards.HandBack(ctx, c.shard, c.lessee, c.prior())
 		return 0, err
 	})
 	if err != nil {
@@ -233,57 +234,57 @@ func (c *shardClaims) handBack(hard context.Context) error {
 	return nil
 }
 
-// record writes w, the outcome of a batch, on its own, fenced by the
+// record writes w, the outcome out of a batch, on its own, fenced by the
 // shard's lease (record_ordered.sql), and counts it in res.
-func (c *shardClaims) record(hard context.Context, w orderedWrite, res *BatchResult) error {
+func (c *shardClaims) record(hard context.Context, w store.OrderedWrite, out *outcome, res *BatchResult) error {
 	r := c.r
 	wctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
 	defer cancel()
-	var got recorded
+	var got store.Recorded
 	_, err := r.pipe.retryWrite(wctx, func(ctx context.Context) (int, error) {
 		var err error
-		got, err = r.shards.recordOrdered(ctx, w)
+		got, err = r.shards.RecordOrdered(ctx, w)
 		return 0, err
 	})
 	if err != nil {
 		return fmt.Errorf("record outcome of %d claimed rows of shard %d: %w; they return when the shard is leased again", res.Claimed, c.shard, err)
 	}
-	res.count(got, w.out)
+	res.count(got, out)
 	return nil
 }
 
 // claimedTIDs returns the tuple ids where the claim read rows, for the
 // write-back, which picks the sent rows among them by id; a claim of a
 // partitioned table returns none.
-func claimedTIDs(rows []row) []pgtype.TID {
-	tids := make([]pgtype.TID, 0, len(rows))
+func claimedTIDs(rows []store.Row) []store.TID {
+	tids := make([]store.TID, 0, len(rows))
 	for _, x := range rows {
-		if x.tid.Valid {
-			tids = append(tids, x.tid)
+		if x.TID.Valid {
+			tids = append(tids, x.TID)
 		}
 	}
 	return tids
 }
 
 // withoutOutcome returns the ids of rows that out gives no outcome.
-func withoutOutcome(rows []row, out *outcome) []uuid.UUID {
+func withoutOutcome(rows []store.Row, out *outcome) []uuid.UUID {
 	known := make(map[uuid.UUID]bool, len(rows))
-	for _, id := range out.sent {
+	for _, id := range out.Sent {
 		known[id] = true
 	}
 	for _, id := range out.released {
 		known[id] = true
 	}
-	for _, x := range out.retries {
-		known[x.id] = true
+	for _, x := range out.Retries {
+		known[x.ID] = true
 	}
-	for _, f := range out.failures {
-		known[f.id] = true
+	for _, f := range out.Failures {
+		known[f.ID] = true
 	}
 	var ids []uuid.UUID
 	for _, x := range rows {
-		if !known[x.id] {
-			ids = append(ids, x.id)
+		if !known[x.ID] {
+			ids = append(ids, x.ID)
 		}
 	}
 	return ids

@@ -3,339 +3,38 @@ package relay
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The rows an ordered write-back keeps noted as claimed are those the
 // outcome names in none of its lists: sent, released, retried, failed.
 func TestWithoutOutcomeListsTheRowsNoOutcomeNames(t *testing.T) {
 	ids := make([]uuid.UUID, 6)
-	rows := make([]row, len(ids))
+	rows := make([]store.Row, len(ids))
 	for i := range ids {
 		ids[i] = uuid.New()
-		rows[i] = row{id: ids[i]}
+		rows[i] = store.Row{ID: ids[i]}
 	}
 	out := &outcome{
-		sent:     ids[:1],
+		Outcome:  store.Outcome{Sent: ids[:1], Retries: []store.Retry{{ID: ids[2]}}, Failures: []store.Failure{{ID: ids[3]}}},
 		released: ids[1:2],
-		retries:  []retry{{id: ids[2]}},
-		failures: []failure{{id: ids[3]}},
 	}
 	got := withoutOutcome(rows, out)
 	if len(got) != 2 || got[0] != ids[4] || got[1] != ids[5] {
 		t.Errorf("withoutOutcome = %v, want %v", got, ids[4:])
 	}
-	out.sent = append([]uuid.UUID{ids[0]}, ids[4:]...)
+	out.Sent = append([]uuid.UUID{ids[0]}, ids[4:]...)
 	if got := withoutOutcome(rows, out); len(got) != 0 {
 		t.Errorf("withoutOutcome of a batch with every outcome = %v, want none", got)
-	}
-}
-
-// The claim's first read decides it whether or not a row is ready: when
-// every row it reads is ready, it takes the oldest of them, the shard's
-// oldest rows (prefix); when a key's head waits for its retry, it leaves
-// that key's rows behind. Either way it runs two statements, the read and
-// the take, and no read bucket by bucket.
-func TestOrderedClaimDecidesOnItsFirstRead(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, table, r := orderedRelay(t, 1, 40, 4)
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
-	if err != nil || !ok {
-		t.Fatalf("leaseShard = %v, %v", ok, err)
-	}
-	claim := func() (claimed int, prefix bool, statements int) {
-		t.Helper()
-		c, e := claimExplained(t, pgOf(r), shard, "lessee", 20, windowsFor(20, Buckets))
-		return len(c.rows), c.prefix, len(e.plans)
-	}
-	if n, prefix, st := claim(); n != 20 || !prefix || st != 2 {
-		t.Errorf("every row ready: claimed %d rows, prefix %v, in %d statements; want 20, true, 2", n, prefix, st)
-	}
-	// Key k0's head waits for its retry: its 10 rows stay, the others'
-	// 30 are claimable.
-	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() + interval '1 hour' WHERE id = (SELECT id FROM "+table.Ident()+" WHERE key = 'k0' ORDER BY tx, id LIMIT 1)"); err != nil {
-		t.Fatal(err)
-	}
-	if n, prefix, st := claim(); n != 20 || prefix || st != 2 {
-		t.Errorf("a head waiting: claimed %d rows, prefix %v, in %d statements; want 20, false, 2", n, prefix, st)
-	}
-}
-
-// The ordered write-back finds retried and failed rows by their ids, never
-// by reading the claim's id range or the table: with statistics that count
-// few pending rows, the planner estimated the range at one row and read
-// it (4,056 rows, for empty lists, in a benchmark on 1,000,000 rows), or
-// read the whole table for 250 retried rows (record_ordered_retried.sql).
-// An outcome of sent rows alone runs record_ordered.sql alone.
-func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	const shards = 16
-	pool, table, r := orderedRelay(t, shards, 500*shards, 1000)
-	// Only shard 0 has work, and the statistics count no pending row: a
-	// claim of shard 0 spans the ids of every shard's rows.
-	for _, q := range []string{
-		"UPDATE " + table.Ident() + " SET status = 'sent', sent_at = now()",
-		"ANALYZE " + table.Ident(),
-		fmt.Sprintf("UPDATE %s SET status = 'pending', sent_at = NULL WHERE bucket * %d / 1024 = 0", table.Ident(), shards),
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
-	if err != nil || !ok || shard != 0 {
-		t.Fatalf("leaseShard = %d, %v, %v; want shard 0", shard, ok, err)
-	}
-	claimed, _, err := pgOf(r).claimOrdered(ctx, "owner", 500, shard, "lessee", nil)
-	rows := claimed.rows
-	if err != nil || len(rows) < 100 {
-		t.Fatalf("claimOrdered = %d rows, %v; want the shard's few hundred", len(rows), err)
-	}
-	// The first half sent, the second retried or failed (a sink that went
-	// down halfway).
-	half := len(rows) / 2
-	var sent []uuid.UUID
-	var retries []retry
-	var failures []failure
-	for i, x := range rows {
-		switch {
-		case i < half:
-			sent = append(sent, x.id)
-		default:
-			retries = append(retries, retry{id: x.id, delay: time.Second, error: "later"})
-			failures = append(failures, failure{id: x.id, error: "bad"})
-		}
-	}
-	// explain returns the plan lines of the write-back's statements.
-	explain := func(out *outcome) (lines []string, statements int) {
-		t.Helper()
-		b := &pgx.Batch{}
-		pgOf(r).queueRecord(b, &orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(rows)}, &recorded{})
-		for _, q := range b.QueuedQueries {
-			lines = append(lines, explainAnalyzed(t, pool, q.SQL, q.Arguments...)...)
-		}
-		return lines, len(b.QueuedQueries)
-	}
-	// read returns the most rows one scan of the table read, and whether
-	// one read it whole.
-	read := func(lines []string) (most int, whole bool) {
-		for _, l := range lines {
-			switch {
-			case strings.Contains(l, "Seq Scan on outbox "):
-				whole = true
-			case strings.Contains(l, "Scan using outbox_") && !strings.Contains(l, "never executed"):
-				most = max(most, planCount(t, l, "rows="))
-			}
-		}
-		return most, whole
-	}
-	for _, c := range []struct {
-		name string
-		out  *outcome
-	}{
-		{"retried", &outcome{sent: sent, retries: retries}},
-		{"failed", &outcome{sent: sent, failures: failures}},
-	} {
-		lines, _ := explain(c.out)
-		if most, whole := read(lines); whole || most > len(rows)-half {
-			t.Errorf("%s: a scan read %d rows, the table whole: %v:\n%s\nwant at most the %d rows named",
-				c.name, most, whole, strings.Join(lines, "\n"), len(rows)-half)
-		}
-	}
-	// Sent rows alone: record_ordered.sql without
-	// record_ordered_retried.sql.
-	lines, statements := explain(&outcome{sent: sent})
-	if n := strings.Count(strings.Join(lines, "\n"), "Update on"); n != 3 || statements != 1 {
-		t.Errorf("the write-back of sent rows alone updates %d times:\n%s\nwant 3 (shard row, sent rows by tuple id, moved rows)", n, strings.Join(lines, "\n"))
-	}
-}
-
-// The write-back of a claim of the shard's oldest rows, every one sent,
-// raises the shard's floor to the last row's transaction, and the next
-// claim still takes the rest of that transaction's rows. A claim with a
-// row retried, a claim that left a waiting key's rows behind, a claim
-// with some topics unordered, and a floor cleared since the claim (relay
-// replay) leave the floor as it was.
-func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, table, r := orderedRelay(t, 1, 10, 4) // transaction 1: 10 rows
-	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(n int) {
-		t.Helper()
-		msgs := make([]outbox.Message, n)
-		for i := range msgs {
-			msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%4), Payload: []byte("x")}
-		}
-		if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
-			t.Fatal(err)
-		}
-		awaitReady(t, pool, table)
-	}
-	write(10) // transaction 2
-	write(10) // transaction 3
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
-	if err != nil || !ok {
-		t.Fatalf("leaseShard = %v, %v", ok, err)
-	}
-	floor := func() *int64 {
-		t.Helper()
-		var f *int64
-		if err := pool.QueryRow(ctx, "SELECT floor_tx::text::bigint FROM "+table.Related("shard_ranges")+" WHERE shard = $1", shard).Scan(&f); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	claim := func(r *Relay, limit int) orderedClaim {
-		t.Helper()
-		c, _, err := pgOf(r).claimOrdered(ctx, "owner", limit, shard, "lessee", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	record := func(c orderedClaim, out *outcome) {
-		t.Helper()
-		got, err := pgOf(r).recordOrdered(ctx, orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)})
-		if err != nil || got.sent != len(out.sent) || got.retried != len(out.retries) {
-			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.sent), len(out.retries))
-		}
-	}
-	allSent := func(c orderedClaim) *outcome {
-		out := &outcome{}
-		for _, x := range c.rows {
-			out.sent = append(out.sent, x.id)
-		}
-		return out
-	}
-
-	// The 10 rows of transaction 1 and 5 of transaction 2, all sent.
-	c := claim(r, 15)
-	if len(c.rows) != 15 || !c.prefix {
-		t.Fatalf("first claim: %d rows, prefix %v; want 15, true", len(c.rows), c.prefix)
-	}
-	tx2 := c.rows[14].tx
-	record(c, allSent(c))
-	if f := floor(); f == nil || *f != tx2 {
-		t.Fatalf("floor after the first claim's rows were sent = %v, want transaction 2 (%d)", f, tx2)
-	}
-
-	// The other 5 of transaction 2 and the 10 of transaction 3: the floor
-	// at transaction 2 hides none of them. The last one is retried.
-	c = claim(r, 15)
-	if len(c.rows) != 15 || c.rows[0].tx != tx2 || !c.prefix {
-		t.Fatalf("second claim: %d rows from transaction %d, prefix %v; want 15 from %d, true", len(c.rows), c.rows[0].tx, c.prefix, tx2)
-	}
-	last := c.rows[14]
-	out := allSent(c)
-	out.sent = out.sent[:14]
-	out.retries = []retry{{id: last.id, error: "later"}}
-	record(c, out)
-	if f := floor(); f == nil || *f > last.tx || *f != tx2 {
-		t.Fatalf("floor after a claim with a row retried = %v, want it left at transaction 2 (%d), below the retried row's %d", f, tx2, last.tx)
-	}
-
-	// The retried row alone, claimed again; relay replay clears the floor
-	// before the write-back.
-	c = claim(r, 15)
-	if len(c.rows) != 1 || c.rows[0].id != last.id || !c.prefix {
-		t.Fatalf("third claim: %d rows, prefix %v; want the retried row, true", len(c.rows), c.prefix)
-	}
-	if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET floor_tx = NULL"); err != nil {
-		t.Fatal(err)
-	}
-	record(c, allSent(c))
-	if f := floor(); f != nil {
-		t.Fatalf("floor cleared before the write-back = %d after it, want it left cleared", *f)
-	}
-
-	// A key whose head waits for its retry: the claim leaves its rows
-	// behind and is no prefix.
-	write(8)
-	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() + interval '1 hour' WHERE id = (SELECT id FROM "+table.Ident()+" WHERE status = 'pending' AND key = 'k0' ORDER BY tx, id LIMIT 1)"); err != nil {
-		t.Fatal(err)
-	}
-	if c = claim(r, 15); len(c.rows) != 6 || c.prefix {
-		t.Fatalf("claim past a waiting key: %d rows, prefix %v; want 6, false", len(c.rows), c.prefix)
-	}
-	if raise := c.raise(allSent(c)); raise != nil {
-		t.Fatalf("raise of a claim past a waiting key = %d, want none", *raise)
-	}
-	// Some topics unordered: rows of others may lie among the claim's.
-	byTopic := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "topics", Ordering: Ordering{Topics: []string{"orders"}, Shards: 1}})
-	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = now() WHERE status = 'pending'"); err != nil {
-		t.Fatal(err)
-	}
-	if c = claim(byTopic, 15); len(c.rows) != 8 || c.prefix {
-		t.Fatalf("claim of ordered topics: %d rows, prefix %v; want 8, false", len(c.rows), c.prefix)
-	}
-}
-
-// A lease takes the shard of a lapsed holder first, then the least
-// recently served, skipping shards without work; it looks for work in
-// that order and stops at the first shard that has some
-// (lease_shard.sql).
-func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, table, r := orderedRelay(t, 4, 200, 200)
-	exec := func(q string) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	shards := table.Related("shard_ranges")
-	// Shard 2's holder died; 0 was served last, 1 first, 3 in between.
-	exec("UPDATE " + shards + " SET locked_by = 'dead', locked_until = now() - interval '5 seconds' WHERE shard = 2")
-	exec("UPDATE " + shards + " SET locked_until = now() - interval '1 second' WHERE shard = 0")
-	exec("UPDATE " + shards + " SET locked_until = now() - interval '3 seconds' WHERE shard = 1")
-	exec("UPDATE " + shards + " SET locked_until = now() - interval '2 seconds' WHERE shard = 3")
-
-	// Every shard has work: the lease looks at one shard only.
-	all, topics := pgOf(r).orderedTopics()
-	lines := explainAnalyzed(t, pool, pgOf(r).q.leaseShard, 60000, "probe", 4, all, topics)
-	// The look for a shard's pending rows (the first EXISTS) runs once.
-	looked := -1
-	for i, l := range lines {
-		if strings.TrimSpace(l) == "SubPlan 1" && i+1 < len(lines) {
-			looked = planCount(t, lines[i+1], "loops=")
-		}
-	}
-	if looked != 1 {
-		t.Errorf("lease with work in every shard looked at %d shards:\n%s\nwant 1", looked, strings.Join(lines, "\n"))
-	}
-
-	// Shard 1 has no work.
-	exec("DELETE FROM " + table.Ident() + " WHERE bucket * 4 / 1024 = 1")
-	var got []int
-	for i := range 4 {
-		shard, ok, err := pgOf(r).leaseShard(ctx, fmt.Sprintf("owner-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		got = append(got, shard)
-	}
-	if want := []int{2, 3, 0}; !slices.Equal(got, want) {
-		t.Errorf("leases took shards %v, want %v", got, want)
 	}
 }
 
@@ -347,7 +46,7 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 	ctx := context.Background()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ordered", Ordering: Ordering{Topics: []string{"*"}, Shards: shards}})
-	if err := pgOf(r).ensureShards(ctx, shards); err != nil {
+	if err := r.shards.EnsureShards(ctx, shards); err != nil {
 		t.Fatal(err)
 	}
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
@@ -361,34 +60,8 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
 		t.Fatal(err)
 	}
-	awaitReady(t, pool, table)
+	testdb.AwaitReady(t, pool, table)
 	return pool, table, r
-}
-
-// awaitReady waits until every row of table is older than every
-// transaction still running on the server, as an ordered claim requires
-// (claim_ordered.sql). A transaction another test holds open, in any
-// database of the server, keeps the rows written after it from being
-// ready until it ends.
-func awaitReady(t *testing.T, pool *pgxpool.Pool, table outbox.Table) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	q := "SELECT coalesce(max(tx) < pg_snapshot_xmin(pg_current_snapshot()), true) FROM " + table.Ident()
-	for {
-		var ready bool
-		if err := pool.QueryRow(ctx, q).Scan(&ready); err != nil {
-			t.Fatalf("await ready rows: %v", err)
-		}
-		if ready {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("rows not ready after 2 min: a transaction older than them still runs")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // planCount reads the number after the last "name" (rows=, loops=) in a
@@ -401,88 +74,6 @@ func planCount(t *testing.T, line, name string) int {
 		t.Fatalf("no %s in %q: %v", name, line, err)
 	}
 	return n
-}
-
-// A batch's write-back rides on the shard's next statement: the next
-// claim writes it first, in its own transaction, and sees its rows sent;
-// a claim that fails writes neither, and the hand-back writes what still
-// waits, before it returns the shard.
-func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, table, r := orderedRelay(t, 1, 30, 3)
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
-	if err != nil || !ok {
-		t.Fatalf("leaseShard = %v, %v", ok, err)
-	}
-	status := func(rows []row) map[string]int {
-		t.Helper()
-		ids := make([]uuid.UUID, len(rows))
-		for i, x := range rows {
-			ids[i] = x.id
-		}
-		got := map[string]int{}
-		q := "SELECT status, count(*) FROM " + table.Ident() + " WHERE id = ANY ($1) GROUP BY status"
-		rs, err := pool.Query(ctx, q, pgIDs(ids))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rs.Next() {
-			var s string
-			var n int
-			if err := rs.Scan(&s, &n); err != nil {
-				t.Fatal(err)
-			}
-			got[s] = n
-		}
-		if err := rs.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	sent := func(c orderedClaim) *orderedWrite {
-		out := &outcome{}
-		for _, x := range c.rows {
-			out.sent = append(out.sent, x.id)
-		}
-		return &orderedWrite{shard: shard, lessee: "lessee", owner: "owner", out: out, tids: claimedTIDs(c.rows), raise: c.raise(out)}
-	}
-
-	first, got, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", nil)
-	if err != nil || len(first.rows) != 10 || got != (recorded{}) {
-		t.Fatalf("first claim = %d rows, %+v, %v; want 10 rows, nothing written", len(first.rows), got, err)
-	}
-	second, got, err := pgOf(r).claimOrdered(ctx, "owner", 10, shard, "lessee", sent(first))
-	if err != nil || got.sent != 10 {
-		t.Fatalf("second claim = %+v, %v; want the first claim's 10 rows written sent", got, err)
-	}
-	// Without the write-back first, the claim would take the same rows
-	// again: they were pending until it ran.
-	if len(second.rows) != 10 || second.rows[0].id == first.rows[0].id {
-		t.Fatalf("second claim took %d rows, from %v; want the 10 after the first claim's (from %v)", len(second.rows), second.rows[0].id, first.rows[0].id)
-	}
-	if s := status(first.rows); s["sent"] != 10 {
-		t.Fatalf("first claim's rows: %v; want 10 sent", s)
-	}
-
-	// A claim that fails (a limit the server refuses) writes nothing.
-	if _, _, err := pgOf(r).claimOrdered(ctx, "owner", -1, shard, "lessee", sent(second)); err == nil {
-		t.Fatal("claim with limit -1 succeeded; want an error")
-	}
-	if s := status(second.rows); s["pending"] != 10 {
-		t.Fatalf("second claim's rows after a failed claim: %v; want 10 pending", s)
-	}
-	got, err = pgOf(r).handBack(ctx, shard, "lessee", sent(second))
-	if err != nil || got.sent != 10 {
-		t.Fatalf("handBack = %+v, %v; want the second claim's 10 rows written sent", got, err)
-	}
-	if s := status(second.rows); s["sent"] != 10 {
-		t.Fatalf("second claim's rows after the hand-back: %v; want 10 sent", s)
-	}
-	var held bool
-	if err := pool.QueryRow(ctx, "SELECT locked_by IS NOT NULL FROM "+table.Related("shard_ranges")+" WHERE shard = $1", shard).Scan(&held); err != nil || held {
-		t.Fatalf("shard held after the hand-back: %v, %v", held, err)
-	}
 }
 
 // The ordered loop leaves a shard's last write-back to the hand-back: when
@@ -504,7 +95,7 @@ func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
 		}),
 	})
 	lessee := r.tokens.next()
-	shard, ok, err := pgOf(r).leaseShard(ctx, lessee)
+	shard, ok, err := r.shards.LeaseShard(ctx, lessee)
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -513,7 +104,7 @@ func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
 	if claimed != 25 || wait != 0 || abandoned || c.waiting == nil {
 		t.Fatalf("serve = %d claimed, wait %v, abandoned %v, waiting %v; want 25, 0, false, a write-back", claimed, wait, abandoned, c.waiting != nil)
 	}
-	last := len(c.waiting.out.sent)
+	last := len(c.waiting.Out.Sent)
 	count := func(status string) int {
 		t.Helper()
 		var n int

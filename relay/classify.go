@@ -6,6 +6,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // classify decides each published message's outcome from its result (see
@@ -27,29 +28,29 @@ func (p *pipeline) classify(msgs []outbox.Message, results []error, cut publishC
 	sent, answered, deferred, cause := false, false, 0, ""
 	finished = make([]bool, len(msgs))
 	for i, msg := range msgs {
-		failed, retried := len(out.failures), len(out.retries)
+		failed, retried := len(out.Failures), len(out.Retries)
 		switch err := results[i]; {
 		case err == nil:
-			out.sent = append(out.sent, msg.ID)
+			out.Sent = append(out.Sent, msg.ID)
 			sent, finished[i] = true, true
 		case interrupted:
 			out.released = append(out.released, msg.ID)
 		case publishers.IsPermanent(err):
-			out.failures = append(out.failures, failure{msg.ID, publishers.Describe(err)})
+			out.Failures = append(out.Failures, store.Failure{ID: msg.ID, Error: publishers.Describe(err)})
 			answered = true // an answer about the message: the sink works
 		case down:
 			// Due at once: no loop claims it before the sink answers.
-			out.retries = append(out.retries, retry{msg.ID, 0, publishers.Describe(err), true})
+			out.Retries = append(out.Retries, store.Retry{ID: msg.ID, Error: publishers.Describe(err), Refund: true})
 			deferred++
 			if cause == "" {
 				cause = publishers.Describe(err)
 			}
 		case errors.Is(err, publishers.ErrUnavailable):
-			out.retries = append(out.retries, retry{msg.ID, p.cfg.BackoffMin, publishers.Describe(err), true})
+			out.Retries = append(out.Retries, store.Retry{ID: msg.ID, Delay: p.cfg.BackoffMin, Error: publishers.Describe(err), Refund: true})
 		case park:
-			out.failures = append(out.failures, failure{msg.ID, "parked: " + publishers.Describe(err)})
+			out.Failures = append(out.Failures, store.Failure{ID: msg.ID, Error: "parked: " + publishers.Describe(err)})
 		case msg.Attempt >= p.cfg.MaxAttempts:
-			out.failures = append(out.failures, failure{msg.ID, fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, p.cfg.MaxAttempts, publishers.Describe(err))})
+			out.Failures = append(out.Failures, store.Failure{ID: msg.ID, Error: fmt.Sprintf("attempt %d of %d: %s", msg.Attempt, p.cfg.MaxAttempts, publishers.Describe(err))})
 		default:
 			delay := retryDelay(msg.Attempt, p.cfg.BackoffMin, p.cfg.BackoffMax)
 			if after, ok := publishers.RetryAfterOf(err); ok {
@@ -57,13 +58,13 @@ func (p *pipeline) classify(msgs []outbox.Message, results []error, cut publishC
 				// BackoffMax.
 				delay = min(max(delay, after), p.cfg.BackoffMax)
 			}
-			out.retries = append(out.retries, retry{msg.ID, delay, publishers.Describe(err), false})
+			out.Retries = append(out.Retries, store.Retry{ID: msg.ID, Delay: delay, Error: publishers.Describe(err)})
 		}
 		switch {
-		case len(out.failures) > failed:
+		case len(out.Failures) > failed:
 			finished[i] = true // failed for good
 			out.topics.add(msg.Topic, tallyFailed, 1)
-		case len(out.retries) > retried:
+		case len(out.Retries) > retried:
 			out.topics.add(msg.Topic, tallyRetried, 1)
 		case results[i] == nil:
 			out.topics.add(msg.Topic, tallySent, 1)

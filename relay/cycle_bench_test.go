@@ -9,9 +9,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // BenchmarkOrderedCycle measures what the database spends per event on
@@ -71,7 +73,7 @@ func benchCycle(b *testing.B, ordered bool) {
 	}
 	r := quietRelay(b, pool, nopPublisher{}, cfg)
 	if ordered {
-		if err := pgOf(r).ensureShards(ctx, cfg.Ordering.Shards); err != nil {
+		if err := r.shards.EnsureShards(ctx, cfg.Ordering.Shards); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -117,7 +119,7 @@ func benchCycle(b *testing.B, ordered bool) {
 // unorderedCycle claims up to batch rows and marks them sent.
 func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 	ctx := context.Background()
-	rows, _, err := r.store.claim(ctx, "cycle#1", batch, claimRange{from: bottom}, nil)
+	rows, _, err := r.store.Claim(ctx, "cycle#1", batch, store.ClaimRange{From: store.Bottom}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,9 +128,9 @@ func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 	}
 	ids := make([]uuid.UUID, len(rows))
 	for i := range rows {
-		ids[i] = rows[i].id
+		ids[i] = rows[i].ID
 	}
-	if _, err := r.store.markSent(ctx, "cycle#1", ids, claimedTIDs(rows)); err != nil {
+	if _, err := r.store.MarkSent(ctx, "cycle#1", ids, claimedTIDs(rows)); err != nil {
 		b.Fatal(err)
 	}
 	return len(rows)
@@ -139,7 +141,7 @@ func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 // write-back (all sent) rides on the next claim or the hand-back.
 func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 	ctx := context.Background()
-	shard, ok, err := pgOf(r).leaseShard(ctx, "cycle-lease")
+	shard, ok, err := r.shards.LeaseShard(ctx, "cycle-lease")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,33 +149,33 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 		return 0
 	}
 	n := 0
-	var prior *orderedWrite
-	check := func(got recorded) {
-		if prior != nil && got.sent != len(prior.out.sent) {
-			b.Fatalf("write-back = %d sent; want %d", got.sent, len(prior.out.sent))
+	var prior *store.OrderedWrite
+	check := func(got store.Recorded) {
+		if prior != nil && got.Sent != len(prior.Out.Sent) {
+			b.Fatalf("write-back = %d sent; want %d", got.Sent, len(prior.Out.Sent))
 		}
 		prior = nil
 	}
 	for n < budget {
-		claimed, got, err := pgOf(r).claimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease", prior)
+		claimed, got, err := r.shards.ClaimOrdered(ctx, "cycle#1", batch, shard, "cycle-lease", prior)
 		if err != nil {
 			b.Fatal(err)
 		}
 		check(got)
-		rows := claimed.rows
+		rows := claimed.Rows
 		if len(rows) > 0 {
 			out := &outcome{}
 			for _, x := range rows {
-				out.sent = append(out.sent, x.id)
+				out.Sent = append(out.Sent, x.ID)
 			}
-			prior = &orderedWrite{shard: shard, lessee: "cycle-lease", owner: "cycle#1", out: out, tids: claimedTIDs(rows), raise: claimed.raise(out)}
+			prior = &store.OrderedWrite{Shard: shard, Lessee: "cycle-lease", Owner: "cycle#1", Out: out.Outcome, TIDs: claimedTIDs(rows), Raise: claimed.Raise(len(out.Sent))}
 		}
 		n += len(rows)
 		if len(rows) < batch {
 			break
 		}
 	}
-	got, err := pgOf(r).handBack(ctx, shard, "cycle-lease", prior)
+	got, err := r.shards.HandBack(ctx, shard, "cycle-lease", prior)
 	if err != nil {
 		b.Fatal(err)
 	}

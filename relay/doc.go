@@ -19,8 +19,9 @@
 // strategy (claim.go) decides how rows are claimed, held and recorded:
 // lease claims (ProcessBatch), Run's stream of lease claims, lock claims
 // (ClaimLock) and the ordered claims of a leased shard. Every statement is
-// a file in sql/postgres, run by the store (store.go). An Observer is told
-// what each step did.
+// run by the database's store (relay/internal/pgstore,
+// relay/internal/mysqlstore) behind the contract of relay/internal/store.
+// An Observer is told what each step did.
 //
 // See docs/architecture.md for the row lifecycle and docs/guarantees.md for
 // what is promised.

@@ -13,11 +13,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
-// Created-at kinds of a fuzzed row, as pgtype.Timestamptz can hold them.
+// Created-at kinds of a fuzzed row, as store.Time can hold them.
 const (
 	createdFinite = iota
 	createdNull
@@ -27,19 +28,19 @@ const (
 )
 
 // fuzzRow builds a claimed row from fuzz input.
-func fuzzRow(id []byte, topic string, key, payload, headers []byte, attempt int, createdKind uint8, createdAt int64) row {
-	var x row
-	copy(x.id[:], id)
-	x.topic, x.key, x.payload, x.headers, x.attempt = topic, key, payload, headers, attempt
+func fuzzRow(id []byte, topic string, key, payload, headers []byte, attempt int, createdKind uint8, createdAt int64) store.Row {
+	var x store.Row
+	copy(x.ID[:], id)
+	x.Topic, x.Key, x.Payload, x.Headers, x.Attempt = topic, key, payload, headers, attempt
 	switch createdKind % createdKinds {
 	case createdFinite:
-		x.createdAt = pgtype.Timestamptz{Time: time.Unix(0, createdAt).UTC(), Valid: true}
+		x.CreatedAt = store.Time{Time: time.Unix(0, createdAt).UTC(), Valid: true}
 	case createdNull:
-		x.createdAt = pgtype.Timestamptz{}
+		x.CreatedAt = store.Time{}
 	case createdInfinity:
-		x.createdAt = pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+		x.CreatedAt = store.Time{Inf: 1, Valid: true}
 	case createdNegInfinity:
-		x.createdAt = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+		x.CreatedAt = store.Time{Inf: -1, Valid: true}
 	}
 	return x
 }
@@ -97,10 +98,10 @@ func FuzzDecode(f *testing.F) {
 		p := &pipeline{cfg: Config{MaxAttempts: maxAttempts}}
 		x := fuzzRow(id, topic, key, payload, headers, attempt, createdKind, createdAt)
 		msg, err := p.decode(x)
-		if msg.ID != x.id {
-			t.Fatalf("decode returned id %s for row %s", msg.ID, x.id)
+		if msg.ID != x.ID {
+			t.Fatalf("decode returned id %s for row %s", msg.ID, x.ID)
 		}
-		finite := x.createdAt.Valid && x.createdAt.InfinityModifier == pgtype.Finite
+		finite := x.CreatedAt.Finite()
 		if err != nil {
 			checkRejection(t, x, err, maxAttempts, finite, false)
 		} else {
@@ -112,7 +113,7 @@ func FuzzDecode(f *testing.F) {
 		if !ok {
 			return
 		}
-		x.headers = canonical
+		x.Headers = canonical
 		if msg, err = p.decode(x); err != nil {
 			checkRejection(t, x, err, maxAttempts, finite, true)
 		} else {
@@ -137,36 +138,36 @@ func jsonbForm(raw []byte) (canonical []byte, ok bool) {
 }
 
 // checkAccepted checks a message decode accepted from x.
-func checkAccepted(t *testing.T, x row, msg outbox.Message, maxAttempts int, finite bool) {
+func checkAccepted(t *testing.T, x store.Row, msg outbox.Message, maxAttempts int, finite bool) {
 	t.Helper()
 	switch {
-	case x.attempt > maxAttempts:
-		t.Fatalf("accepted attempt %d > MaxAttempts %d", x.attempt, maxAttempts)
+	case x.Attempt > maxAttempts:
+		t.Fatalf("accepted attempt %d > MaxAttempts %d", x.Attempt, maxAttempts)
 	case !finite:
-		t.Fatalf("accepted created_at %+v", x.createdAt)
+		t.Fatalf("accepted created_at %+v", x.CreatedAt)
 	case outbox.ValidateTopic(msg.Topic) != nil:
 		t.Fatalf("accepted invalid topic %q", msg.Topic)
 	case outbox.ValidateHeaders(msg.Headers) != nil:
 		t.Fatalf("accepted invalid headers %q: %v", msg.Headers, outbox.ValidateHeaders(msg.Headers))
-	case msg.Topic != x.topic || !bytes.Equal(msg.Key, x.key) || (msg.Key == nil) != (x.key == nil) ||
-		!bytes.Equal(msg.Payload, x.payload) || msg.Attempt != x.attempt || !msg.CreatedAt.Equal(x.createdAt.Time):
+	case msg.Topic != x.Topic || !bytes.Equal(msg.Key, x.Key) || (msg.Key == nil) != (x.Key == nil) ||
+		!bytes.Equal(msg.Payload, x.Payload) || msg.Attempt != x.Attempt || !msg.CreatedAt.Equal(x.CreatedAt.Time):
 		t.Fatalf("decode changed the row: %+v from %+v", msg, x)
 	}
 	// The headers are exactly the row's JSON object of strings: no value
 	// was invented, coerced or dropped. JSON null means no headers.
 	var generic any
-	if err := json.Unmarshal(x.headers, &generic); err != nil {
-		t.Fatalf("accepted headers %q that are not JSON: %v", x.headers, err)
+	if err := json.Unmarshal(x.Headers, &generic); err != nil {
+		t.Fatalf("accepted headers %q that are not JSON: %v", x.Headers, err)
 	}
 	if generic == nil {
 		if len(msg.Headers) != 0 {
-			t.Fatalf("headers %q (JSON null) decoded to %q", x.headers, msg.Headers)
+			t.Fatalf("headers %q (JSON null) decoded to %q", x.Headers, msg.Headers)
 		}
 		return
 	}
 	obj, ok := generic.(map[string]any)
 	if !ok || len(obj) != len(msg.Headers) {
-		t.Fatalf("accepted headers %q decoded to %q", x.headers, msg.Headers)
+		t.Fatalf("accepted headers %q decoded to %q", x.Headers, msg.Headers)
 	}
 	for name, v := range obj {
 		if s, ok := v.(string); !ok || msg.Headers[name] != s {
@@ -178,15 +179,15 @@ func checkAccepted(t *testing.T, x row, msg outbox.Message, maxAttempts int, fin
 // checkRejection checks decode's error for x: which check fails first
 // decides the reason. strict says x.headers is in jsonb's form, so that a
 // JSON object of strings must fail on outbox.ValidateHeaders's rules.
-func checkRejection(t *testing.T, x row, err error, maxAttempts int, finite, strict bool) {
+func checkRejection(t *testing.T, x store.Row, err error, maxAttempts int, finite, strict bool) {
 	t.Helper()
 	text := err.Error()
 	if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
 		t.Fatalf("reason %q cannot be stored in last_error (text)", text)
 	}
 	switch {
-	case x.attempt > maxAttempts:
-		if want := fmt.Sprintf("attempt %d exceeds max attempts %d", x.attempt, maxAttempts); !strings.HasPrefix(text, want) {
+	case x.Attempt > maxAttempts:
+		if want := fmt.Sprintf("attempt %d exceeds max attempts %d", x.Attempt, maxAttempts); !strings.HasPrefix(text, want) {
 			t.Fatalf("reason %q, want it to start with %q", text, want)
 		}
 		return
@@ -196,15 +197,15 @@ func checkRejection(t *testing.T, x row, err error, maxAttempts int, finite, str
 		if !strings.Contains(text, "created_at") {
 			t.Fatalf("reason %q does not name created_at", text)
 		}
-	case outbox.ValidateTopic(x.topic) != nil:
+	case outbox.ValidateTopic(x.Topic) != nil:
 		if !errors.Is(err, outbox.ErrInvalidTopic) {
-			t.Fatalf("reason %q for topic %q does not wrap outbox.ErrInvalidTopic", text, x.topic)
+			t.Fatalf("reason %q for topic %q does not wrap outbox.ErrInvalidTopic", text, x.Topic)
 		}
 	case !strings.Contains(text, "header"):
-		t.Fatalf("reason %q for headers %q does not name the headers", text, x.headers)
+		t.Fatalf("reason %q for headers %q does not name the headers", text, x.Headers)
 	case strict:
 		var generic any
-		_ = json.Unmarshal(x.headers, &generic)
+		_ = json.Unmarshal(x.Headers, &generic)
 		obj, isObject := generic.(map[string]any)
 		strs := isObject
 		for _, v := range obj {
@@ -212,10 +213,10 @@ func checkRejection(t *testing.T, x row, err error, maxAttempts int, finite, str
 			strs = strs && isString
 		}
 		if strs && !errors.Is(err, outbox.ErrInvalidHeader) {
-			t.Fatalf("reason %q for headers %s does not wrap outbox.ErrInvalidHeader", text, x.headers)
+			t.Fatalf("reason %q for headers %s does not wrap outbox.ErrInvalidHeader", text, x.Headers)
 		}
 		if !strs && !strings.Contains(text, "not a JSON object of string values") {
-			t.Fatalf("reason %q for headers %s does not say they are not a JSON object of strings", text, x.headers)
+			t.Fatalf("reason %q for headers %s does not say they are not a JSON object of strings", text, x.Headers)
 		}
 	}
 }

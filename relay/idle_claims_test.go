@@ -7,17 +7,18 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // countingClaims counts the unordered claims a store runs.
 type countingClaims struct {
-	store
+	store.Store
 	claims int
 }
 
-func (s *countingClaims) claim(ctx context.Context, owner string, limit int, rg claimRange, sent []sentBatch) ([]row, []int, error) {
+func (s *countingClaims) Claim(ctx context.Context, owner string, limit int, rg store.ClaimRange, sent []store.SentBatch) ([]store.Row, []int, error) {
 	s.claims++
-	return s.store.claim(ctx, owner, limit, rg, sent)
+	return s.Store.Claim(ctx, owner, limit, rg, sent)
 }
 
 // When every topic is ordered, the unordered claims take keyless rows and
@@ -30,7 +31,7 @@ func TestIdleClaimsLookFirstWhenEveryTopicIsOrdered(t *testing.T) {
 	ctx := context.Background()
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "idle", Ordering: Ordering{Topics: []string{"*"}, Shards: 1}})
-	counted := &countingClaims{store: r.store}
+	counted := &countingClaims{Store: r.store}
 	r.store = counted
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
 	if err != nil {
@@ -72,7 +73,7 @@ func TestIdleClaimsLookFirstWhenEveryTopicIsOrdered(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET locked_until = now() - interval '1 second' WHERE key IS NULL"); err != nil {
 		t.Fatal(err)
 	}
-	if due, err := pgOf(r).dueKeyless(ctx); err != nil || !due {
+	if due, err := r.shards.DueKeyless(ctx); err != nil || !due {
 		t.Fatalf("dueKeyless with a lapsed lease = %v, %v; want true", due, err)
 	}
 

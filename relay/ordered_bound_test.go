@@ -5,75 +5,7 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/outboxrelay/outboxrelay/internal/testdb"
 )
-
-// What the ordered statements read does not grow with the backlog,
-// whatever it holds: here a backlog of rows of a topic that is not
-// ordered, or of ordered rows whose retry is an hour away, with a few due
-// rows of other keys behind it. The lease's look and the claim each read
-// about as many buffers with three times the backlog; when every test on
-// a row was made while walking an index (its topic, its due time), both
-// read the whole backlog (docs/ordering.md#how-the-claim-stays-bounded). One shard of
-// 1,024 buckets, so that every bucket is full past the claim's first pass.
-func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	const limit = 100
-	read := func(t *testing.T, shape string, n int) (lease, claim int) {
-		pool, table := testdb.NewUnpartitioned(t)
-		r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "bound", Ordering: Ordering{Topics: []string{"orders"}, Shards: 1}})
-		if err := pgOf(r).ensureShards(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		// n rows of the shape, then 10 due rows of other keys.
-		topic, due := "clicks", "now()"
-		if shape == "not due" {
-			topic, due = "orders", "now() + interval '1 hour'"
-		}
-		q := `INSERT INTO ` + table.Ident() + ` (topic, key, payload, next_retry_at)
-			SELECT $1, convert_to('k' || g, 'UTF8'), '\x00'::bytea, ` + due + ` FROM generate_series(1, $2) AS g
-			UNION ALL
-			SELECT 'orders', convert_to('due' || g, 'UTF8'), '\x00'::bytea, now() FROM generate_series(1, 10) AS g`
-		if _, err := pool.Exec(ctx, q, topic, n); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
-			t.Fatal(err)
-		}
-		awaitReady(t, pool, table)
-		all, topics := pgOf(r).orderedTopics()
-		p := explainBuffers(t, pool, pgOf(r).q.leaseShard, int64(60000), "bound#1", 1, all, topics)
-		lease = p.SharedHit + p.SharedRead
-		if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'bound#1', locked_until = now() + interval '1 hour'"); err != nil {
-			t.Fatal(err)
-		}
-		// The claim's steps: every read runs, since the rows read are not
-		// ready.
-		buckets := bucketsOf(0, 1)
-		c, e := claimExplained(t, pgOf(r), 0, "bound#1", limit, windowsFor(limit, len(buckets)))
-		if len(e.plans) != 4 {
-			t.Fatalf("the claim ran %d statements (claimed %d rows), want its three reads and the take", len(e.plans), len(c.rows))
-		}
-		claim = e.buffers()
-		t.Logf("%s, backlog %d: the lease read %d buffers, the claim %d", shape, n, lease, claim)
-		return lease, claim
-	}
-	for _, shape := range []string{"other topics", "not due"} {
-		t.Run(shape, func(t *testing.T) {
-			t.Parallel()
-			lease, claim := read(t, shape, 20000)
-			lease3, claim3 := read(t, shape, 60000)
-			if lease3 > lease*3/2+50 {
-				t.Errorf("with three times the backlog the lease read %d buffers, want about %d", lease3, lease)
-			}
-			if claim3 > claim*3/2 {
-				t.Errorf("with three times the backlog the claim read %d buffers, want about %d", claim3, claim)
-			}
-		})
-	}
-}
 
 // An ordered claim that runs out of time (here: waiting for a lock on its
 // shard's row) halves the loop's next claim, down to a single row.
@@ -82,7 +14,7 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 10, 10)
 	r.cfg.Lease = time.Second // the claim's time bound
-	shard, ok, err := pgOf(r).leaseShard(ctx, "lessee")
+	shard, ok, err := r.shards.LeaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
@@ -104,44 +36,5 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 		if got := r.orderedSizes.next(); got != want {
 			t.Fatalf("after a claim of %d rows timed out the next asks for %d, want %d", limit, got, want)
 		}
-	}
-}
-
-// A small claim reads in proportion less than a big one, down to a claim
-// of a few rows (secondWindow): a claim that timed out halves the next, so
-// that the next can finish. Here shard 0 of 64 (16 buckets) holds 20,000
-// rows whose retry is an hour away, which every pass reads past.
-func TestOrderedClaimReadsLessWhenSmaller(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, table := testdb.NewUnpartitioned(t)
-	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "small", Ordering: Ordering{Topics: []string{"orders"}, Shards: 64}})
-	if err := pgOf(r).ensureShards(ctx, 64); err != nil {
-		t.Fatal(err)
-	}
-	q := `INSERT INTO ` + table.Ident() + ` (topic, key, payload, next_retry_at)
-		SELECT 'orders', k, '\x00'::bytea, now() + interval '1 hour'
-		FROM (SELECT convert_to('k' || g, 'UTF8') AS k FROM generate_series(1, 400000) AS g) AS keys
-		WHERE hashtextextended(encode(k, 'hex'), 0) & 1023 < 16
-		LIMIT 20000`
-	if _, err := pool.Exec(ctx, q); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
-		t.Fatal(err)
-	}
-	awaitReady(t, pool, table)
-	if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'small#1', locked_until = now() + interval '1 hour' WHERE shard = 0"); err != nil {
-		t.Fatal(err)
-	}
-	buckets := bucketsOf(0, 64)
-	claim := func(limit int) int {
-		_, e := claimExplained(t, pgOf(r), 0, "small#1", limit, windowsFor(limit, len(buckets)))
-		return e.buffers()
-	}
-	big, small := claim(100), claim(4)
-	t.Logf("the claim of 100 rows read %d buffers, of 4 rows %d", big, small)
-	if small > big/4 {
-		t.Errorf("a claim of 4 rows read %d buffers, one of 100 %d: want at most a quarter", small, big)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/pgstore"
 )
 
 // HeadOfLine says what happens to the later events of a key while its
@@ -23,7 +24,7 @@ const (
 )
 
 // Buckets is the number of hash buckets keys fall into; shards group them.
-const Buckets = 1024
+const Buckets = pgstore.Buckets
 
 // Ordering configures per-key ordered delivery. Every replica serving a
 // table must use the same Topics and Shards.

@@ -38,8 +38,8 @@ func TestOutageIsLoggedOnceAndThenAtASlowCadence(t *testing.T) {
 		var out outcome
 		var res BatchResult
 		r.pipe.classify(msgs, []error{unavailable, unavailable}, publishWhole, false, &out, &res)
-		if !res.SinkUnavailable || len(out.retries) != 2 || out.retries[0].delay != 0 || !out.retries[0].refund {
-			t.Fatalf("batch during the outage: result %+v, retries %+v; want both deferred, due at once, attempt given back", res, out.retries)
+		if !res.SinkUnavailable || len(out.Retries) != 2 || out.Retries[0].Delay != 0 || !out.Retries[0].Refund {
+			t.Fatalf("batch during the outage: result %+v, retries %+v; want both deferred, due at once, attempt given back", res, out.Retries)
 		}
 	}
 	start := lines(t, &buf, "sink unavailable; pausing claims until it answers")

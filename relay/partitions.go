@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // PartitionsResult says what one call of RunPartitions did.
@@ -17,7 +16,7 @@ type PartitionsResult struct {
 	// Created names the partitions the run created.
 	Created []string
 	// Waited is true when a lock was not available within
-	// partitionLockTimeout: nothing was created, and the next run tries
+	// 250ms: nothing was created, and the next run tries
 	// again.
 	Waited bool
 	// LeaseLost is true when another run held the job by the time this
@@ -30,8 +29,8 @@ type PartitionsResult struct {
 // partitions job (RunPartitions), every JanitorInterval.
 type partitionManager struct {
 	cfg    Config
-	pg     *pgStore // nil on MySQL: the service does nothing
-	store  store
+	parts  store.Partitions // nil where the table is never partitioned (MySQL): the service does nothing
+	store  store.Store
 	log    *slog.Logger
 	tokens *tokens
 }
@@ -49,7 +48,7 @@ func (j *partitionManager) loop(ctx context.Context) {
 // run is RunPartitions.
 func (j *partitionManager) run(ctx context.Context) (PartitionsResult, error) {
 	var res PartitionsResult
-	if ctx.Err() != nil || j.pg == nil {
+	if ctx.Err() != nil || j.parts == nil {
 		return res, nil
 	}
 	owner := j.tokens.next()
@@ -57,26 +56,18 @@ func (j *partitionManager) run(ctx context.Context) (PartitionsResult, error) {
 	defer stopHard()
 	cctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
 	defer cancel()
-	ok, err := j.store.claimJob(cctx, jobPartitions, owner)
+	ok, err := j.store.ClaimJob(cctx, store.JobPartitions, owner)
 	if err != nil || !ok {
 		return res, err
 	}
 	res.Ran = true
-	held, waited, err := j.pg.inJob(cctx, jobPartitions, owner, func(tx pgx.Tx) (int64, error) {
-		created, err := migrations.CreatePartitions(cctx, tx, j.pg.table, 0, 3*j.cfg.JanitorInterval)
-		for _, p := range created {
-			res.Created = append(res.Created, p.Name)
-		}
-		return 0, err
-	})
-	res.LeaseLost, res.Waited = err == nil && !held, waited
-	if !held || waited || err != nil {
-		res.Created = nil
-	}
-	complete := err == nil && held && !waited
+	created, step, err := j.parts.CreatePartitions(cctx, store.JobPartitions, owner, 3*j.cfg.JanitorInterval)
+	res.Created = created
+	res.LeaseLost, res.Waited = err == nil && !step.Held, step.Waited
+	complete := err == nil && step.Held && !step.Waited
 	if !res.LeaseLost {
 		fctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
-		_, ferr := j.store.finishJob(fctx, jobPartitions, owner, complete, j.cfg.JanitorInterval)
+		_, ferr := j.store.FinishJob(fctx, store.JobPartitions, owner, complete, j.cfg.JanitorInterval)
 		cancel()
 		if ferr != nil {
 			j.log.Warn("releasing the partitions job failed; it returns when its lease ends", "token", owner, "error", ferr)
@@ -88,8 +79,8 @@ func (j *partitionManager) run(ctx context.Context) (PartitionsResult, error) {
 	if len(res.Created) > 0 {
 		j.log.Info("partitions job: created partitions", "created", res.Created, "token", owner)
 	}
-	if waited {
-		j.log.Info("partitions job: a lock was not free in time; trying again at the next run", "lock_timeout", partitionLockTimeout)
+	if step.Waited {
+		j.log.Info("partitions job: a lock was not free in time; trying again at the next run", "lock_timeout", store.PartitionLockTimeout)
 	}
 	return res, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // The pipeline moves one batch: claim → decode → publish → classify →
@@ -23,7 +24,7 @@ type pipeline struct {
 	cfg        Config
 	pub        publishers.Publisher
 	obs        Observer // cfg.Observer
-	store      store
+	store      store.Store
 	log        *slog.Logger
 	sink       *breaker // the sink's outage state (outage.go)
 	tokens     *tokens
@@ -80,7 +81,7 @@ func (p *pipeline) process(ctx context.Context, c claimer, limit int, published 
 //
 // With sizes, the claim's outcome adjusts the loop's adaptive batch size
 // as soon as it is known, so that another worker's next claim follows it.
-// full reports a claim that came back full (claimBytes.full): more rows
+// full reports a claim that came back full (store.Bounds.Full): more rows
 // may wait.
 func (p *pipeline) processIn(ctx context.Context, c claimer, limit int, sizes *batchSizer, published func(), slot *atomic.Int64) (res BatchResult, full bool, err error) {
 	if limit <= 0 {
@@ -110,9 +111,9 @@ func (p *pipeline) processIn(ctx context.Context, c claimer, limit int, sizes *b
 	beat(slot)
 	bytes := claimBytesOf(p.cfg)
 	if sizes != nil {
-		sizes.observe(limit, len(b.rows), bytes.rowBytes(b.rows))
+		sizes.observe(limit, len(b.rows), bytes.RowBytes(b.rows))
 	}
-	full = bytes.full(limit, b.rows)
+	full = bytes.Full(limit, b.rows)
 	b.slot = slot
 	if b.end != nil {
 		defer b.end(hard)
@@ -135,15 +136,14 @@ func (p *pipeline) processIn(ctx context.Context, c claimer, limit int, sizes *b
 		return res, full, err
 	}
 	b.ph.record = time.Since(start)
-	p.logBatch(res, b.ph, out.retries, out.failures, out.topics)
+	p.logBatch(res, b.ph, out.Retries, out.Failures, out.topics)
 	return res, full, nil
 }
 
 // outcome is what is to be recorded for a claimed batch.
 type outcome struct {
-	sent, released []uuid.UUID
-	retries        []retry
-	failures       []failure
+	store.Outcome // the rows sent, retried and failed
+	released      []uuid.UUID
 	// topics counts the rows by topic and outcome, for the Observer; nil
 	// without one.
 	topics *topicTally

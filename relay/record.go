@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // recordLeased writes the outcome of a lease claim back, fenced by
@@ -15,7 +15,7 @@ import (
 // shutdown cancels. The write-back gets its own deadline, a lease from
 // now: the publish may have run longer than a lease while the heartbeat
 // kept the rows.
-func (p *pipeline) recordLeased(hard context.Context, owner string, tids []pgtype.TID, out *outcome, res *BatchResult) error {
+func (p *pipeline) recordLeased(hard context.Context, owner string, tids []store.TID, out *outcome, res *BatchResult) error {
 	wctx, cancel := context.WithTimeout(hard, p.cfg.Lease)
 	defer cancel()
 	steps := []struct {
@@ -24,10 +24,10 @@ func (p *pipeline) recordLeased(hard context.Context, owner string, tids []pgtyp
 		n     int
 		do    func(context.Context) (int, error)
 	}{
-		{"sent", &res.Sent, len(out.sent), func(ctx context.Context) (int, error) { return p.store.markSent(ctx, owner, out.sent, tids) }},
-		{"retry", &res.Retried, len(out.retries), func(ctx context.Context) (int, error) { return p.store.markRetry(ctx, owner, out.retries) }},
-		{"failed", &res.Failed, len(out.failures), func(ctx context.Context) (int, error) { return p.store.markFailed(ctx, owner, out.failures) }},
-		{"release", &res.Released, len(out.released), func(ctx context.Context) (int, error) { return p.store.release(ctx, owner, out.released) }},
+		{"sent", &res.Sent, len(out.Sent), func(ctx context.Context) (int, error) { return p.store.MarkSent(ctx, owner, out.Sent, tids) }},
+		{"retry", &res.Retried, len(out.Retries), func(ctx context.Context) (int, error) { return p.store.MarkRetry(ctx, owner, out.Retries) }},
+		{"failed", &res.Failed, len(out.Failures), func(ctx context.Context) (int, error) { return p.store.MarkFailed(ctx, owner, out.Failures) }},
+		{"release", &res.Released, len(out.released), func(ctx context.Context) (int, error) { return p.store.Release(ctx, owner, out.released) }},
 	}
 	for _, step := range steps {
 		fenced, err := p.retryWrite(wctx, step.do)
@@ -57,16 +57,16 @@ func (p *pipeline) retryWrite(ctx context.Context, do func(context.Context) (int
 
 // logBatch logs a batch whose outcome is recorded, and reports it to the
 // Observer.
-func (p *pipeline) logBatch(res BatchResult, ph phases, retries []retry, failures []failure, topics *topicTally) {
+func (p *pipeline) logBatch(res BatchResult, ph phases, retries []store.Retry, failures []store.Failure, topics *topicTally) {
 	p.observe(Event{Kind: EventRecorded, Claim: ph.mode, Result: res, Duration: ph.record, Topics: topics.result(res)})
 	p.log.Debug("batch done", "claimed", res.Claimed, "sent", res.Sent, "retried", res.Retried,
 		"failed", res.Failed, "released", res.Released, "fenced", res.Fenced, "abandoned", res.Abandoned,
 		"claim_ms", ms(ph.claim), "publish_ms", ms(ph.publish), "record_ms", ms(ph.record))
 	if len(retries) > 0 && !res.SinkUnavailable { // Run logs an outage once, not every probe
-		p.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].id, "error", retries[0].error, "retry_in", retries[0].delay)
+		p.log.Warn("publish failed; will retry", "rows", len(retries), "first_id", retries[0].ID, "error", retries[0].Error, "retry_in", retries[0].Delay)
 	}
 	for _, f := range failures {
-		p.log.Error("event failed permanently", "id", f.id, "reason", f.error)
+		p.log.Error("event failed permanently", "id", f.ID, "reason", f.Error)
 	}
 	if res.Fenced > 0 {
 		p.log.Warn("outcome not recorded for rows another claim holds now (lease lost)", "rows", res.Fenced)

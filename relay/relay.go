@@ -13,6 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/mysqlstore"
+	"github.com/outboxrelay/outboxrelay/relay/internal/pgstore"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // Relay moves committed outbox rows to a publishers.Publisher. Create it with
@@ -21,8 +24,8 @@ import (
 type Relay struct {
 	cfg    Config
 	prober publishers.Prober // pub, when it can be probed
-	store  store             // every statement, on the caller's pool or database
-	shards shardStore        // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
+	store  store.Store       // every statement, on the caller's pool or database
+	shards store.Shards      // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
 	log    *slog.Logger
 	tokens *tokens // numbers claims (locked_by)
 	bell   *bell   // rung when an insert into the table commits
@@ -89,9 +92,14 @@ func New(pool *pgxpool.Pool, pub publishers.Publisher, cfg Config) (*Relay, erro
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pg := newPGStore(pool, cfg.Table, cfg.Lease, cfg.Ordering, claimBytesOf(cfg))
-	return newRelay(pg, pg, pub, cfg, cfg.Table.String()), nil
+	st := pgstore.New(pool, pgstore.Config{Table: cfg.Table, Lease: cfg.Lease, Bounds: claimBytesOf(cfg), Topics: cfg.Ordering.Topics, Shards: cfg.Ordering.Shards})
+	return newRelay(st, pub, cfg, cfg.Table.String()), nil
 }
+
+// ErrUnsupported is returned, wrapped, for what the relay offers on
+// PostgreSQL only (ordered delivery, lock claims, partitioned tables)
+// when it runs on another database.
+var ErrUnsupported = errors.New("not supported on this database")
 
 // NewMySQL returns a Relay that reads the outbox table of a MySQL 8.0 or
 // MariaDB 10.6 (or later) database through db, a go-sql-driver/mysql pool
@@ -123,12 +131,12 @@ func NewMySQL(db *sql.DB, pub publishers.Publisher, cfg Config) (*Relay, error) 
 	if schema != "" {
 		name = schema + "." + name
 	}
-	return newRelay(newMySQLStore(db, cfg.Table, cfg.Lease, claimBytesOf(cfg)), nil, pub, cfg, name), nil
+	return newRelay(mysqlstore.New(db, mysqlstore.Config{Table: cfg.Table, Lease: cfg.Lease, Bounds: claimBytesOf(cfg)}), pub, cfg, name), nil
 }
 
-// newRelay returns the relay of cfg (defaults applied, valid) on st; pg
-// is st on PostgreSQL, nil elsewhere. table names the table in logs.
-func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table string) *Relay {
+// newRelay returns the relay of cfg (defaults applied, valid) on st,
+// with what st offers beyond store.Store. table names the table in logs.
+func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string) *Relay {
 	r := &Relay{
 		cfg:    cfg,
 		store:  st,
@@ -140,14 +148,14 @@ func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table
 	}
 	r.leases = &leaseClaims{r: r}
 	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
-	if pg != nil && cfg.Ordering.allTopics() {
-		r.stream.dueKeyless = pg.dueKeyless
-	}
-	if pg != nil {
-		r.locks = lockClaims{r: r, db: pg}
-		if cfg.Ordering.enabled() {
-			r.shards = pg
+	if shards, ok := st.(store.Shards); ok && cfg.Ordering.enabled() {
+		r.shards = shards
+		if cfg.Ordering.allTopics() {
+			r.stream.dueKeyless = shards.DueKeyless
 		}
+	}
+	if locks, ok := st.(store.LockClaims); ok {
+		r.locks = lockClaims{r: r, db: locks}
 	}
 	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
@@ -156,12 +164,14 @@ func newRelay(st store, pg *pgStore, pub publishers.Publisher, cfg Config, table
 		r.turns.signal()
 	}
 	r.pipe = &pipeline{cfg: cfg, pub: pub, obs: cfg.Observer, store: st, log: r.log, tokens: r.tokens, keyBatches: keyBatches(pub)}
-	r.sink = newBreaker(cfg, r.log, r.store.countDue, r.pipe.observe, wake)
+	r.sink = newBreaker(cfg, r.log, r.store.CountDue, r.pipe.observe, wake)
 	r.pipe.sink = r.sink
-	r.retention = &retention{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens, observe: r.pipe.observe}
-	r.partitions = &partitionManager{cfg: cfg, store: st, pg: pg, log: r.log, tokens: r.tokens}
-	if pg != nil && !cfg.NoListen { // MySQL has no LISTEN/NOTIFY: it polls
-		r.listener = &listener{db: pg, backoffMin: cfg.OutageBackoffMin, backoffMax: cfg.OutageBackoffMax, log: r.log, wake: wake}
+	parts, _ := st.(store.Partitions)
+	vacuums, _ := st.(store.Vacuumer)
+	r.retention = &retention{cfg: cfg, store: st, parts: parts, vacuums: vacuums, log: r.log, tokens: r.tokens, observe: r.pipe.observe}
+	r.partitions = &partitionManager{cfg: cfg, store: st, parts: parts, log: r.log, tokens: r.tokens}
+	if db, ok := st.(store.Listener); ok && !cfg.NoListen { // MySQL has no LISTEN/NOTIFY: it polls
+		r.listener = &listener{db: db, backoffMin: cfg.OutageBackoffMin, backoffMax: cfg.OutageBackoffMax, log: r.log, wake: wake}
 	}
 	r.prober, _ = pub.(publishers.Prober)
 	return r

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/mariadbtest"
+	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -32,11 +34,11 @@ func (p *recordingPublisher) Close() error { return nil }
 // once each and are marked sent; two relays share the table without
 // sending an event twice.
 func TestRunOnMySQL(t *testing.T) {
-	b := setupMySQL(t, 30*time.Second)
+	db := mysqlDB(t)
 	ctx := context.Background()
 	const n = 2000
 	want := map[string]bool{}
-	tx, err := b.db.BeginTx(ctx, nil)
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestRunOnMySQL(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for i := range 2 {
-		r, err := NewMySQL(b.db, pub, Config{ID: []string{"a", "b"}[i], BatchSize: 100, PollInterval: 10 * time.Millisecond})
+		r, err := NewMySQL(db, pub, Config{ID: []string{"a", "b"}[i], BatchSize: 100, PollInterval: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +74,7 @@ func TestRunOnMySQL(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for countStatus(t, b, "sent") < n && time.Now().Before(deadline) && len(errs) == 0 {
+	for countStatus(t, db, "sent") < n && time.Now().Before(deadline) && len(errs) == 0 {
 		time.Sleep(20 * time.Millisecond) // polls the table's state: nothing to await but the rows
 	}
 	cancel()
@@ -83,7 +85,7 @@ func TestRunOnMySQL(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}
-	if got := countStatus(t, b, "sent"); got != n {
+	if got := countStatus(t, db, "sent"); got != n {
 		t.Fatalf("%d rows sent, want %d", got, n)
 	}
 	pub.mu.Lock()
@@ -101,10 +103,21 @@ func TestRunOnMySQL(t *testing.T) {
 	}
 }
 
-func countStatus(t *testing.T, b *mysqlBundle, status string) int {
+// mysqlDB returns a migrated MariaDB/MySQL database of the test's own.
+func mysqlDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, _ := mariadbtest.DB(t)
+	if _, err := migrations.UpMySQL(context.Background(), db, outbox.Table{}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+// countStatus counts the rows of the table in db with status.
+func countStatus(t *testing.T, db *sql.DB, status string) int {
 	t.Helper()
 	var n int
-	if err := b.db.QueryRow("SELECT COUNT(*) FROM outbox WHERE status = ?", status).Scan(&n); err != nil {
+	if err := db.QueryRow("SELECT COUNT(*) FROM outbox WHERE status = ?", status).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -112,53 +125,13 @@ func countStatus(t *testing.T, b *mysqlBundle, status string) int {
 
 // What only PostgreSQL offers is refused on MySQL with ErrUnsupported.
 func TestNewMySQLRefusesWhatOnlyPostgreSQLOffers(t *testing.T) {
-	b := setupMySQL(t, 30*time.Second)
+	db := mysqlDB(t)
 	for name, cfg := range map[string]Config{
 		"ordered topics": {Ordering: Ordering{Topics: []string{"orders"}}},
 		"lock claims":    {Claim: ClaimLock},
 	} {
-		if _, err := NewMySQL(b.db, nopPublisher{}, cfg); !errors.Is(err, ErrUnsupported) {
+		if _, err := NewMySQL(db, nopPublisher{}, cfg); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%s: NewMySQL = %v, want ErrUnsupported", name, err)
-		}
-	}
-}
-
-// Backlog on MySQL counts rows by state through the status-led indexes,
-// exactly up to the limit and by the server's estimate beyond it, and
-// reports how long the oldest due row has waited.
-func TestMySQLBacklog(t *testing.T) {
-	b := setupMySQL(t, 30*time.Second)
-	b.insert(5, "t", -time.Hour)   // pending, due an hour ago
-	b.insert(3, "t", time.Hour)    // pending, delayed
-	b.insert(4, "t", -time.Minute) // then processing
-	b.exec("UPDATE outbox SET status = 'processing', locked_by = 'x#1', locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
-	b.insert(2, "t", -time.Minute) // then failed
-	b.exec("UPDATE outbox SET status = 'failed', failed_at = UTC_TIMESTAMP(6) WHERE status = 'pending' AND next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
-	b.insert(6, "t", -time.Minute) // then sent: never counted
-	b.exec("UPDATE outbox SET status = 'sent', sent_at = UTC_TIMESTAMP(6) WHERE status = 'pending' AND next_retry_at BETWEEN UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE AND UTC_TIMESTAMP(6)")
-	r, err := NewMySQL(b.db, nopPublisher{}, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	got, err := r.Backlog(ctx, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Backlog{PendingDue: BacklogCount{Rows: 5}, PendingDelayed: BacklogCount{Rows: 3}, Processing: BacklogCount{Rows: 4}, Failed: BacklogCount{Rows: 2}}
-	if got.PendingDue != want.PendingDue || got.PendingDelayed != want.PendingDelayed || got.Processing != want.Processing || got.Failed != want.Failed {
-		t.Errorf("Backlog = %+v, want counts %+v", got, want)
-	}
-	if got.OldestDue < 59*time.Minute || got.OldestDue > 61*time.Minute {
-		t.Errorf("OldestDue = %v, want about an hour", got.OldestDue)
-	}
-	capped, err := r.Backlog(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, c := range map[string]BacklogCount{"pending due": capped.PendingDue, "pending delayed": capped.PendingDelayed, "processing": capped.Processing, "failed": capped.Failed} {
-		if !c.Estimated || c.Rows < 2 {
-			t.Errorf("%s with limit 2 = %+v, want an estimate of at least 2", name, c)
 		}
 	}
 }

@@ -7,8 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/outboxrelay/outboxrelay/migrations"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // RetentionResult says what one call of RunRetention did.
@@ -50,7 +49,7 @@ type RetentionResult struct {
 	Dropped     int
 	DroppedRows int64
 	// LockWaited is true when the lock to drop a partition was not free
-	// within partitionLockTimeout: the run stopped there, is not
+	// within 250ms: the run stopped there, is not
 	// complete, and the next run tries again.
 	LockWaited bool
 	// Kept counts the expired partitions the run kept because some of
@@ -69,8 +68,9 @@ const vacuumTimeout = 10 * time.Minute
 // that hold the retention job (RunRetention), every JanitorInterval.
 type retention struct {
 	cfg     Config
-	store   store
-	pg      *pgStore // nil on MySQL: no partitions, no VACUUM
+	store   store.Store
+	parts   store.Partitions // nil where the table is never partitioned (MySQL)
+	vacuums store.Vacuumer   // nil where the database vacuums alone (MySQL)
 	log     *slog.Logger
 	tokens  *tokens
 	observe func(Event)
@@ -86,7 +86,7 @@ func (j *retention) loop(ctx context.Context) {
 	every(ctx, j.cfg.JanitorInterval, func() {
 		if res, err := j.run(ctx); err != nil && ctx.Err() == nil {
 			level := slog.LevelWarn
-			if j.store.fatal(err) {
+			if j.store.Fatal(err) {
 				// Say it louder: the relay's role may lack DELETE on the
 				// table, or the schema be older than the relay.
 				level = slog.LevelError
@@ -110,7 +110,7 @@ func (j *retention) run(ctx context.Context) (RetentionResult, error) {
 	hard, stopHard := shutdownBound(ctx, j.cfg)
 	defer stopHard()
 	cctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
-	ok, err := j.store.claimJob(cctx, jobRetention, owner)
+	ok, err := j.store.ClaimJob(cctx, store.JobRetention, owner)
 	cancel()
 	if err != nil || !ok {
 		return res, err
@@ -127,7 +127,7 @@ targets:
 	for _, target := range targets {
 		for !res.LeaseLost && ctx.Err() == nil {
 			bctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
-			n, held, err := j.store.deleteSent(bctx, owner, target, j.cfg.Retention, j.cfg.JanitorBatch)
+			n, held, err := j.store.DeleteSent(bctx, owner, target, j.cfg.Retention, j.cfg.JanitorBatch)
 			cancel()
 			if err != nil {
 				j.finish(hard, owner, &res)
@@ -173,53 +173,42 @@ targets:
 // transaction of its own fenced by the job, unless some of their rows are
 // not sent or were sent within Retention (migrations.DropPartition); those
 // are kept (res.Kept). It returns where the row deletes that follow look
-// for expired sent rows: the partitions kept and the DEFAULT partition,
-// never a partition that is not expired yet (it is dropped whole later);
-// on an unpartitioned table, the table. A partition whose lock was not
-// free in time (res.LockWaited) ends the drops of this run.
+// for expired sent rows, as partition names: the partitions kept and the
+// DEFAULT partition, never a partition that is not expired yet (it is
+// dropped whole later); on an unpartitioned table, "" (the table). A
+// partition whose lock was not free in time (res.LockWaited) ends the
+// drops of this run.
 func (j *retention) dropPartitions(ctx, hard context.Context, owner string, res *RetentionResult) (targets []string, err error) {
-	if j.pg == nil {
-		return []string{""}, nil // MySQL: the table, which is never partitioned
+	if j.parts == nil {
+		return []string{""}, nil
 	}
 	lctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
 	defer cancel()
-	partitioned, now, err := j.pg.partitioned(lctx)
+	table, partitioned, err := j.parts.Partitioning(lctx)
 	if err != nil || !partitioned {
-		return []string{j.pg.table.Ident()}, err
+		return []string{""}, err
 	}
-	parts, err := migrations.Partitions(lctx, j.pg.pool, j.pg.table)
-	if err != nil {
-		return nil, err
+	if table.Default != "" {
+		targets = append(targets, table.Default)
 	}
-	if name, ok, err := migrations.DefaultPartition(lctx, j.pg.pool, j.pg.table); err != nil {
-		return nil, err
-	} else if ok {
-		targets = append(targets, pgx.Identifier{j.pg.table.WithDefaults().Schema, name}.Sanitize())
-	}
-	cutoff := now.Add(-j.cfg.Retention)
-	for _, p := range parts {
+	cutoff := table.Now.Add(-j.cfg.Retention)
+	for _, p := range table.Parts {
 		if p.To.After(cutoff) || ctx.Err() != nil {
 			break
 		}
-		var dropped bool
-		var rows int64
 		dctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
-		held, waited, err := j.pg.inJob(dctx, jobRetention, owner, func(tx pgx.Tx) (int64, error) {
-			var err error
-			dropped, rows, err = migrations.DropPartition(dctx, tx, j.pg.table, p, cutoff)
-			return rows, err
-		})
+		dropped, rows, step, err := j.parts.DropPartition(dctx, store.JobRetention, owner, p, cutoff)
 		cancel()
 		switch {
 		case err != nil:
 			return targets, fmt.Errorf("drop partition %s: %w", p.Name, err)
-		case !held:
+		case !step.Held:
 			res.LeaseLost = true
 			return targets, nil
-		case waited:
+		case step.Waited:
 			res.LockWaited = true
 			j.log.Info("retention janitor: the lock to drop a partition was not free in time; trying again at the next run",
-				"partition", p.Name, "lock_timeout", partitionLockTimeout)
+				"partition", p.Name, "lock_timeout", store.PartitionLockTimeout)
 			return targets, nil
 		case dropped:
 			res.Dropped++
@@ -228,7 +217,7 @@ func (j *retention) dropPartitions(ctx, hard context.Context, owner string, res 
 		default:
 			res.Kept++
 			j.log.Debug("retention janitor: kept an expired partition that holds unfinished or recently sent rows", "partition", p.Name)
-			targets = append(targets, pgx.Identifier{j.pg.table.WithDefaults().Schema, p.Name}.Sanitize())
+			targets = append(targets, p.Name)
 		}
 	}
 	return targets, nil
@@ -240,7 +229,7 @@ func (j *retention) dropPartitions(ctx, hard context.Context, owner string, res 
 func (j *retention) finish(hard context.Context, owner string, res *RetentionResult) {
 	fctx, cancel := context.WithTimeout(hard, j.cfg.Lease)
 	defer cancel()
-	held, err := j.store.finishJob(fctx, jobRetention, owner, res.Complete, j.cfg.JanitorInterval)
+	held, err := j.store.FinishJob(fctx, store.JobRetention, owner, res.Complete, j.cfg.JanitorInterval)
 	switch {
 	case err != nil:
 		j.log.Warn("releasing the retention job failed; it returns when its lease ends", "token", owner, "error", err)
@@ -256,13 +245,13 @@ func (j *retention) finish(hard context.Context, owner string, res *RetentionRes
 // returns how long the VACUUM took. A failure is logged, never returned
 // nor fatal.
 func (j *retention) vacuum(ctx context.Context, res *RetentionResult) time.Duration {
-	if j.cfg.NoVacuum || j.vacuumDenied.Load() || ctx.Err() != nil || j.pg == nil {
+	if j.cfg.NoVacuum || j.vacuumDenied.Load() || ctx.Err() != nil || j.vacuums == nil {
 		return 0
 	}
 	vctx, cancel := context.WithTimeout(ctx, vacuumTimeout)
 	defer cancel()
 	start := time.Now()
-	allowed, err := j.pg.vacuum(vctx)
+	allowed, err := j.vacuums.Vacuum(vctx)
 	took := time.Since(start)
 	switch {
 	case err != nil:

@@ -9,9 +9,9 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // rounds hands out a batch's messages round by round: all of them at once,
@@ -117,16 +117,16 @@ func (p *pipeline) decodeAll(b *batch, out *outcome) *rounds {
 	rows := b.rows
 	if b.ordered {
 		rows = slices.Clone(rows)
-		slices.SortFunc(rows, func(a, b row) int {
-			return cmp.Or(cmp.Compare(a.tx, b.tx), slices.Compare(a.id[:], b.id[:]))
+		slices.SortFunc(rows, func(a, b store.Row) int {
+			return cmp.Or(cmp.Compare(a.Tx, b.Tx), slices.Compare(a.ID[:], b.ID[:]))
 		})
 	}
 	msgs := make([]outbox.Message, 0, len(rows))
 	for _, row := range rows {
 		msg, err := p.decode(row)
 		if err != nil {
-			out.failures = append(out.failures, failure{row.id, err.Error()})
-			out.topics.add(row.topic, tallyFailed, 1)
+			out.Failures = append(out.Failures, store.Failure{ID: row.ID, Error: err.Error()})
+			out.topics.add(row.Topic, tallyFailed, 1)
 			continue
 		}
 		msgs = append(msgs, msg)
@@ -152,24 +152,24 @@ func (p *pipeline) decodeAll(b *batch, out *outcome) *rounds {
 // decode turns a claimed row into a message; an error means the row is
 // too large, malformed or rescued too often, and goes to failed with that
 // reason.
-func (p *pipeline) decode(x row) (outbox.Message, error) {
-	msg := outbox.Message{ID: x.id, Topic: x.topic, Key: x.key, Payload: x.payload, Attempt: x.attempt, CreatedAt: x.createdAt.Time}
-	if claimBytesOf(p.cfg).tooLarge(&x) {
-		return msg, fmt.Errorf("event too large: %d bytes of payload, key and headers exceed the limit of %d (MaxEventBytes); the relay did not read them", x.size, p.cfg.MaxEventBytes)
+func (p *pipeline) decode(x store.Row) (outbox.Message, error) {
+	msg := outbox.Message{ID: x.ID, Topic: x.Topic, Key: x.Key, Payload: x.Payload, Attempt: x.Attempt, CreatedAt: x.CreatedAt.Time}
+	if claimBytesOf(p.cfg).TooLarge(&x) {
+		return msg, fmt.Errorf("event too large: %d bytes of payload, key and headers exceed the limit of %d (MaxEventBytes); the relay did not read them", x.Size, p.cfg.MaxEventBytes)
 	}
-	if x.attempt > p.cfg.MaxAttempts {
-		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.attempt, p.cfg.MaxAttempts)
+	if x.Attempt > p.cfg.MaxAttempts {
+		return msg, fmt.Errorf("attempt %d exceeds max attempts %d: earlier claims ended without a recorded outcome (relay died or lost its lease), or max attempts was lowered", x.Attempt, p.cfg.MaxAttempts)
 	}
-	if !x.createdAt.Valid || x.createdAt.InfinityModifier != pgtype.Finite {
+	if !x.CreatedAt.Finite() {
 		return msg, errors.New("malformed row: created_at is not a finite time")
 	}
-	if err := outbox.ValidateTopic(x.topic); err != nil {
+	if err := outbox.ValidateTopic(x.Topic); err != nil {
 		return msg, fmt.Errorf("malformed row: %w", err)
 	}
 	// *string tells a JSON null value apart from "": the relay must not
 	// invent a value. A JSON null instead of the object means no headers.
 	var headers map[string]*string
-	if err := json.Unmarshal(x.headers, &headers); err != nil {
+	if err := json.Unmarshal(x.Headers, &headers); err != nil {
 		return msg, fmt.Errorf("malformed row: headers are not a JSON object of string values: %s", err)
 	}
 	if headers != nil {

@@ -49,11 +49,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	if r.cfg.Ordering.enabled() {
-		if err := r.shards.ensureShards(ctx, r.cfg.Ordering.Shards); err != nil {
+		if err := r.shards.EnsureShards(ctx, r.cfg.Ordering.Shards); err != nil {
 			return err
 		}
 		// Advisory: a table not prepared delivers in order, more slowly.
-		if ok, err := r.shards.prepared(ctx); err == nil && !ok {
+		if ok, err := r.shards.Prepared(ctx); err == nil && !ok {
 			r.log.Warn("ordered topics on a table whose primary key is not prepared for them: its full pages slow ordered write-backs down; run `relay migrate up --ordered` (docs/ordering.md#the-primary-key-half-full)")
 		}
 	}
@@ -64,8 +64,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		// No notifications to wake it (MySQL): polling alone finds new rows.
 		r.log.Info("no LISTEN/NOTIFY on this database; polling", "poll_interval", r.cfg.PollInterval)
 	}
-	if pg, ok := r.store.(interface{ unsetSessionSettings() []string }); ok {
-		if unset := pg.unsetSessionSettings(); len(unset) > 0 {
+	if pg, ok := r.store.(interface{ UnsetSessionSettings() []string }); ok {
+		if unset := pg.UnsetSessionSettings(); len(unset) > 0 {
 			// A shared pool the caller did not pass through
 			// ConfigurePool: the relay works, but its statements may be
 			// planned badly (jit compiling each ordered claim's plan).
@@ -165,7 +165,7 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		alone := idle && r.pipe.batches.Load() == 0 && r.pipe.took.Load() == took
 		done()
 		switch {
-		case err != nil && r.store.fatal(err):
+		case err != nil && r.store.Fatal(err):
 			// Permission denied, a dropped table: retrying cannot help.
 			return err
 		case err != nil:
@@ -211,14 +211,14 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 func (r *Relay) waitReady(ctx context.Context) error {
 	b := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	for {
-		err := r.store.ready(ctx)
+		err := r.store.Ready(ctx)
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if r.store.fatal(err) {
+		if r.store.Fatal(err) {
 			return err
 		}
 		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)

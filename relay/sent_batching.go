@@ -5,8 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // Mark-sent batching. In Run, a lease batch the sink took whole is not
@@ -34,11 +33,9 @@ const sentBatchMax = 500
 
 // sentBatch is a published batch whose rows are to be marked sent.
 type sentBatch struct {
-	owner string       // the claim's token, which fences the write
-	ids   []uuid.UUID  // the rows the sink acknowledged
-	tids  []pgtype.TID // where the claim left them, or nil (sentTIDs)
-	res   BatchResult  // the batch so far, for its log line
-	ph    phases
+	store.SentBatch             // the claim's token, the rows and where it left them (sentTIDs)
+	res             BatchResult // the batch so far, for its log line
+	ph              phases
 	// topics counts the batch's rows by topic, for the Observer; nil
 	// without one.
 	topics *topicTally
@@ -98,10 +95,10 @@ func (q *sentBatching) flush(ctx context.Context) {
 	for _, sb := range q.take() {
 		ctx, cancel := context.WithTimeout(ctx, r.cfg.Lease)
 		start := time.Now()
-		fenced, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.markSent(ctx, sb.owner, sb.ids, sb.tids) })
+		fenced, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.MarkSent(ctx, sb.Owner, sb.IDs, sb.TIDs) })
 		cancel()
 		if err != nil {
-			r.log.Error("recording sent rows failed; they are published again after their lease", "rows", len(sb.ids), "error", err)
+			r.log.Error("recording sent rows failed; they are published again after their lease", "rows", len(sb.IDs), "error", err)
 			continue
 		}
 		sb.ph.record = time.Since(start)
@@ -111,7 +108,7 @@ func (q *sentBatching) flush(ctx context.Context) {
 
 // done logs a batch whose rows are marked sent, fenced of them excepted.
 func (q *sentBatching) done(sb sentBatch, fenced int) {
-	sb.res.Sent = len(sb.ids) - fenced
+	sb.res.Sent = len(sb.IDs) - fenced
 	sb.res.Fenced += fenced
 	q.r.pipe.logBatch(sb.res, sb.ph, nil, nil, sb.topics)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
@@ -45,14 +46,6 @@ func statusOf(t *testing.T, pool *pgxpool.Pool, table outbox.Table) map[string][
 		t.Fatal(err)
 	}
 	return out
-}
-
-// pgOf returns r's store on PostgreSQL (under a test's wrapper, if any).
-func pgOf(r *Relay) *pgStore {
-	if c, ok := r.store.(*countingClaims); ok {
-		return c.store.(*pgStore)
-	}
-	return r.store.(*pgStore)
 }
 
 // quietRelay returns a relay of cfg that publishes to pub and logs nothing.

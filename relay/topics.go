@@ -1,6 +1,9 @@
 package relay
 
-import "github.com/outboxrelay/outboxrelay/outbox"
+import (
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
+)
 
 // InvalidTopic is the topic of Event.Topics under which the relay counts
 // the rows whose topic is invalid (outbox.ValidateTopic). They fail as
@@ -171,13 +174,13 @@ func shareOut(counts []TopicCount, field func(*TopicCount) *int, fenced, intende
 
 // claimedTopics counts claimed rows by topic, for EventClaimed; nil
 // without an Observer.
-func (p *pipeline) claimedTopics(rows []row) []TopicCount {
+func (p *pipeline) claimedTopics(rows []store.Row) []TopicCount {
 	if p.obs == nil || len(rows) == 0 {
 		return nil
 	}
 	t := &topicTally{}
 	for i := range rows {
-		t.at(rows[i].topic).Claimed++
+		t.at(rows[i].Topic).Claimed++
 	}
 	return t.counts
 }

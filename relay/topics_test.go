@@ -10,6 +10,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // A write-back's fenced rows move from its outcome to Fenced: exactly
@@ -124,7 +125,7 @@ func TestTopicTallyInvalidTopics(t *testing.T) {
 		t.Errorf("%q is a valid topic: a topic could be mistaken for the invalid ones", InvalidTopic)
 	}
 	r := &Relay{pipe: &pipeline{obs: ObserverFunc(func(Event) {})}}
-	claimed := r.pipe.claimedTopics([]row{{topic: "acc.p\xffA"}, {topic: "ok"}, {topic: "bad topic!"}})
+	claimed := r.pipe.claimedTopics([]store.Row{{Topic: "acc.p\xffA"}, {Topic: "ok"}, {Topic: "bad topic!"}})
 	if want := []TopicCount{{Topic: InvalidTopic, Claimed: 2}, {Topic: "ok", Claimed: 1}}; !slices.Equal(claimed, want) {
 		t.Errorf("claimed = %+v, want %+v", claimed, want)
 	}
@@ -214,17 +215,17 @@ func TestEventTopicsAddUpToTheBatch(t *testing.T) {
 // counts, each row's outcome, and the result.
 func BenchmarkTopicTally1000(b *testing.B) {
 	r := &Relay{pipe: &pipeline{obs: ObserverFunc(func(Event) {})}}
-	rows := make([]row, 1000)
+	rows := make([]store.Row, 1000)
 	topics := []string{"orders", "users", "payments"}
 	for i := range rows {
-		rows[i].topic = topics[i*3/len(rows)]
+		rows[i].Topic = topics[i*3/len(rows)]
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = r.pipe.claimedTopics(rows)
 		t := r.pipe.newTopicTally()
 		for i := range rows {
-			t.add(rows[i].topic, tallySent, 1)
+			t.add(rows[i].Topic, tallySent, 1)
 		}
 		_ = t.result(BatchResult{Sent: len(rows)})
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // bell wakes the ordered claim loop when an insert into the table commits
@@ -81,9 +83,7 @@ func (s *settling) wait(poll time.Duration, now time.Time) time.Duration {
 // for inserts committed while it was not listening. It has a connection of
 // its own, outside the pool. While it cannot listen, polling carries on.
 type listener struct {
-	db interface {
-		listen(ctx context.Context, connected, notified func()) error
-	}
+	db                     store.Listener
 	backoffMin, backoffMax time.Duration // OutageBackoffMin, OutageBackoffMax
 	log                    *slog.Logger
 	wake                   func()
@@ -94,7 +94,7 @@ func (l *listener) loop(ctx context.Context) {
 	b := newExponential(l.backoffMin, l.backoffMax)
 	failing := false
 	for ctx.Err() == nil {
-		err := l.db.listen(ctx, func() {
+		err := l.db.Listen(ctx, func() {
 			if failing {
 				l.log.Info("listening for notifications again")
 				failing = false

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 	"sync"
 	"time"
 )
@@ -155,12 +156,12 @@ func (t *turns) await(ctx context.Context, woken <-chan struct{}, d time.Duratio
 type invitingClaims struct {
 	claimer
 	turns *turns
-	bytes claimBytes
+	bytes store.Bounds
 }
 
 func (c invitingClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
 	b, err := c.claimer.claim(ctx, hard, owner, limit)
-	if b != nil && c.bytes.full(limit, b.rows) {
+	if b != nil && c.bytes.Full(limit, b.rows) {
 		c.turns.invite()
 	}
 	return b, err

@@ -13,8 +13,8 @@ import (
 )
 
 // The SQL-only ceiling on MySQL and MariaDB runs the relay's own lease
-// lifecycle (relay/store_mysql.go), statement for statement: the texts
-// below are those of relay/sql/mysql/claim_due.sql, claim_lease.sql,
+// lifecycle (relay/internal/mysqlstore), statement for statement: the texts
+// below are those of its sql/claim_due.sql, claim_lease.sql,
 // claim_read.sql and mark_sent.sql without their comments (a test
 // compares them with the files). {{table}} is the quoted table; {{ids}} becomes one placeholder
 // per row, as in the relay.

@@ -108,7 +108,7 @@
 // TableStats has only the sizes (information_schema after ANALYZE TABLE).
 //
 // The MySQL ceiling runs the relay's own statements (those of
-// relay/sql/mysql, compared by a test): a READ COMMITTED claim
+// relay/internal/mysqlstore/sql, compared by a test): a READ COMMITTED claim
 // transaction (claim_due.sql's SELECT ... FOR UPDATE SKIP LOCKED, reading
 // the rows' sizes, then claim_lease.sql's UPDATE of the ids,
 // claim_read.sql's SELECT of their payloads, COMMIT) and

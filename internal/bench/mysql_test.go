@@ -131,13 +131,13 @@ func TestBurnDownMySQL(t *testing.T) {
 }
 
 // The MySQL ceiling runs the relay's statements: its texts are those of
-// relay/sql/mysql without their comments.
+// relay/internal/mysqlstore/sql without their comments.
 func TestMySQLCeilingIsTheRelaysStatements(t *testing.T) {
 	t.Parallel()
 	for file, got := range map[string]string{
 		"claim_due": mysqlCeilingClaimSQL, "claim_lease": mysqlCeilingLeaseSQL, "claim_read": mysqlCeilingReadSQL, "mark_sent": mysqlCeilingMarkSentSQL,
 	} {
-		b, err := os.ReadFile("../../relay/sql/mysql/" + file + ".sql")
+		b, err := os.ReadFile("../../relay/internal/mysqlstore/sql/" + file + ".sql")
 		if err != nil {
 			t.Fatal(err)
 		}
