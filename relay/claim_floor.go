@@ -15,10 +15,10 @@ import (
 // might still see (a REPEATABLE READ transaction, pg_dump, a session idle
 // in a transaction) it cannot remove at all, nor can a scan mark it dead
 // for the scans after it. A claim that read pending_idx from its lowest
-// entry walked past the entry of every row claimed since: after 700,000
-// rows of a burst, 3,500 index pages and 11 ms of a 19 ms claim; at a
-// steady 1,000 events/s under a snapshot held for 90 s, a p50 of 28.8 ms
-// instead of 2.6 (docs/benchmarks.md#under-a-held-snapshot).
+// entry walked past the entry of every row claimed since: after a large
+// burst, thousands of index pages, most of the claim's time; under a held
+// snapshot, a steady stream's latency grew tenfold
+// (docs/benchmarks.md#under-a-held-snapshot).
 //
 // So Run's claims read pending rows from the floor up, and the floor
 // follows the rows they take, never going down:
@@ -63,8 +63,8 @@ import (
 // often as it polls) that took every row that look found. A look that
 // found BatchSize rows of either kind is followed by another as soon as
 // the claims took them. A row that turns up below the floor therefore
-// waits at most about sweepMax and one look (a second under a snapshot
-// held for ten minutes at 1,000 events/s), and 250 ms on a healthy table.
+// waits at most about sweepMax and one look, and about lapsedEvery on a
+// healthy table.
 
 const (
 	// floorMargin is how far the floor stays below the oldest row of a

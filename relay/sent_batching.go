@@ -27,7 +27,7 @@ const sentBatchWait = 10 * time.Millisecond
 // claim. Leaving it saves a transaction and a round trip, about the same
 // whatever the batch, but adds the batch's mark-sent to the claim, which
 // the relay's other workers wait for (leaseClaims.mu). In burn-downs it
-// was 7% faster with batches of 100 and 2-8% slower with batches of 1,000
+// was faster with small batches and slower with batches of 1,000
 // (docs/benchmarks.md).
 const sentBatchMax = 500
 

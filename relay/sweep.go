@@ -44,7 +44,7 @@ func (c *streamClaims) runLooks(ctx context.Context) {
 
 // lookCosts keeps the durations of the last few looks. The looks are
 // spaced by the shortest of them: a look's wall-clock time also counts
-// the waits of a busy host, and one slow look (150 ms beside other work)
+// the waits of a busy host, and one slow look (beside other work)
 // must not put the next a half-minute off, while looks that are all slow
 // (a snapshot held for minutes, past a million dead entries) still space
 // themselves out to sweepMax.

@@ -16,8 +16,8 @@ import (
 //   - plan_cache_mode=force_custom_plan: a prepared statement's generic
 //     plan is made once, often while the table is nearly empty, and kept
 //     as the table grows. A record UPDATE by id planned as a sequential scan
-//     of an empty table went on scanning the whole table, 100 to 300 ms per
-//     batch, once it held 100,000 rows (docs/benchmarks.md).
+//     of an empty table went on scanning the whole table once it held many
+//     rows (docs/benchmarks.md).
 //   - enable_bitmapscan=off: a bitmap scan reads every entry of a partial
 //     index, dead ones too, and never marks them dead, so a claim or record
 //     that chose one grew slower with every event until the next VACUUM.

@@ -5,7 +5,7 @@
 -- first, from the floor ($4, $5) up (relay/claim_floor.go).
 -- Each branch uses its own partial index; SKIP LOCKED lets replicas claim
 -- side by side without waiting on each other. Rows of ordered topics ($6: every topic, $7:
--- these) that have a key are left to claim_ordered.sql; with $6 true the
+-- these) that have a key are left to the ordered claim (ordered_take.sql); with $6 true the
 -- filter folds to "bucket IS NULL", which keyless_idx matches. The
 -- attempt saturates at the integer limit, so that a row whose attempt was
 -- set there by hand fails (attempt beyond MaxAttempts) instead of
@@ -24,8 +24,8 @@
 -- every row; an unpartitioned table always passes NULL): the relay makes
 -- it the first id of a minute before the floor's time (claimBound), so
 -- that the planner leaves out every partition older than that, where it
--- would build a path over every partition's indexes in each branch, 5 ms
--- of planning per claim with 15 partitions
+-- would build a path over every partition's indexes in each branch,
+-- milliseconds of planning per claim with tens of partitions
 -- (docs/benchmarks.md#retention-by-partition). What lies below it (a
 -- retry of an old event, a replayed one, an old lapsed lease) is found
 -- by the looks (look_below.sql) and taken by id here; the relay lowers
@@ -40,9 +40,9 @@
 -- mark_sent.sql); $10 NULL or empty folds the branch away.
 --
 -- The UPDATE finds the picked rows by their tuple ids (ctid), a TID
--- scan, which reads each row's heap page and no index: 12% less time
--- than a join by primary key (which probes pkey for each row) in a
--- claim of 1,000 rows (docs/benchmarks.md#default-settings-adaptive-batches).
+-- scan, which reads each row's heap page and no index: less time than a
+-- join by primary key, which probes pkey for each row
+-- (docs/benchmarks.md#default-settings-adaptive-batches).
 -- The rows are locked by then, so their versions, and tuple ids, stay.
 -- On a partitioned table a tuple id names a row in each partition, so
 -- there loadStatements makes its first and last lines

@@ -20,14 +20,13 @@
 -- so that the looks are not pushed below the sort), and the looks run
 -- shard by shard in it, stopping at the first shard with work: in a
 -- backlog, one shard's look, where looking at every free shard before
--- sorting them cost 0.48 ms a lease against 0.17
--- (BenchmarkOrderedCycle). Only the shard taken is locked, by the
+-- sorting them cost several times more (BenchmarkOrderedCycle). Only the shard taken is locked, by the
 -- LATERAL sub-select, after its look: a shard locked by another lease
 -- under way is passed over (SKIP LOCKED) for the next one with work, and
 -- a lease that finds no work locks nothing, so an idle relay writes
 -- nothing. The order is the nested loop's, which reads c in its order.
 --
--- The rows still noted as claimed in the shard row (claim_ordered.sql)
+-- The rows still noted as claimed in the shard row (ordered_take.sql)
 -- were claimed by a holder that wrote no outcome for them: it died,
 -- abandoned their publish, or could not write. Their attempt is counted
 -- here, as a claim that marks rows processing counts it when it claims,

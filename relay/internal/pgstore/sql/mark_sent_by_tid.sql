@@ -2,8 +2,8 @@
 -- the sink acknowledged and whose lease was never extended, on a plain
 -- table. It finds the rows by the tuple ids $1 the claim returned (a TID
 -- scan, which reads each row's heap page and no index), where mark_sent
--- looks each id up in the primary key: 12% less time for a batch of
--- 1,000 (docs/benchmarks.md#default-settings-adaptive-batches).
+-- looks each id up in the primary key: less time
+-- (docs/benchmarks.md#default-settings-adaptive-batches).
 -- Why it touches exactly the claim's rows: a row the claim still holds
 -- has not changed since the claim wrote it (only an extension, which the
 -- relay then marks by id instead, changes a held row), so its version is
@@ -14,8 +14,7 @@
 -- The tuple ids are passed through a sub-select, as the claim passes
 -- its own: given the array itself, the planner counts its elements and,
 -- on a table of fewer pages than four times their number, reads the
--- whole table instead (a sequential scan of 800 pages for 1,000 tuple
--- ids took 8.4-10 ms against 5.7-6.3 ms; TestMarkSentByTupleIDIsATIDScan).
+-- whole table instead, which is slower (TestMarkSentByTupleIDIsATIDScan).
 -- The status test is wrapped like mark_sent's (see there).
 UPDATE ONLY {{table}}
 SET status = 'sent',
