@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -640,4 +641,47 @@ func TestLockClaimWithOrderedTopics(t *testing.T) {
 	if k := b.count("status = 'sent' AND attempt = 1"); k != total {
 		t.Errorf("%d of %d rows sent on attempt 1", k, total)
 	}
+}
+
+// A relay that starts while the database does not answer (a stalled
+// connection, not a refused one) says so within about a lease and keeps
+// trying; once the database answers, it starts and sends. Without a bound
+// on each try, Run waited on the stalled connection, silently, for as
+// long as TCP kept it.
+func TestRunStartsThroughAStalledDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.writeN(1, "orders", "after the stall")[0]
+	cfg := b.pool.Config()
+	proxy := testdb.Proxied(t, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	t.Cleanup(func() { _ = proxy.Close() }) // runs before pool.Close
+	proxy.Stall()
+
+	logs := &logRecorder{}
+	s := &sink{}
+	r, err := relay.New(pool, s, b.config(relay.Config{Lease: time.Second, Logger: slog.New(logs)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	}()
+	const warning = "WARN database unreachable; retrying"
+	await(t, time.Minute, func() bool { return logs.count(warning) >= 2 }, "no %q while the database was stalled", warning)
+	if n := b.row(id).Status; n != "pending" {
+		t.Fatalf("the row is %s while the relay could not reach the database", n)
+	}
+	proxy.Heal()
+	await(t, time.Minute, func() bool { return b.row(id).Status == "sent" }, "the relay did not send once the database answered")
 }

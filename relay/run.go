@@ -206,12 +206,18 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 	return nil
 }
 
-// waitReady pings the database until it answers, then checks the schema.
-// Problems that waiting cannot fix are returned; the rest are retried.
+// waitReady pings the database until it answers, then checks the schema,
+// each try bounded by Lease. Problems that waiting cannot fix are
+// returned; the rest are logged and retried.
 func (r *Relay) waitReady(ctx context.Context) error {
 	b := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
 	for {
-		err := r.store.Ready(ctx)
+		// Each try is bounded like a statement: a connection that stalls
+		// (the network, a frozen server) is a try that failed, logged and
+		// retried, not a wait as long as TCP keeps it.
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.Lease)
+		err := r.store.Ready(rctx)
+		cancel()
 		if err == nil {
 			return nil
 		}
