@@ -58,8 +58,9 @@ func bundleFor(t *testing.T, pool *pgxpool.Pool, table outbox.Table) *bundle {
 	return &bundle{t: t, ctx: ctx, pool: pool, table: table, writer: w, log: testLogger(t)}
 }
 
-// testLogger sends slog output (warnings and worse) to t.Log until the test
-// ends; later lines, from goroutines still winding down, are dropped.
+// testLogger sends slog output (info and worse: a failed test shows when
+// its relays started) to t.Log until the test ends; later lines, from
+// goroutines still winding down, are dropped.
 func testLogger(t *testing.T) *slog.Logger {
 	w := &testWriter{t: t}
 	t.Cleanup(func() {
@@ -67,7 +68,7 @@ func testLogger(t *testing.T) *slog.Logger {
 		w.done = true
 		w.mu.Unlock()
 	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 type testWriter struct {
