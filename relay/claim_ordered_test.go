@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -62,18 +61,6 @@ func orderedRelay(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 	}
 	testdb.AwaitReady(t, pool, table)
 	return pool, table, r
-}
-
-// planCount reads the number after the last "name" (rows=, loops=) in a
-// line of EXPLAIN ANALYZE.
-func planCount(t *testing.T, line, name string) int {
-	t.Helper()
-	i := strings.LastIndex(line, name)
-	var n int
-	if _, err := fmt.Sscanf(line[i+len(name):], "%d", &n); i < 0 || err != nil {
-		t.Fatalf("no %s in %q: %v", name, line, err)
-	}
-	return n
 }
 
 // The ordered loop leaves a shard's last write-back to the hand-back: when
