@@ -25,21 +25,6 @@ func (s *Store) DueKeyless(ctx context.Context) (bool, error) {
 	return due, nil
 }
 
-// claimStatement returns the lease claim for the table: q.claim, which
-// updates the rows it picked by tuple id, on a plain table, and
-// q.claimPartitioned on a partitioned one (claim.sql).
-func (s *Store) claimStatement(ctx context.Context) (string, error) {
-	partitioned, err := s.isPartitioned(ctx)
-	switch {
-	case err != nil:
-		return "", err
-	case partitioned:
-		return s.q.claimPartitioned, nil
-	default:
-		return s.q.claim, nil
-	}
-}
-
 // Claim takes up to limit unordered rows, within s.bounds, and leases them
 // to owner: the rows of rg.Swept that are still due pending rows or
 // lapsed leases, then, when rg.Lapsed, rows whose lease ran out (within
@@ -49,7 +34,7 @@ func (s *Store) claimStatement(ctx context.Context) (string, error) {
 // the rows of sent[i] that another claim held by then. On an error
 // nothing is written.
 func (s *Store) Claim(ctx context.Context, owner string, limit int, rg store.ClaimRange, sent []store.SentBatch) (rows []store.Row, fenced []int, err error) {
-	claim, err := s.claimStatement(ctx)
+	partitioned, err := s.isPartitioned(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
@@ -57,11 +42,6 @@ func (s *Store) Claim(ctx context.Context, owner string, limit int, rg store.Cla
 	for _, sb := range sent {
 		q, args := s.markSentArgs(sb.Owner, sb.IDs, sb.TIDs)
 		b.Queue(q, args...)
-	}
-	var lapsedWithin *int64 // every lapsed lease
-	if rg.LapsedWithin > 0 {
-		ms := rg.LapsedWithin.Milliseconds()
-		lapsedWithin = &ms
 	}
 	bound, err := s.claimBound(ctx, rg.From)
 	if err != nil {
@@ -75,8 +55,7 @@ func (s *Store) Claim(ctx context.Context, owner string, limit int, rg store.Cla
 			bound = &lo
 		}
 	}
-	b.Queue(claim, limit, owner, s.lease.Milliseconds(), pgTime(rg.From.Due), rg.From.ID, s.all, s.topics, rg.Lapsed, lapsedWithin, rg.Swept, bound,
-		s.bounds.Batch, s.bounds.Event)
+	b.Queue(s.q.claim, s.claimArgs(owner, limit, rg, bound, !partitioned))
 	// A batch runs in one implicit transaction, committed after its last
 	// statement: Close reports a failure of any of them.
 	br := s.pool.SendBatch(ctx, b)
@@ -102,6 +81,20 @@ func (s *Store) Claim(ctx context.Context, owner string, limit int, rg store.Cla
 		return nil, nil, err
 	}
 	return rows, fenced, nil
+}
+
+// claimArgs are claim.sql's parameters. byTID is false on a partitioned
+// table, where a tuple id names a row in each partition.
+func (s *Store) claimArgs(owner string, limit int, rg store.ClaimRange, bound *[16]byte, byTID bool) pgx.NamedArgs {
+	var lapsedWithin *int64 // every lapsed lease
+	if rg.LapsedWithin > 0 {
+		ms := rg.LapsedWithin.Milliseconds()
+		lapsedWithin = &ms
+	}
+	return pgx.NamedArgs{"limit": limit, "owner": owner, "lease_ms": s.lease.Milliseconds(),
+		"from_due": pgTime(rg.From.Due), "from_id": rg.From.ID, "all_ordered": s.all, "ordered_topics": s.topics,
+		"lapsed": rg.Lapsed, "lapsed_within_ms": lapsedWithin, "swept": rg.Swept, "bound": bound,
+		"batch_bytes": s.bounds.Batch, "event_bytes": s.bounds.Event, "by_tid": byTID}
 }
 
 // LookBelow returns what a sweep would take, without locking anything:
@@ -143,7 +136,7 @@ func (s *Store) LookBelow(ctx context.Context, from store.Floor, limit int) (ids
 const claimBoundMargin = time.Minute
 
 // claimBound returns the least id the claims from floor read on a
-// partitioned table (claim.sql's $11), so that their plans leave out the
+// partitioned table (claim.sql's @bound), so that their plans leave out the
 // older partitions: the first id made claimBoundMargin before the floor's
 // time. It returns nil (no bound) on an unpartitioned table and for a
 // floor at the bottom. The rows below it are the looks' (look_below.sql);

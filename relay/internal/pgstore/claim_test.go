@@ -30,12 +30,8 @@ func TestPartitionedClaimsPlanOnlyThePartitionsFromTheirBound(t *testing.T) {
 	if b, err := s.claimBound(ctx, store.Bottom); err != nil || b != nil {
 		t.Errorf("claimBound from the store.Bottom = %v, %v; want none", b, err)
 	}
-	q, err := s.claimStatement(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	plan := func(bound *[16]byte) string {
-		return explainPlan(t, pool, q, 100, "test#1", 30000, pgTime(from.Due), from.ID, false, []string{}, true, nil, nil, bound, 4<<20, 16<<20)
+		return explainPlan(t, pool, s.q.claim, s.claimArgs("test#1", 100, store.ClaimRange{From: from, Lapsed: true}, bound, false))
 	}
 	bounded, unbounded := plan(bound), plan(nil)
 	for i, p := range parts {

@@ -126,11 +126,12 @@ func literal(t *testing.T, v any) string {
 
 // On a plain table the claim updates the rows it picked by tuple id; a
 // tuple id names a row in each partition, so on a partitioned table it
-// joins them by primary key instead (Store.claimStatement). The test puts sent
-// rows at the same tuple ids as the pending ones, in another partition:
-// the claim takes the pending rows and leaves those alone. The plain
-// table's statement updates nothing there (UPDATE ONLY), rather than the
-// rows at those tuple ids in every partition.
+// finds them by primary key instead (claim.sql's @by_tid). The test puts
+// sent rows at the same tuple ids as the pending ones, in another
+// partition: the claim takes the pending rows and leaves those alone. The
+// plain table's form updates nothing there (it updates only rows of the
+// table itself), rather than the rows at those tuple ids in every
+// partition.
 func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -160,9 +161,8 @@ func TestClaimOnAPartitionedTableTakesOnlyItsRows(t *testing.T) {
 	}
 
 	s := newStore(t, pool, table)
-	// The plain table's statement, run here by mistake, claims nothing.
-	q := s.q
-	rows, err := pool.Query(ctx, q.claim, n, "test#0", int64(30000), pgTime(store.Bottom.Due), store.Bottom.ID, false, []string{}, false, nil, nil, nil, 4<<20, 16<<20)
+	// The plain table's form, run here by mistake, claims nothing.
+	rows, err := pool.Query(ctx, s.q.claim, s.claimArgs("test#0", n, store.ClaimRange{From: store.Bottom}, nil, true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,7 @@ var sqlFiles embed.FS
 // statements are the texts of the relay's statements for one table, each
 // named for its file in sql/.
 type statements struct {
-	// claim is claim.sql, for a plain table; claimPartitioned is its form
-	// for a partitioned table (Store.claimStatement).
-	claim, claimPartitioned                                    string
+	claim                                                      string
 	markSent, markRetry, markFailed, release, extend, countDue string
 	// markSentByTID is markSent by the tuple ids a claim returned
 	// (Store.MarkSent).
@@ -46,9 +44,8 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 	}
 	text := func(q string) string { return names.Replace(stripComments(q)) }
 	file := func(name string) string { return text(raw(name)) }
-	claim := file("claim")
 	return statements{
-		claim: claim, claimPartitioned: byPrimaryKey(claim),
+		claim:    file("claim"),
 		markSent: file("mark_sent"), markSentByTID: file("mark_sent_by_tid"), markRetry: file("mark_retry"), markFailed: file("mark_failed"),
 		release: file("release"), extend: file("extend"), countDue: file("count_due"),
 		claimLocked: file("claim_locked"), lockedSent: file("locked_sent"), lockedRetry: file("locked_retry"), lockedFailed: file("locked_failed"),
@@ -61,22 +58,6 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"), dueKeyless: file("due_keyless"),
 		lookBelow: file("look_below"),
 	}
-}
-
-// byPrimaryKey turns claim.sql, which updates the rows it picked by tuple
-// id, into the claim for a partitioned table, which joins them by primary
-// key and returns no tuple ids: a tuple id names a row in each partition.
-func byPrimaryKey(claim string) string {
-	const (
-		update    = "UPDATE ONLY "
-		byTID     = "WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM taken))"
-		returnTID = "o.next_retry_at, o.ctid"
-	)
-	if strings.Count(claim, update) != 1 || strings.Count(claim, byTID) != 1 || strings.Count(claim, returnTID) != 1 {
-		panic("pgstore: claim.sql lost its update by tuple id") // embedded: a build mistake
-	}
-	return strings.NewReplacer(update, "UPDATE ", byTID, "FROM taken\n    WHERE o.id = taken.id\n      AND ($11::uuid IS NULL OR o.id >= $11)",
-		returnTID, "o.next_retry_at, NULL::tid").Replace(claim)
 }
 
 // stripComments drops the lines that are only a comment: the files'

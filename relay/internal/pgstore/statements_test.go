@@ -36,8 +36,7 @@ func TestEveryStatementFileIsLoaded(t *testing.T) {
 		t.Errorf("statements read %v; files %v", read, files)
 	}
 	v := reflect.ValueOf(q)
-	// claim.sql makes two statements, claim and claimPartitioned.
-	if v.NumField() != len(files)+1 {
+	if v.NumField() != len(files) {
 		t.Errorf("statements has %d fields for %d files", v.NumField(), len(files))
 	}
 	for i := range v.NumField() {
@@ -103,10 +102,11 @@ FROM generate_series(1, 20000) AS i`)
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_custom_plan"); err != nil {
 		t.Fatal(err)
 	}
-	q := New(pool, Config{Table: table, Lease: 30 * time.Second, Bounds: defaultBounds}).q.claim
+	s := New(pool, Config{Table: table, Lease: 30 * time.Second, Bounds: defaultBounds})
 	explain := func(all bool, topics []string, lapsed bool) string {
 		t.Helper()
-		return explainPlan(t, conn, q, 100, "test#1", 30000, pgTime(store.Bottom.Due), store.Bottom.ID, all, topics, lapsed, nil, nil, nil, 4<<20, 16<<20)
+		s.all, s.topics = all, topics
+		return explainPlan(t, conn, s.q.claim, s.claimArgs("test#1", 100, store.ClaimRange{From: store.Bottom, Lapsed: lapsed}, nil, true))
 	}
 	if testing.Verbose() {
 		t.Logf("every topic ordered, no lapsed look-up:\n%s", explain(true, []string{}, false))

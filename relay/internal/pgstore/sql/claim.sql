@@ -1,89 +1,70 @@
--- claim: the lease claim. It takes up to $1 rows and leases them to the
--- claim's token $2 for $3 ms, with one more attempt: the rows $10 a look
--- below the floor found first, then, when $8, processing rows whose lease
--- ran out (their relay died or froze), then due pending rows, oldest
--- first, from the floor ($4, $5) up (relay/claim_floor.go).
+-- claim: the lease claim. It takes up to @limit rows and leases them to
+-- the claim's token @owner for @lease_ms ms, with one more attempt: the
+-- rows @swept that a look below the floor found (look_below.sql), then,
+-- when @lapsed, processing rows whose lease ran out (their relay died or
+-- froze), then due pending rows, oldest first, from the floor
+-- (@from_due, @from_id) up (relay/claim_floor.go). It returns
+-- next_retry_at, for the next floor, and each row's tuple id, for
+-- mark_sent_by_tid.sql (NULL when not @by_tid).
+--
 -- Each branch uses its own partial index; SKIP LOCKED lets replicas claim
--- side by side without waiting on each other. Rows of ordered topics ($6: every topic, $7:
--- these) that have a key are left to the ordered claim (ordered_take.sql); with $6 true the
--- filter folds to "bucket IS NULL", which keyless_idx matches. The
--- attempt saturates at the integer limit, so that a row whose attempt was
--- set there by hand fails (attempt beyond MaxAttempts) instead of
--- breaking every claim with "integer out of range". It returns
--- next_retry_at for the next floor, and each row's tuple id for
--- mark_sent_by_tid.sql (NULL on a partitioned table, see below).
+-- side by side without waiting on each other. Rows of ordered topics
+-- (@all_ordered: every topic, @ordered_topics: these) that have a key are
+-- the ordered claim's (ordered_take.sql); with @all_ordered the filter
+-- folds to "bucket IS NULL", which keyless_idx matches. The swept rows are
+-- taken by primary key if they are still due or lapsed (IS TRUE keeps the
+-- planner off a partial index, see mark_sent.sql). The lapsed branch reads
+-- processing_idx from @lapsed_within_ms before now() (NULL: from its
+-- oldest entry): until a VACUUM it holds a dead entry for every row
+-- claimed since, as pending_idx does below the floor. The attempt
+-- saturates at the integer limit, so that a row set there by hand fails
+-- instead of breaking every claim with "integer out of range".
 --
--- The lapsed branch reads processing_idx from the lease end $9 ms before
--- now() ($9 NULL: from its oldest entry), and the due branch pending_idx
--- from the floor: until a VACUUM both indexes hold a dead entry for every
--- row claimed and sent since, and a transaction held open anywhere in the
--- database keeps VACUUM from removing any of them. $8 false folds the
--- lapsed branch away, $9 NULL its lower bound.
+-- On a partitioned table both scans read only ids from @bound up (NULL:
+-- every id; always NULL on a plain table): the first id of a minute
+-- before the floor's time (pgstore/claim.go, claimBound), so that the
+-- planner leaves out the older partitions instead of planning a path over
+-- each. What lies below it is found by look_below.sql and comes as
+-- @swept, and the relay lowers @bound to the least of those.
 --
--- On a partitioned table both read only rows from the id $11 up (NULL:
--- every row; an unpartitioned table always passes NULL): the relay makes
--- it the first id of a minute before the floor's time (claimBound), so
--- that the planner leaves out every partition older than that, where it
--- would build a path over every partition's indexes in each branch,
--- milliseconds of planning per claim with tens of partitions
--- (docs/benchmarks.md#retention-by-partition). What lies below it (a
--- retry of an old event, a replayed one, an old lapsed lease) is found
--- by the looks (look_below.sql) and taken by id here; the relay lowers
--- the bound of a claim that takes such rows to the least of them, since
--- the partitioned form's update reads only the partitions from it up too.
+-- The update finds the picked rows by tuple id when @by_tid (a plain
+-- table): a TID scan reads each row's heap page and no index, less time
+-- than probing the primary key (docs/benchmarks.md#default-settings-adaptive-batches);
+-- the rows are locked, so their tuple ids stay. On a partitioned table,
+-- where a tuple id names a row in each partition, it finds them by id.
+-- The relay plans each statement with its parameters
+-- (plan_cache_mode=force_custom_plan, settings.go), so the CASE folds to
+-- one of its arms and costs nothing.
 --
--- The swept branch comes first: rows $10 that a look below the floor
--- found (look_below.sql), taken by id from the primary key if they are
--- still due pending rows or lapsed leases, so that a claim that takes
--- them reads no dead entries either. The status test is wrapped in
--- IS TRUE so that the planner cannot read a partial index for it (see
--- mark_sent.sql); $10 NULL or empty folds the branch away.
---
--- The UPDATE finds the picked rows by their tuple ids (ctid), a TID
--- scan, which reads each row's heap page and no index: less time than a
--- join by primary key, which probes pkey for each row
--- (docs/benchmarks.md#default-settings-adaptive-batches).
--- The rows are locked by then, so their versions, and tuple ids, stay.
--- On a partitioned table a tuple id names a row in each partition, so
--- there loadStatements makes its first and last lines
---   UPDATE {{table}} AS o ... FROM taken WHERE o.id = taken.id
---     AND ($11::uuid IS NULL OR o.id >= $11)
---   RETURNING ..., NULL::tid
--- (claimPartitioned). ONLY keeps the first from ever updating a partitioned
--- table: there it updates nothing, where without ONLY it would update the
--- rows at those tuple ids in every partition.
---
--- What the relay holds is bounded before any payload is read (Config.
--- BatchBytes, MaxEventBytes). Each branch measures its rows (size:
--- payload, key and headers as stored, none of them read), and taken
--- keeps the rows picked, in the order the LIMIT took them, up to the row
--- at which their sizes reach $12: at least one row, and the rows past it
--- stay as they are. A row above $13 counts for nothing there,
--- and is returned without its key, payload and headers, with its size,
--- for the relay to fail.
+-- What the relay holds is bounded before any payload is read: taken keeps
+-- the picked rows, in the order the LIMIT took them, up to the row at
+-- which their sizes (payload, key and headers as stored, none of them
+-- read) reach @batch_bytes, at least one. A row above @event_bytes counts
+-- for nothing there and is returned without its key, payload and
+-- headers, with its size, for the relay to fail.
 WITH picked AS (
     SELECT id, ctid, size FROM (
         SELECT id, ctid, octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
         FROM {{table}}
-        WHERE cardinality($10::uuid[]) > 0
-          AND id = ANY($10::uuid[])
+        WHERE cardinality(@swept::uuid[]) > 0
+          AND id = ANY(@swept::uuid[])
           AND ((status = 'pending' AND next_retry_at <= now())
                OR (status = 'processing' AND locked_until < now())) IS TRUE
-        LIMIT $1
+        LIMIT @limit
         FOR UPDATE SKIP LOCKED
     ) AS swept
     UNION ALL
     SELECT id, ctid, size FROM (
         SELECT id, ctid, octet_length(payload) + coalesce(octet_length(key), 0) + pg_column_size(headers) AS size
         FROM {{table}}
-        WHERE $8::bool
+        WHERE @lapsed::bool
           AND status = 'processing'
           AND locked_until < now()
-          AND ($9::bigint IS NULL OR locked_until >= now() - $9 * interval '1 millisecond')
-          AND ($11::uuid IS NULL OR id >= $11)
-          AND NOT (bucket IS NOT NULL AND ($6::bool OR topic = ANY($7::text[])))
+          AND (@lapsed_within_ms::bigint IS NULL OR locked_until >= now() - @lapsed_within_ms * interval '1 millisecond')
+          AND (@bound::uuid IS NULL OR id >= @bound)
+          AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
         ORDER BY locked_until
-        LIMIT $1
+        LIMIT @limit
         FOR UPDATE SKIP LOCKED
     ) AS expired
     UNION ALL
@@ -92,39 +73,42 @@ WITH picked AS (
         FROM {{table}}
         WHERE status = 'pending'
           AND next_retry_at <= now()
-          AND (next_retry_at, id) >= ($4, $5)
-          AND ($11::uuid IS NULL OR id >= $11)
-          AND NOT (bucket IS NOT NULL AND ($6::bool OR topic = ANY($7::text[])))
+          AND (next_retry_at, id) >= (@from_due, @from_id)
+          AND (@bound::uuid IS NULL OR id >= @bound)
+          AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
         ORDER BY next_retry_at, id
-        LIMIT $1
+        LIMIT @limit
         FOR UPDATE SKIP LOCKED
     ) AS due
-    LIMIT $1
+    LIMIT @limit
 ),
 taken AS (
     SELECT id, ctid
     FROM (
         SELECT id, ctid,
-               sum(size) FILTER (WHERE size <= $13)
+               sum(size) FILTER (WHERE size <= @event_bytes)
                    OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
         FROM picked
     ) AS p
-    WHERE coalesce(before, 0) < $12
+    WHERE coalesce(before, 0) < @batch_bytes
 ),
 leased AS (
-    UPDATE ONLY {{table}} AS o
+    UPDATE {{table}} AS o
     SET status = 'processing',
-        locked_by = $2,
-        locked_until = now() + $3 * interval '1 millisecond',
+        locked_by = @owner,
+        locked_until = now() + @lease_ms * interval '1 millisecond',
         attempt = least(o.attempt, 2147483646) + 1
-    WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM taken))
+    WHERE CASE WHEN @by_tid
+               THEN o.ctid = ANY (ARRAY(SELECT ctid FROM taken)) AND o.tableoid = '{{table}}'::regclass
+               ELSE o.id = ANY (ARRAY(SELECT id FROM taken)) AND (@bound::uuid IS NULL OR o.id >= @bound)
+          END
     RETURNING o.id, o.topic, o.key, o.payload, o.headers, o.attempt, o.created_at,
               octet_length(o.payload) + coalesce(octet_length(o.key), 0) + pg_column_size(o.headers) AS size,
-              o.next_retry_at, o.ctid AS tid
+              o.next_retry_at, CASE WHEN @by_tid THEN o.ctid END AS tid
 )
 SELECT id, topic,
-       CASE WHEN size <= $13 THEN key END,
-       CASE WHEN size <= $13 THEN payload END,
-       CASE WHEN size <= $13 THEN headers END,
+       CASE WHEN size <= @event_bytes THEN key END,
+       CASE WHEN size <= @event_bytes THEN payload END,
+       CASE WHEN size <= @event_bytes THEN headers END,
        attempt, created_at, size, next_retry_at, tid
 FROM leased
