@@ -2,6 +2,7 @@ package testdb
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -29,6 +30,25 @@ func PartitionedWithPending(t testing.TB, n int) (*pgxpool.Pool, outbox.Table, [
 		t.Fatal(err)
 	}
 	return pool, table, parts
+}
+
+// WriteKeyed writes n events of topic orders over keys keys (k0, k1, ...)
+// to table in one transaction, and waits until they are ready for an
+// ordered claim (AwaitReady).
+func WriteKeyed(t testing.TB, pool *pgxpool.Pool, table outbox.Table, n, keys int) {
+	t.Helper()
+	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%keys), Payload: []byte("x")}
+	}
+	if _, err := w.WriteBatch(context.Background(), pool, msgs); err != nil {
+		t.Fatal(err)
+	}
+	AwaitReady(t, pool, table)
 }
 
 // AwaitReady waits until every row of table is older than every

@@ -70,18 +70,7 @@ func orderedStore(t *testing.T, shards, n, keys int) (*pgxpool.Pool, outbox.Tabl
 	if err := s.EnsureShards(ctx, shards); err != nil {
 		t.Fatal(err)
 	}
-	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := make([]outbox.Message, n)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%keys), Payload: []byte("x")}
-	}
-	if _, err := w.WriteBatch(ctx, pool, msgs); err != nil {
-		t.Fatal(err)
-	}
-	testdb.AwaitReady(t, pool, table)
+	testdb.WriteKeyed(t, pool, table, n, keys)
 	return pool, table, s
 }
 
