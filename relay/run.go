@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // Run waits for the database (retrying with backoff while it is
@@ -127,6 +126,38 @@ func (r *Relay) Run(ctx context.Context) error {
 	return first
 }
 
+// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
+// publishes them and records the outcome. It is exported for callers that
+// drive the relay themselves, and safe for concurrent use. Each call is a
+// plain claim: it reads pending rows from the oldest, looks for lapsed
+// leases, and marks its own rows sent before it returns. (Run's workers
+// claim from the claim floor and batch their mark-sent writes; see
+// docs/architecture.md.) A cancelled ctx stops a claim from starting; a
+// publish in flight then gets ShutdownTimeout to finish before its rows
+// are released. The error reports database failures; sink failures are
+// recorded per row and counted in the result. With ClaimLock the claim,
+// the publish and the outcome share one transaction (claim_lock.go).
+//
+// Outcomes per message: acknowledged rows are sent; permanent failures and
+// malformed rows fail at once; transient failures are retried with backoff
+// until MaxAttempts, then fail. When nothing of the batch was acknowledged
+// and the failures say the sink is down (it reported itself unavailable, or
+// two or more messages failed transiently, or a probe did during an
+// outage), those rows go back to pending, due at once, with their attempt
+// given back, and the relay is in an outage until the sink answers again
+// (outage.go): Run claims nothing meanwhile. A message the sink reports
+// unavailable while others got through (one unreachable partition, say) is
+// deferred by BackoffMin, also without spending its attempt. A publish
+// that does not return within half a second of its deadline is abandoned:
+// its rows get no outcome and return when their lease ends.
+func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
+	var c claimer = r.leases
+	if r.cfg.Claim == ClaimLock {
+		c = r.locks
+	}
+	return r.pipe.process(ctx, c, limit, nil)
+}
+
 // runUnordered claims and publishes unordered batches until ctx ends, or
 // returns an error retrying cannot fix. While the sink is down (the
 // relay's outage state, which every loop shares) the workers wait for it
@@ -230,15 +261,5 @@ func (r *Relay) waitReady(ctx context.Context) error {
 		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)
 		r.log.Warn("database unreachable; retrying", "error", err, "retry_in", d)
 		sleep(ctx, d)
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
