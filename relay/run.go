@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Run waits for the database (retrying with backoff while it is
@@ -235,6 +236,71 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 		}
 	}
 	return nil
+}
+
+// runOrdered is ordered loop number loop (Run starts Ordering.Loops of them): it
+// serves the ordered topics until ctx ends: it leases the least recently
+// served shard that has work, publishes that shard's rows in order until
+// it is drained or ShardBudget rows were claimed, hands the shard back and
+// leases the next. A shard is leased by one loop at a time, so the loops
+// serve different shards side by side. See docs/ordering.md.
+func (r *Relay) runOrdered(ctx context.Context, loop int) {
+	slot := r.live.orderedSlot(loop)
+	// Leasing and handing back shards outlive ctx, within the shutdown
+	// bound.
+	hard, stopHard := shutdownBound(ctx, r.cfg)
+	defer stopHard()
+	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	var settle settling
+	for ctx.Err() == nil {
+		if r.prober != nil && r.sink.isDown() {
+			r.sink.await(ctx, false) // breaker.watch probes
+			continue
+		}
+		woken := r.bell.next()
+		lessee := r.tokens.next()
+		lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+		shard, ok, err := r.shards.LeaseShard(lctx, lessee)
+		cancel()
+		switch {
+		case err != nil:
+			d := min(dbDown.NextBackOff(), r.cfg.OutageBackoffMax)
+			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
+			sleep(ctx, d)
+			continue
+		case !ok:
+			// No shard has ready work: wait for a commit or the next poll.
+			// A commit that woke us may not be ready yet, because an older
+			// transaction elsewhere on the server still runs (the horizon,
+			// docs/ordering.md), and its end sends no notification: after
+			// a wake-up, look again soon, backing off to settleMax, for
+			// one PollInterval.
+			if idle(ctx, settle.wait(r.cfg.PollInterval, time.Now()), woken) {
+				settle.woken(time.Now())
+			}
+			continue
+		}
+		dbDown.Reset()
+		r.pipe.observe(Event{Kind: EventShardLeased, Shard: shard})
+		c := &shardClaims{shards: r.shards, pipe: r.pipe, shard: shard, lessee: lessee}
+		claimed, wait, abandoned := c.serve(ctx, r.orderedSizes, slot)
+		if abandoned {
+			// A publish may still be on its way: no other replica may
+			// publish the shard's keys before the lease ends.
+			r.log.Warn("publish abandoned; the shard returns when its lease ends", "shard", shard)
+		} else if err := c.handBack(hard); err != nil {
+			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
+		}
+		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
+		// The loop no longer serves the shard, handed back or not.
+		r.pipe.observe(Event{Kind: EventShardHandedBack, Shard: shard, Rows: claimed})
+		if r.prober != nil && r.sink.isDown() {
+			continue // no backoff: the loop's top waits for the sink
+		}
+		if wait > 0 {
+			sleep(ctx, wait)
+		}
+	}
 }
 
 // waitReady pings the database until it answers, then checks the schema,
