@@ -113,8 +113,9 @@ func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string
 		live:   newLiveness(cfg),
 		tokens: newTokens(cfg.ID),
 	}
-	r.leases = &leaseClaims{r: r}
-	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
+	r.pipe = &pipeline{cfg: cfg, pub: pub, obs: cfg.Observer, store: st, log: r.log, tokens: r.tokens, keyBatches: keyBatches(pub)}
+	r.leases = &leaseClaims{p: r.pipe}
+	r.stream = newStreamClaims(r.leases, newSentBatching(r.pipe, sentBatchWait), r.turns)
 	if shards, ok := st.(store.Shards); ok && cfg.Ordering.enabled() {
 		r.shards = shards
 		if cfg.Ordering.allTopics() {
@@ -122,7 +123,7 @@ func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string
 		}
 	}
 	if locks, ok := st.(store.LockClaims); ok {
-		r.locks = lockClaims{r: r, db: locks}
+		r.locks = lockClaims{db: locks, lease: cfg.Lease}
 	}
 	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
@@ -130,7 +131,6 @@ func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string
 		r.bell.ring()
 		r.turns.signal()
 	}
-	r.pipe = &pipeline{cfg: cfg, pub: pub, obs: cfg.Observer, store: st, log: r.log, tokens: r.tokens, keyBatches: keyBatches(pub)}
 	r.sink = newBreaker(cfg, r.log, r.store.CountDue, r.pipe.observe, wake)
 	r.pipe.sink = r.sink
 	parts, _ := st.(store.Partitions)
