@@ -46,6 +46,9 @@ func TestLayers(t *testing.T) {
 		}
 	}
 	refs := fileRefs(t)
+	if !refs.uses["relay.go -> config.go"]["Config"] {
+		t.Fatal("relay.go's use of Config was not found: the check resolves too little")
+	}
 	for f := range refs.files {
 		if _, ok := layer[f]; !ok {
 			t.Errorf("%s is on no layer: add it to layers", f)
