@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -28,4 +30,23 @@ func newExponential(lo, hi time.Duration) *backoff.ExponentialBackOff {
 	b.MaxElapsedTime = 0
 	b.Reset()
 	return b
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// every calls f at once and then every d, plus up to a tenth of d at
+// random so that replicas spread their runs, until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	for ctx.Err() == nil {
+		f()
+		sleep(ctx, d+rand.N(d/10+1))
+	}
 }

@@ -13,7 +13,7 @@ import (
 // them: each reads pending rows from the oldest, looks for lapsed leases
 // too, and has its own rows marked sent before the batch is over.
 type leaseClaims struct {
-	r *Relay
+	p *pipeline // the relay's: its store, Lease and write-back
 	// mu lets one lease claim of the relay run at a time. Claims side by
 	// side scan the same index entries, and each would try to lock every
 	// row the other is taking and skip it: the database did about a
@@ -24,14 +24,14 @@ type leaseClaims struct {
 }
 
 func (c *leaseClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
-	cctx, cancel := context.WithTimeout(hard, c.r.cfg.Lease)
+	cctx, cancel := context.WithTimeout(hard, c.p.cfg.Lease)
 	defer cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ctx.Err() != nil { // cancelled while another claim ran
 		return nil, nil
 	}
-	rows, _, err := c.r.store.Claim(cctx, owner, limit, everything, nil)
+	rows, _, err := c.p.store.Claim(cctx, owner, limit, everything, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -48,10 +48,10 @@ func (c *leaseClaims) leased(rows []store.Row, owner string) *batch {
 	b := &batch{mode: ClaimLease, rows: rows}
 	b.renew = func(ctx context.Context) (int, error) {
 		b.renewed.Store(true) // before the rows move
-		return c.r.store.Extend(ctx, owner, ids)
+		return c.p.store.Extend(ctx, owner, ids)
 	}
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-		return false, c.r.pipe.recordLeased(hard, owner, b.sentTIDs(out), out, res)
+		return false, c.p.recordLeased(hard, owner, b.sentTIDs(out), out, res)
 	}
 	return b
 }
@@ -91,6 +91,7 @@ func (b *batch) sentTIDs(out *outcome) []store.TID {
 type streamClaims struct {
 	lease *leaseClaims // its mutex serialises every lease claim of the relay
 	sent  *sentBatching
+	turns *turns // the workers': a look that found rows invites one (sweep.go)
 	// Guarded by lease.mu: where the next claim starts reading pending
 	// rows; when a claim last looked for lapsed leases; when the last
 	// look that took every lapsed lease it read (its batch was not full)
@@ -118,12 +119,12 @@ type streamClaims struct {
 }
 
 // newStreamClaims returns the stream claims of lease, with mark-sent
-// batching sent, from the bottom.
-func newStreamClaims(lease *leaseClaims, sent *sentBatching) *streamClaims {
+// batching sent, for the workers that share turns, from the bottom.
+func newStreamClaims(lease *leaseClaims, sent *sentBatching, turns *turns) *streamClaims {
 	return &streamClaims{
-		lease: lease, sent: sent, floor: store.Bottom,
+		lease: lease, sent: sent, turns: turns, floor: store.Bottom,
 		claimed:   make(chan struct{}, 1),
-		lookBelow: lease.r.store.LookBelow,
+		lookBelow: lease.p.store.LookBelow,
 	}
 }
 
@@ -167,7 +168,7 @@ func (c *streamClaims) next(now time.Time, limit int) store.ClaimRange {
 // moved records a claim sent at start that read rg and took rows with a
 // batch of limit. Callers hold lease.mu.
 func (c *streamClaims) moved(rg store.ClaimRange, rows []store.Row, limit int, start time.Time) {
-	full := claimBytesOf(c.lease.r.cfg).Full(limit, rows)
+	full := claimBytesOf(c.lease.p.cfg).Full(limit, rows)
 	if rg.Lapsed && !full {
 		c.coveredAt = start
 	}
@@ -179,8 +180,8 @@ func (c *streamClaims) moved(rg store.ClaimRange, rows []store.Row, limit int, s
 }
 
 func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
-	r := c.lease.r
-	cctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+	p := c.lease.p
+	cctx, cancel := context.WithTimeout(hard, p.cfg.Lease)
 	defer cancel()
 	c.lease.mu.Lock()
 	if ctx.Err() != nil { // cancelled while another claim ran
@@ -202,7 +203,7 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 	for _, sb := range sent {
 		c.writes = append(c.writes, sb.SentBatch)
 	}
-	rows, fenced, err := r.store.Claim(cctx, owner, limit, rg, c.writes)
+	rows, fenced, err := p.store.Claim(cctx, owner, limit, rg, c.writes)
 	clear(c.writes) // keeps no ids alive
 	c.writes = c.writes[:0]
 	took := time.Since(start)
@@ -231,7 +232,7 @@ func (c *streamClaims) claim(ctx, hard context.Context, owner string, limit int)
 			c.sent.add(sentBatch{SentBatch: store.SentBatch{Owner: owner, IDs: out.Sent, TIDs: b.sentTIDs(out)}, res: *res, ph: b.ph, topics: out.topics})
 			return true, nil
 		}
-		return false, r.pipe.recordLeased(hard, owner, b.sentTIDs(out), out, res)
+		return false, p.recordLeased(hard, owner, b.sentTIDs(out), out, res)
 	}
 	return b, nil
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
@@ -13,12 +14,12 @@ import (
 // before the publish, so an event costs one row version instead of two
 // (docs/architecture.md#claim-modes).
 type lockClaims struct {
-	r  *Relay
-	db store.LockClaims
+	db    store.LockClaims
+	lease time.Duration // Lease: bounds the claim and the write-back
 }
 
 func (c lockClaims) claim(ctx, hard context.Context, owner string, limit int) (*batch, error) {
-	cctx, cancel := context.WithTimeout(hard, c.r.cfg.Lease)
+	cctx, cancel := context.WithTimeout(hard, c.lease)
 	defer cancel()
 	l, err := c.db.ClaimLocked(cctx, limit)
 	if err != nil {
@@ -31,7 +32,7 @@ func (c lockClaims) claim(ctx, hard context.Context, owner string, limit int) (*
 		// lease's renewal while the publish runs.
 		renew: func(ctx context.Context) (lost int, err error) { return 0, l.Renew(ctx) },
 		record: func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-			wctx, cancel := context.WithTimeout(hard, c.r.cfg.Lease)
+			wctx, cancel := context.WithTimeout(hard, c.lease)
 			defer cancel()
 			got, err := l.Record(wctx, owner, out.Outcome)
 			if err != nil {

@@ -74,8 +74,8 @@ func TestServeLeavesTheLastWriteBackToTheHandBack(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
 	}
-	c := &shardClaims{r: r, shard: shard, lessee: lessee}
-	claimed, wait, abandoned := c.serve(ctx, nil)
+	c := &shardClaims{shards: r.shards, pipe: r.pipe, shard: shard, lessee: lessee}
+	claimed, wait, abandoned := c.serve(ctx, r.orderedSizes, nil)
 	if claimed != 25 || wait != 0 || abandoned || c.waiting == nil {
 		t.Fatalf("serve = %d claimed, wait %v, abandoned %v, waiting %v; want 25, 0, false, a write-back", claimed, wait, abandoned, c.waiting != nil)
 	}

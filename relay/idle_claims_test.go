@@ -31,8 +31,8 @@ func TestIdleClaimsLookFirstWhenEveryTopicIsOrdered(t *testing.T) {
 	ctx := context.Background()
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "idle", Ordering: Ordering{Topics: []string{"*"}, Shards: 1}})
-	counted := &countingClaims{Store: r.store}
-	r.store = counted
+	counted := &countingClaims{Store: r.pipe.store}
+	r.pipe.store = counted // the claims' store
 	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
 	if err != nil {
 		t.Fatal(err)

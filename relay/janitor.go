@@ -1,10 +1,6 @@
 package relay
 
-import (
-	"context"
-	"math/rand/v2"
-	"time"
-)
+import "context"
 
 // RunRetention runs the retention job once, if it is due (next_run_at has
 // passed) and no other run holds it, which it decides in one statement on
@@ -45,13 +41,4 @@ func (r *Relay) RunRetention(ctx context.Context) (RetentionResult, error) {
 // (docs/architecture.md#partitioned-tables).
 func (r *Relay) RunPartitions(ctx context.Context) (PartitionsResult, error) {
 	return r.partitions.run(ctx)
-}
-
-// every calls f at once and then every d, plus up to a tenth of d at
-// random so that replicas spread their runs, until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) {
-	for ctx.Err() == nil {
-		f()
-		sleep(ctx, d+rand.N(d/10+1))
-	}
 }

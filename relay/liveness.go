@@ -50,20 +50,6 @@ func (l *liveness) slot(i int) *atomic.Int64 { return &l.loops[i] }
 // orderedSlot returns the progress slot of ordered loop i.
 func (l *liveness) orderedSlot(i int) *atomic.Int64 { return &l.loops[l.workers+i] }
 
-// beat records progress in slot; a nil slot (ProcessBatch) records nothing.
-func beat(slot *atomic.Int64) {
-	if slot != nil {
-		slot.Store(time.Now().UnixNano())
-	}
-}
-
-// rest marks slot as waiting.
-func rest(slot *atomic.Int64) {
-	if slot != nil {
-		slot.Store(0)
-	}
-}
-
 // Liveness reports whether Run's claim loops are alive. It returns nil
 // before Run is called and while Run runs, unless one of its claim loops
 // (an unordered worker, or an ordered loop) has been inside one batch

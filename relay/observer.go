@@ -110,6 +110,35 @@ type Event struct {
 	Topics []TopicCount
 }
 
+// BatchResult counts what happened to one claimed batch.
+type BatchResult struct {
+	// Claimed is the number of rows taken.
+	Claimed int
+	// Sent, Retried, Failed and Released count rows whose outcome was
+	// recorded. Retried rows wait for a later attempt; those deferred
+	// because the sink was unavailable got their attempt back, and so did
+	// Released rows, which are claimable again at once.
+	Sent, Retried, Failed, Released int
+	// Fenced counts rows whose outcome was not recorded because another
+	// claim held them by then.
+	Fenced int
+	// Abandoned counts rows whose publish did not return within half a
+	// second of its deadline (PublishTimeout, or ShutdownTimeout after
+	// cancellation): the sink may still be sending them, so they keep
+	// their lease and return when it ends. Claimed = Sent + Retried +
+	// Failed + Released + Fenced + Abandoned.
+	Abandoned int
+	// SinkUnavailable is true when the sink took none of the batch and not
+	// because of the messages: it is down. The batch's rows went back to
+	// pending, due at once, without spending an attempt; Run claims none
+	// until the sink answers again.
+	SinkUnavailable bool
+	// Backoff is, when SinkUnavailable, how long to wait before trying the
+	// sink again with a batch; it grows with each consecutive outage batch,
+	// from OutageBackoffMin up to OutageBackoffMax.
+	Backoff time.Duration
+}
+
 // TopicCount is what a batch did with the rows of one topic: the
 // per-topic share of a BatchResult.
 type TopicCount struct {
@@ -120,14 +149,6 @@ type TopicCount struct {
 // ClaimOrdered marks the events of ordered batches (Event.Claim); it is
 // not a Config.Claim value.
 const ClaimOrdered ClaimMode = "ordered"
-
-// observe passes e to the configured Observer, if any. With none it costs
-// a nil check.
-func (p *pipeline) observe(e Event) {
-	if p.obs != nil {
-		p.obs.Observe(e)
-	}
-}
 
 // Observers returns an Observer that passes each event to each of obs in
 // turn; nil ones are left out. With none left it returns nil, so that

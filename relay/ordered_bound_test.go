@@ -13,7 +13,7 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, table, r := orderedRelay(t, 1, 10, 10)
-	r.cfg.Lease = time.Second // the claim's time bound
+	r.pipe.cfg.Lease = time.Second // the claim's time bound
 	shard, ok, err := r.shards.LeaseShard(ctx, "lessee")
 	if err != nil || !ok {
 		t.Fatalf("leaseShard = %v, %v", ok, err)
@@ -26,7 +26,7 @@ func TestOrderedClaimThatTimesOutHalvesTheNext(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+table.Related("shard_ranges")+" FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	c := &shardClaims{r: r, shard: shard, lessee: "lessee"}
+	c := &shardClaims{shards: r.shards, pipe: r.pipe, shard: shard, lessee: "lessee"}
 	for _, want := range []int{r.cfg.BatchMin / 2, r.cfg.BatchMin / 4} {
 		limit := r.orderedSizes.next()
 		_, _, err := r.pipe.processIn(ctx, c, limit, r.orderedSizes, nil, r.live.orderedSlot(0))

@@ -33,38 +33,6 @@ type pipeline struct {
 	took       atomic.Uint64 // claims that took rows so far
 }
 
-// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
-// publishes them and records the outcome. It is exported for callers that
-// drive the relay themselves, and safe for concurrent use. Each call is a
-// plain claim: it reads pending rows from the oldest, looks for lapsed
-// leases, and marks its own rows sent before it returns. (Run's workers
-// claim from the claim floor and batch their mark-sent writes; see
-// docs/architecture.md.) A cancelled ctx stops a claim from starting; a
-// publish in flight then gets ShutdownTimeout to finish before its rows
-// are released. The error reports database failures; sink failures are
-// recorded per row and counted in the result. With ClaimLock the claim,
-// the publish and the outcome share one transaction (claim_lock.go).
-//
-// Outcomes per message: acknowledged rows are sent; permanent failures and
-// malformed rows fail at once; transient failures are retried with backoff
-// until MaxAttempts, then fail. When nothing of the batch was acknowledged
-// and the failures say the sink is down (it reported itself unavailable, or
-// two or more messages failed transiently, or a probe did during an
-// outage), those rows go back to pending, due at once, with their attempt
-// given back, and the relay is in an outage until the sink answers again
-// (outage.go): Run claims nothing meanwhile. A message the sink reports
-// unavailable while others got through (one unreachable partition, say) is
-// deferred by BackoffMin, also without spending its attempt. A publish
-// that does not return within half a second of its deadline is abandoned:
-// its rows get no outcome and return when their lease ends.
-func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
-	var c claimer = r.leases
-	if r.cfg.Claim == ClaimLock {
-		c = r.locks
-	}
-	return r.pipe.process(ctx, c, limit, nil)
-}
-
 // process runs the pipeline once: it claims up to limit rows with c (BatchSize when
 // limit <= 0), publishes them and records the outcome. published, when not
 // nil, is called once the publish is over, before the outcome is recorded
@@ -288,5 +256,27 @@ func (p *pipeline) keepLeases(hard context.Context, renew func(context.Context) 
 	return func() {
 		close(quit)
 		<-done
+	}
+}
+
+// observe passes e to the configured Observer, if any. With none it costs
+// a nil check.
+func (p *pipeline) observe(e Event) {
+	if p.obs != nil {
+		p.obs.Observe(e)
+	}
+}
+
+// beat records progress in slot; a nil slot (ProcessBatch) records nothing.
+func beat(slot *atomic.Int64) {
+	if slot != nil {
+		slot.Store(time.Now().UnixNano())
+	}
+}
+
+// rest marks slot as waiting.
+func rest(slot *atomic.Int64) {
+	if slot != nil {
+		slot.Store(0)
 	}
 }

@@ -40,6 +40,14 @@ func (p *pipeline) recordLeased(hard context.Context, owner string, tids []store
 	return nil
 }
 
+// count sets the outcome counts of res from a write-back of out that
+// wrote got.
+func (res *BatchResult) count(got store.Recorded, out *outcome) {
+	res.Sent, res.Retried, res.Failed = got.Sent, got.Retried, got.Failed
+	res.Released = len(out.released)
+	res.Fenced += len(out.Sent) + len(out.Retries) + len(out.Failures) - got.Sent - got.Retried - got.Failed
+}
+
 // retryWrite runs a write-back until it succeeds or ctx (bounded by the
 // lease) ends: a failed write-back would make the rows publish twice.
 func (p *pipeline) retryWrite(ctx context.Context, do func(context.Context) (int, error)) (int, error) {

@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"strconv"
-	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -50,35 +46,6 @@ type Relay struct {
 	// ordered loop's (batch_size.go).
 	sizes, orderedSizes *batchSizer
 	live                *liveness // the claim loops' progress, for Liveness
-}
-
-// BatchResult counts what happened to one claimed batch.
-type BatchResult struct {
-	// Claimed is the number of rows taken.
-	Claimed int
-	// Sent, Retried, Failed and Released count rows whose outcome was
-	// recorded. Retried rows wait for a later attempt; those deferred
-	// because the sink was unavailable got their attempt back, and so did
-	// Released rows, which are claimable again at once.
-	Sent, Retried, Failed, Released int
-	// Fenced counts rows whose outcome was not recorded because another
-	// claim held them by then.
-	Fenced int
-	// Abandoned counts rows whose publish did not return within half a
-	// second of its deadline (PublishTimeout, or ShutdownTimeout after
-	// cancellation): the sink may still be sending them, so they keep
-	// their lease and return when it ends. Claimed = Sent + Retried +
-	// Failed + Released + Fenced + Abandoned.
-	Abandoned int
-	// SinkUnavailable is true when the sink took none of the batch and not
-	// because of the messages: it is down. The batch's rows went back to
-	// pending, due at once, without spending an attempt; Run claims none
-	// until the sink answers again.
-	SinkUnavailable bool
-	// Backoff is, when SinkUnavailable, how long to wait before trying the
-	// sink again with a batch; it grows with each consecutive outage batch,
-	// from OutageBackoffMin up to OutageBackoffMax.
-	Backoff time.Duration
 }
 
 // New returns a Relay that reads pool and publishes to pub. It does not
@@ -146,8 +113,9 @@ func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string
 		live:   newLiveness(cfg),
 		tokens: newTokens(cfg.ID),
 	}
-	r.leases = &leaseClaims{r: r}
-	r.stream = newStreamClaims(r.leases, newSentBatching(r, sentBatchWait))
+	r.pipe = &pipeline{cfg: cfg, pub: pub, obs: cfg.Observer, store: st, log: r.log, tokens: r.tokens, keyBatches: keyBatches(pub)}
+	r.leases = &leaseClaims{p: r.pipe}
+	r.stream = newStreamClaims(r.leases, newSentBatching(r.pipe, sentBatchWait), r.turns)
 	if shards, ok := st.(store.Shards); ok && cfg.Ordering.enabled() {
 		r.shards = shards
 		if cfg.Ordering.allTopics() {
@@ -155,7 +123,7 @@ func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string
 		}
 	}
 	if locks, ok := st.(store.LockClaims); ok {
-		r.locks = lockClaims{r: r, db: locks}
+		r.locks = lockClaims{db: locks, lease: cfg.Lease}
 	}
 	r.sizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
 	r.orderedSizes = newBatchSizer(r.cfg.BatchMin, r.cfg.BatchSize, r.cfg.BatchBytes)
@@ -163,7 +131,6 @@ func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string
 		r.bell.ring()
 		r.turns.signal()
 	}
-	r.pipe = &pipeline{cfg: cfg, pub: pub, obs: cfg.Observer, store: st, log: r.log, tokens: r.tokens, keyBatches: keyBatches(pub)}
 	r.sink = newBreaker(cfg, r.log, r.store.CountDue, r.pipe.observe, wake)
 	r.pipe.sink = r.sink
 	parts, _ := st.(store.Partitions)
@@ -175,25 +142,6 @@ func newRelay(st store.Store, pub publishers.Publisher, cfg Config, table string
 	}
 	r.prober, _ = pub.(publishers.Prober)
 	return r
-}
-
-// tokens numbers a replica's claims: each writes "<ID>#<n>" to locked_by.
-type tokens struct {
-	id  string
-	seq atomic.Uint64
-}
-
-// newTokens starts the numbers at a random point, so that replicas
-// mistakenly given the same ID still write distinct tokens.
-func newTokens(id string) *tokens {
-	t := &tokens{id: id}
-	t.seq.Store(rand.Uint64() >> 24)
-	return t
-}
-
-// next returns the token of a new claim.
-func (t *tokens) next() string {
-	return t.id + "#" + strconv.FormatUint(t.seq.Add(1), 10)
 }
 
 // ID returns the replica id. Each claim writes "<ID>#<n>" to locked_by, n

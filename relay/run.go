@@ -127,6 +127,38 @@ func (r *Relay) Run(ctx context.Context) error {
 	return first
 }
 
+// ProcessBatch claims up to limit rows (BatchSize when limit <= 0),
+// publishes them and records the outcome. It is exported for callers that
+// drive the relay themselves, and safe for concurrent use. Each call is a
+// plain claim: it reads pending rows from the oldest, looks for lapsed
+// leases, and marks its own rows sent before it returns. (Run's workers
+// claim from the claim floor and batch their mark-sent writes; see
+// docs/architecture.md.) A cancelled ctx stops a claim from starting; a
+// publish in flight then gets ShutdownTimeout to finish before its rows
+// are released. The error reports database failures; sink failures are
+// recorded per row and counted in the result. With ClaimLock the claim,
+// the publish and the outcome share one transaction (claim_lock.go).
+//
+// Outcomes per message: acknowledged rows are sent; permanent failures and
+// malformed rows fail at once; transient failures are retried with backoff
+// until MaxAttempts, then fail. When nothing of the batch was acknowledged
+// and the failures say the sink is down (it reported itself unavailable, or
+// two or more messages failed transiently, or a probe did during an
+// outage), those rows go back to pending, due at once, with their attempt
+// given back, and the relay is in an outage until the sink answers again
+// (outage.go): Run claims nothing meanwhile. A message the sink reports
+// unavailable while others got through (one unreachable partition, say) is
+// deferred by BackoffMin, also without spending its attempt. A publish
+// that does not return within half a second of its deadline is abandoned:
+// its rows get no outcome and return when their lease ends.
+func (r *Relay) ProcessBatch(ctx context.Context, limit int) (BatchResult, error) {
+	var c claimer = r.leases
+	if r.cfg.Claim == ClaimLock {
+		c = r.locks
+	}
+	return r.pipe.process(ctx, c, limit, nil)
+}
+
 // runUnordered claims and publishes unordered batches until ctx ends, or
 // returns an error retrying cannot fix. While the sink is down (the
 // relay's outage state, which every loop shares) the workers wait for it
@@ -206,6 +238,71 @@ func (r *Relay) runUnordered(ctx context.Context, worker int) error {
 	return nil
 }
 
+// runOrdered is ordered loop number loop (Run starts Ordering.Loops of them): it
+// serves the ordered topics until ctx ends: it leases the least recently
+// served shard that has work, publishes that shard's rows in order until
+// it is drained or ShardBudget rows were claimed, hands the shard back and
+// leases the next. A shard is leased by one loop at a time, so the loops
+// serve different shards side by side. See docs/ordering.md.
+func (r *Relay) runOrdered(ctx context.Context, loop int) {
+	slot := r.live.orderedSlot(loop)
+	// Leasing and handing back shards outlive ctx, within the shutdown
+	// bound.
+	hard, stopHard := shutdownBound(ctx, r.cfg)
+	defer stopHard()
+	dbDown := newExponential(r.cfg.OutageBackoffMin, r.cfg.OutageBackoffMax)
+	var settle settling
+	for ctx.Err() == nil {
+		if r.prober != nil && r.sink.isDown() {
+			r.sink.await(ctx, false) // breaker.watch probes
+			continue
+		}
+		woken := r.bell.next()
+		lessee := r.tokens.next()
+		lctx, cancel := context.WithTimeout(hard, r.cfg.Lease)
+		shard, ok, err := r.shards.LeaseShard(lctx, lessee)
+		cancel()
+		switch {
+		case err != nil:
+			d := min(dbDown.NextBackOff(), r.cfg.OutageBackoffMax)
+			r.log.Warn("database error; retrying", "error", err, "retry_in", d)
+			sleep(ctx, d)
+			continue
+		case !ok:
+			// No shard has ready work: wait for a commit or the next poll.
+			// A commit that woke us may not be ready yet, because an older
+			// transaction elsewhere on the server still runs (the horizon,
+			// docs/ordering.md), and its end sends no notification: after
+			// a wake-up, look again soon, backing off to settleMax, for
+			// one PollInterval.
+			if idle(ctx, settle.wait(r.cfg.PollInterval, time.Now()), woken) {
+				settle.woken(time.Now())
+			}
+			continue
+		}
+		dbDown.Reset()
+		r.pipe.observe(Event{Kind: EventShardLeased, Shard: shard})
+		c := &shardClaims{shards: r.shards, pipe: r.pipe, shard: shard, lessee: lessee}
+		claimed, wait, abandoned := c.serve(ctx, r.orderedSizes, slot)
+		if abandoned {
+			// A publish may still be on its way: no other replica may
+			// publish the shard's keys before the lease ends.
+			r.log.Warn("publish abandoned; the shard returns when its lease ends", "shard", shard)
+		} else if err := c.handBack(hard); err != nil {
+			r.log.Warn("handing back shard failed; it returns when its lease ends", "shard", shard, "error", err)
+		}
+		r.log.Debug("shard served", "shard", shard, "claimed", claimed)
+		// The loop no longer serves the shard, handed back or not.
+		r.pipe.observe(Event{Kind: EventShardHandedBack, Shard: shard, Rows: claimed})
+		if r.prober != nil && r.sink.isDown() {
+			continue // no backoff: the loop's top waits for the sink
+		}
+		if wait > 0 {
+			sleep(ctx, wait)
+		}
+	}
+}
+
 // waitReady pings the database until it answers, then checks the schema,
 // each try bounded by Lease. Problems that waiting cannot fix are
 // returned; the rest are logged and retried.
@@ -230,15 +327,5 @@ func (r *Relay) waitReady(ctx context.Context) error {
 		d := min(b.NextBackOff(), r.cfg.OutageBackoffMax)
 		r.log.Warn("database unreachable; retrying", "error", err, "retry_in", d)
 		sleep(ctx, d)
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -44,7 +44,7 @@ type sentBatch struct {
 // sentBatching holds the batches waiting for a claim to mark them sent. A
 // timer marks them on their own when none comes within sentBatchWait.
 type sentBatching struct {
-	r       *Relay
+	p       *pipeline     // the relay's: its store, Lease, write-back and log
 	after   time.Duration // sentBatchWait, but for tests
 	mu      sync.Mutex
 	waiting []sentBatch
@@ -52,8 +52,8 @@ type sentBatching struct {
 	timers  sync.WaitGroup
 }
 
-func newSentBatching(r *Relay, after time.Duration) *sentBatching {
-	return &sentBatching{r: r, after: after}
+func newSentBatching(p *pipeline, after time.Duration) *sentBatching {
+	return &sentBatching{p: p, after: after}
 }
 
 // add queues batches; the first arms the timer.
@@ -91,14 +91,14 @@ func (q *sentBatching) waitTimers() { q.timers.Wait() }
 // retried until it succeeds, a lease has passed or ctx ends, and logs the
 // batches.
 func (q *sentBatching) flush(ctx context.Context) {
-	r := q.r
+	p := q.p
 	for _, sb := range q.take() {
-		ctx, cancel := context.WithTimeout(ctx, r.cfg.Lease)
+		ctx, cancel := context.WithTimeout(ctx, p.cfg.Lease)
 		start := time.Now()
-		fenced, err := r.pipe.retryWrite(ctx, func(ctx context.Context) (int, error) { return r.store.MarkSent(ctx, sb.Owner, sb.IDs, sb.TIDs) })
+		fenced, err := p.retryWrite(ctx, func(ctx context.Context) (int, error) { return p.store.MarkSent(ctx, sb.Owner, sb.IDs, sb.TIDs) })
 		cancel()
 		if err != nil {
-			r.log.Error("recording sent rows failed; they are published again after their lease", "rows", len(sb.IDs), "error", err)
+			p.log.Error("recording sent rows failed; they are published again after their lease", "rows", len(sb.IDs), "error", err)
 			continue
 		}
 		sb.ph.record = time.Since(start)
@@ -110,5 +110,5 @@ func (q *sentBatching) flush(ctx context.Context) {
 func (q *sentBatching) done(sb sentBatch, fenced int) {
 	sb.res.Sent = len(sb.IDs) - fenced
 	sb.res.Fenced += fenced
-	q.r.pipe.logBatch(sb.res, sb.ph, nil, nil, sb.topics)
+	q.p.logBatch(sb.res, sb.ph, nil, nil, sb.topics)
 }

@@ -67,7 +67,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ride"})
-	r.stream.sent = newSentBatching(r, time.Hour) // no timer: only a claim or flush marks rows
+	r.stream.sent = newSentBatching(r.pipe, time.Hour) // no timer: only a claim or flush marks rows
 
 	insertRows(t, pool, table, 3)
 	res, err := r.pipe.process(ctx, r.stream, 0, nil)
@@ -132,7 +132,7 @@ func TestLargeBatchesDoNotRide(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "large", BatchSize: 1000})
-	r.stream.sent = newSentBatching(r, time.Hour) // no timer: a waiting batch would stay processing
+	r.stream.sent = newSentBatching(r.pipe, time.Hour) // no timer: a waiting batch would stay processing
 	insertRows(t, pool, table, sentBatchMax+1)
 	res, err := r.pipe.process(context.Background(), r.stream, sentBatchMax, nil)
 	if err != nil || res.Claimed != sentBatchMax || res.Sent != sentBatchMax {
@@ -180,7 +180,7 @@ func TestRunMarksRidersOnShutdown(t *testing.T) {
 	pool, table := testdb.New(t)
 	pub := &countingPublisher{}
 	r := quietRelay(t, pool, pub, Config{Table: table, ID: "shutdown", PollInterval: time.Minute})
-	r.stream.sent = newSentBatching(r, time.Hour)
+	r.stream.sent = newSentBatching(r.pipe, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()

@@ -26,13 +26,13 @@ func (c *streamClaims) runLooks(ctx context.Context) {
 		took := time.Since(start)
 		costs.add(took)
 		if err == nil {
-			c.lease.r.log.Debug("looked below the claim floor", "found", found, "full", full, "duration", took)
+			c.lease.p.log.Debug("looked below the claim floor", "found", found, "full", full, "duration", took)
 		}
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			c.lease.r.log.Warn("looking below the claim floor failed; retrying", "error", err, "retry_in", costs.every())
+			c.lease.p.log.Warn("looking below the claim floor failed; retrying", "error", err, "retry_in", costs.every())
 			due = start.Add(costs.every())
 		case full:
 			due = start.Add(lapsedEvery)
@@ -102,7 +102,7 @@ func (c *streamClaims) look(ctx context.Context) (found int, full bool, err erro
 	c.lease.mu.Lock()
 	from := c.floor
 	c.lease.mu.Unlock()
-	ids, full, err := c.lookBelow(ctx, from, c.lease.r.cfg.BatchSize)
+	ids, full, err := c.lookBelow(ctx, from, c.lease.p.cfg.BatchSize)
 	if err != nil {
 		return 0, false, err
 	}
@@ -110,7 +110,7 @@ func (c *streamClaims) look(ctx context.Context) (found int, full bool, err erro
 	c.found = ids
 	c.lease.mu.Unlock()
 	if len(ids) > 0 {
-		c.lease.r.turns.invite()
+		c.turns.invite()
 	}
 	return len(ids), full, nil
 }
