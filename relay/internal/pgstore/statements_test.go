@@ -54,7 +54,7 @@ func TestStatementsHaveNoNumberedParameters(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("statement files %v, %v", files, err)
 	}
-	numbered := regexp.MustCompile(`\$[0-9]`)
+	numbered := regexp.MustCompile(`\$[0-9]+`)
 	for _, f := range files {
 		b, err := sqlFiles.ReadFile(f)
 		if err != nil {
@@ -63,7 +63,7 @@ func TestStatementsHaveNoNumberedParameters(t *testing.T) {
 		for i, line := range strings.Split(string(b), "\n") {
 			code, _, _ := strings.Cut(line, "--")
 			if p := numbered.FindString(code); p != "" {
-				t.Errorf("%s:%d: a numbered parameter (%s...); name it (@name)", path.Base(f), i+1, p)
+				t.Errorf("%s:%d: a numbered parameter (%s); name it (@name)", path.Base(f), i+1, p)
 			}
 		}
 	}
