@@ -342,8 +342,9 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	looked := statementPages(t, pool, pgStatement(t, table, "look_below"), pgx.NamedArgs{"limit": 1000, "from_due": timestamptz(c.floor.Due),
-		"from_id": c.floor.ID, "all_ordered": false, "ordered_topics": []string{}, "bound": nil})
+	lookArgs := pgx.NamedArgs{"limit": 1000, "from_due": timestamptz(c.floor.Due), "from_id": c.floor.ID,
+		"all_ordered": false, "ordered_topics": []string{}, "bound": nil}
+	looked := statementPages(t, pool, pgStatement(t, table, "look_below"), lookArgs)
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}

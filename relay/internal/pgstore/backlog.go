@@ -21,7 +21,8 @@ func (s *Store) Backlog(ctx context.Context, limit int64) (store.Backlog, error)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if deadline, ok := ctx.Deadline(); ok {
 			ms := max(time.Until(deadline).Milliseconds(), 1)
-			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', @timeout_ms, true)", pgx.NamedArgs{"timeout_ms": fmt.Sprint(ms)}); err != nil {
+			timeout := pgx.NamedArgs{"timeout_ms": fmt.Sprint(ms)}
+			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', @timeout_ms, true)", timeout); err != nil {
 				return err
 			}
 		}

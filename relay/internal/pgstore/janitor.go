@@ -19,7 +19,8 @@ import (
 // false when the job is not due or another run holds it.
 func (s *Store) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
 	var claimed string
-	err = s.pool.QueryRow(ctx, s.q.claimJob, pgx.NamedArgs{"job": job, "owner": owner, "lease_ms": s.lease.Milliseconds()}).Scan(&claimed)
+	args := pgx.NamedArgs{"job": job, "owner": owner, "lease_ms": s.lease.Milliseconds()}
+	err = s.pool.QueryRow(ctx, s.q.claimJob, args).Scan(&claimed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -49,7 +50,8 @@ func (s *Store) DeleteSent(ctx context.Context, owner, partition string, retenti
 		return 0, false, fmt.Errorf("delete sent rows: %w", err)
 	}
 	deleted = tag.RowsAffected()
-	tag, err = tx.Exec(ctx, s.q.recordBatch, pgx.NamedArgs{"job": store.JobRetention, "owner": owner, "lease_ms": s.lease.Milliseconds(), "deleted": deleted})
+	tag, err = tx.Exec(ctx, s.q.recordBatch, pgx.NamedArgs{"job": store.JobRetention, "owner": owner,
+		"lease_ms": s.lease.Milliseconds(), "deleted": deleted})
 	if err != nil {
 		return 0, false, fmt.Errorf("record deleted rows: %w", err)
 	}

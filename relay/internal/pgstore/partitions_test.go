@@ -45,7 +45,8 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 		{"extend", q.extend, pgx.NamedArgs{"ids": ids, "owner": "test#1", "lease_ms": int64(30000), "lo": lo, "hi": hi}},
 		{"mark retry", q.markRetry, pgx.NamedArgs{"ids": ids, "delays": make([]int64, len(ids)), "errors": make([]string, len(ids)),
 			"refunds": make([]int32, len(ids)), "owner": "test#1", "lo": lo, "hi": hi}},
-		{"mark failed", q.markFailed, pgx.NamedArgs{"ids": ids, "errors": make([]string, len(ids)), "owner": "test#1", "lo": lo, "hi": hi}},
+		{"mark failed", q.markFailed, pgx.NamedArgs{"ids": ids, "errors": make([]string, len(ids)),
+			"owner": "test#1", "lo": lo, "hi": hi}},
 	} {
 		read := genericPlanReads(t, pool, tc.sql, tc.args)
 		if len(read) != 1 || !strings.HasPrefix(read[0], table.Name+"_p") {

@@ -212,7 +212,8 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 		q    string
 		args pgx.NamedArgs
 	}{
-		{"mark retry", s.q.markRetry, pgx.NamedArgs{"ids": rids, "delays": delays, "errors": errs, "refunds": refunds, "owner": "retry#1", "lo": lo, "hi": hi}},
+		{"mark retry", s.q.markRetry, pgx.NamedArgs{"ids": rids, "delays": delays, "errors": errs, "refunds": refunds,
+			"owner": "retry#1", "lo": lo, "hi": hi}},
 		{"mark failed", s.q.markFailed, pgx.NamedArgs{"ids": rids, "errors": errs, "owner": "retry#1", "lo": lo, "hi": hi}},
 	} {
 		lines := explainAnalyzed(t, pool, c.q, c.args)

@@ -95,15 +95,16 @@ func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (s
 func (s *Store) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), pgx.NamedArgs{"ids": ids, "delays": delays, "errors": errs, "refunds": refunds,
-		"owner": owner, "lo": lo, "hi": hi})
+	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), pgx.NamedArgs{"ids": ids, "delays": delays, "errors": errs,
+		"refunds": refunds, "owner": owner, "lo": lo, "hi": hi})
 }
 
 // MarkFailed marks the rows failed, each with its reason.
 func (s *Store) MarkFailed(ctx context.Context, owner string, fs []store.Failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), pgx.NamedArgs{"ids": ids, "errors": errs, "owner": owner, "lo": lo, "hi": hi})
+	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), pgx.NamedArgs{"ids": ids, "errors": errs, "owner": owner,
+		"lo": lo, "hi": hi})
 }
 
 // Release sets the rows back to pending with their attempt given back:
