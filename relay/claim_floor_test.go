@@ -451,11 +451,11 @@ func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from store.Floor, sw
 
 // claimArgs are claim.sql's parameters for a claim of up to 100 rows of
 // every topic, from floor from, taking the rows swept by id, as the store
-// passes them (pgstore's claimArgs).
+// passes them on a plain table (pgstore's claimArgs).
 func claimArgs(from store.Floor, swept [][16]byte) pgx.NamedArgs {
 	return pgx.NamedArgs{"limit": 100, "owner": "test#1", "lease_ms": 30000, "from_due": timestamptz(from.Due), "from_id": from.ID,
 		"all_ordered": false, "ordered_topics": []string{}, "lapsed": false, "lapsed_within_ms": nil, "swept": swept, "bound": nil,
-		"batch_bytes": 4 << 20, "event_bytes": 16 << 20, "by_tid": !testdb.Partitioned()}
+		"batch_bytes": 4 << 20, "event_bytes": 16 << 20, "by_tid": true}
 }
 
 // pendingPayloads counts the pending rows whose payload is the bytea
