@@ -3,6 +3,8 @@ package integration
 import (
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Leasing a shard reads the ordered index once per bucket of each free
@@ -30,7 +32,8 @@ func TestLeaseShardReadIsBounded(t *testing.T) {
 		return b.count("tx >= pg_snapshot_xmin(pg_current_snapshot())") == 0
 	}, "the backlog's transaction is not below the visibility horizon")
 
-	cost := b.explain(b.relaySQL("lease_shard"), 60000, "lessee#2", claimShards, true, []string{})
+	cost := b.explain(b.relaySQL("lease_shard"), pgx.NamedArgs{"lease_ms": 60000, "lessee": "lessee#2", "shards": claimShards,
+		"all_ordered": true, "ordered_topics": []string{}})
 	t.Logf("leasing a shard read %.0f rows, %d buffers (%d in all)", cost.rows, cost.buffers, cost.total)
 	if cost.out != 1 {
 		t.Fatalf("leased %.0f shards, want 1 (shard 0 has the work)", cost.out)

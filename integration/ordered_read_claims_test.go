@@ -138,7 +138,8 @@ func TestOrderedReadClaimAndTakeover(t *testing.T) {
 	// The holder dies: its lease lapses. Another replica leases the shard.
 	b.exec("UPDATE " + b.table.Related("shard_ranges") + " SET locked_until = now() - interval '1 second' WHERE shard = 0")
 	var shard int
-	if err := b.pool.QueryRow(b.ctx, b.relaySQL("lease_shard"), 60000, "heir#1", claimShards, true, nil).Scan(&shard); err != nil || shard != 0 {
+	args := pgx.NamedArgs{"lease_ms": 60000, "lessee": "heir#1", "shards": claimShards, "all_ordered": true, "ordered_topics": nil}
+	if err := b.pool.QueryRow(b.ctx, b.relaySQL("lease_shard"), args).Scan(&shard); err != nil || shard != 0 {
 		t.Fatalf("lease_shard = %d, %v; want shard 0", shard, err)
 	}
 	for i, s := range b.claimStates(ids) {

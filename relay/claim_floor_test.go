@@ -342,11 +342,13 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	looked := statementPages(t, pool, pgStatement(t, table, "look_below"), 1000, timestamptz(c.floor.Due), c.floor.ID, false, []string{}, nil)
+	lookArgs := pgx.NamedArgs{"limit": 1000, "from_due": timestamptz(c.floor.Due), "from_id": c.floor.ID,
+		"all_ordered": false, "ordered_topics": []string{}, "bound": nil}
+	looked := statementPages(t, pool, pgStatement(t, table, "look_below"), lookArgs)
 	if _, _, err := c.look(ctx); err != nil || len(c.found) != 1 {
 		t.Fatalf("look below the floor found %d rows, %v; want the row set back", len(c.found), err)
 	}
-	plan := testdb.ExplainBuffers(t, pool, pgStatement(t, table, "claim"), 100, "test#1", 30000, timestamptz(c.floor.Due), c.floor.ID, false, []string{}, false, nil, c.found, nil, 4<<20, 16<<20)
+	plan := testdb.ExplainBuffers(t, pool, pgStatement(t, table, "claim"), claimArgs(c.floor, c.found))
 	swept, found := plan.Pages("")
 	if !found {
 		t.Fatalf("the claim's plan has no index scan: %+v", plan)
@@ -382,7 +384,8 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	}
 	byBytes := func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }
 	lo, hi := slices.MinFunc(ids, byBytes), slices.MaxFunc(ids, byBytes)
-	markedPlan, walkedPlan := testdb.ExplainBuffers(t, pool, q, ids, "test#2", lo, hi), testdb.ExplainBuffers(t, pool, byStatus, ids, "test#2", lo, hi)
+	args := pgx.NamedArgs{"ids": ids, "owner": "test#2", "lo": lo, "hi": hi}
+	markedPlan, walkedPlan := testdb.ExplainBuffers(t, pool, q, args), testdb.ExplainBuffers(t, pool, byStatus, args)
 	marked, found1 := markedPlan.Pages("")
 	walked, found2 := walkedPlan.Pages("")
 	if !found1 || !found2 {
@@ -438,12 +441,21 @@ func statementPages(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int
 // and the heap pages of the entries they checked.
 func claimPages(t *testing.T, pool *pgxpool.Pool, q string, from store.Floor, swept [][16]byte) int {
 	t.Helper()
-	plan := testdb.ExplainBuffers(t, pool, q, 100, "test#1", 30000, timestamptz(from.Due), from.ID, false, []string{}, false, nil, swept, nil, 4<<20, 16<<20)
+	plan := testdb.ExplainBuffers(t, pool, q, claimArgs(from, swept))
 	pages, found := plan.Pages("pending_idx")
 	if !found {
 		t.Fatalf("the claim's plan has no scan of pending_idx: %+v", plan)
 	}
 	return pages
+}
+
+// claimArgs are claim.sql's parameters for a claim of up to 100 rows of
+// every topic, from floor from, taking the rows swept by id, as the store
+// passes them on a plain table (pgstore's claimArgs).
+func claimArgs(from store.Floor, swept [][16]byte) pgx.NamedArgs {
+	return pgx.NamedArgs{"limit": 100, "owner": "test#1", "lease_ms": 30000, "from_due": timestamptz(from.Due), "from_id": from.ID,
+		"all_ordered": false, "ordered_topics": []string{}, "lapsed": false, "lapsed_within_ms": nil, "swept": swept, "bound": nil,
+		"batch_bytes": 4 << 20, "event_bytes": 16 << 20, "by_tid": true}
 }
 
 // pendingPayloads counts the pending rows whose payload is the bytea

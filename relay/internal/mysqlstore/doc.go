@@ -17,6 +17,10 @@
 // locks the gaps of due_idx it walked, and the writers' inserts of new due
 // rows would wait for the claim to commit.
 //
+// Parameters are "?" placeholders, where PostgreSQL's statements name
+// theirs (pgx.NamedArgs): go-sql-driver/mysql does not support named
+// parameters (it returns an error for sql.Named).
+//
 // Lists of rows travel as IN lists: {{ids}} in a file becomes one
 // placeholder per row, and {{cases}} one "WHEN ? THEN ?" per row for the
 // per-row values of retries and failures (PostgreSQL passes arrays and

@@ -41,7 +41,7 @@ func (s *Store) Claim(ctx context.Context, owner string, limit int, rg store.Cla
 	b := &pgx.Batch{}
 	for _, sb := range sent {
 		q, args := s.markSentArgs(sb.Owner, sb.IDs, sb.TIDs)
-		b.Queue(q, args...)
+		b.Queue(q, args)
 	}
 	bound, err := s.claimBound(ctx, rg.From)
 	if err != nil {
@@ -108,7 +108,8 @@ func (s *Store) LookBelow(ctx context.Context, from store.Floor, limit int) (ids
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, s.q.lookBelow, limit, pgTime(from.Due), from.ID, s.all, s.topics, bound)
+	rows, err := s.pool.Query(ctx, s.q.lookBelow, pgx.NamedArgs{"limit": limit, "from_due": pgTime(from.Due), "from_id": from.ID,
+		"all_ordered": s.all, "ordered_topics": s.topics, "bound": bound})
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 )
 
@@ -29,7 +31,7 @@ FROM generate_series(1, 20000) AS i`)
 	}
 	s := newStore(t, pool, table)
 	for _, retention := range []time.Duration{time.Hour, 7 * 24 * time.Hour, 365 * 24 * time.Hour} {
-		plan := explainPlan(t, pool, s.q.deleteSent, retention.Milliseconds(), 1000)
+		plan := explainPlan(t, pool, s.q.deleteSent, pgx.NamedArgs{"retention_ms": retention.Milliseconds(), "limit": 1000})
 		if testing.Verbose() {
 			t.Logf("retention %v:\n%s", retention, plan)
 		}

@@ -25,7 +25,7 @@ func (s *Store) EnsureShards(ctx context.Context, shards int) error {
 		return fmt.Errorf("count shards: %w", err)
 	}
 	if n == 0 {
-		if _, err := s.pool.Exec(ctx, s.q.shardCreate, shards); err != nil {
+		if _, err := s.pool.Exec(ctx, s.q.shardCreate, pgx.NamedArgs{"shards": shards}); err != nil {
 			return fmt.Errorf("create shards: %w", err)
 		}
 		if err := s.pool.QueryRow(ctx, s.q.shardCount).Scan(&n); err != nil {
@@ -46,7 +46,8 @@ func (s *Store) Prepared(ctx context.Context) (bool, error) {
 // LeaseShard leases a shard with work to owner; ok is false when none is
 // free.
 func (s *Store) LeaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
-	err = s.pool.QueryRow(ctx, s.q.leaseShard, s.lease.Milliseconds(), owner, s.shards, s.all, s.topics).Scan(&shard)
+	err = s.pool.QueryRow(ctx, s.q.leaseShard, pgx.NamedArgs{"lessee": owner, "lease_ms": s.lease.Milliseconds(), "shards": s.shards,
+		"all_ordered": s.all, "ordered_topics": s.topics}).Scan(&shard)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -63,7 +64,7 @@ func (s *Store) LeaseShard(ctx context.Context, owner string) (shard int, ok boo
 func (s *Store) HandBack(ctx context.Context, shard int, owner string, prior *store.OrderedWrite) (got store.Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, prior, &got)
-	b.Queue(s.q.handBack, shard, owner)
+	b.Queue(s.q.handBack, pgx.NamedArgs{"shard": shard, "lessee": owner})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return store.Recorded{}, fmt.Errorf("hand back shard %d: %w", shard, err)
 	}
@@ -73,7 +74,7 @@ func (s *Store) HandBack(ctx context.Context, shard int, owner string, prior *st
 // ExtendShard renews owner's lease of shard; held is false when owner no
 // longer holds it.
 func (s *Store) ExtendShard(ctx context.Context, shard int, owner string) (held bool, err error) {
-	tag, err := s.pool.Exec(ctx, s.q.extendShard, shard, owner, s.lease.Milliseconds())
+	tag, err := s.pool.Exec(ctx, s.q.extendShard, pgx.NamedArgs{"shard": shard, "lessee": owner, "lease_ms": s.lease.Milliseconds()})
 	if err != nil {
 		return false, fmt.Errorf("extend shard %d: %w", shard, err)
 	}

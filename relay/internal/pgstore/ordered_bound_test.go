@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 )
 
@@ -43,7 +45,8 @@ func TestOrderedStatementsReadBoundedWhateverTheBacklog(t *testing.T) {
 		}
 		testdb.AwaitReady(t, pool, table)
 		all, topics := s.all, s.topics
-		p := testdb.ExplainBuffers(t, pool, s.q.leaseShard, int64(60000), "bound#1", 1, all, topics)
+		p := testdb.ExplainBuffers(t, pool, s.q.leaseShard, pgx.NamedArgs{"lease_ms": int64(60000), "lessee": "bound#1", "shards": 1,
+			"all_ordered": all, "ordered_topics": topics})
 		lease = p.SharedHit + p.SharedRead
 		if _, err := pool.Exec(ctx, "UPDATE "+table.Related("shard_ranges")+" SET locked_by = 'bound#1', locked_until = now() + interval '1 hour'"); err != nil {
 			t.Fatal(err)

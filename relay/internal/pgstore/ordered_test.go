@@ -319,7 +319,8 @@ func TestLeaseShardLooksInOrderAndStopsAtWork(t *testing.T) {
 
 	// Every shard has work: the lease looks at one shard only.
 	all, topics := s.all, s.topics
-	lines := explainAnalyzed(t, pool, s.q.leaseShard, 60000, "probe", 4, all, topics)
+	lines := explainAnalyzed(t, pool, s.q.leaseShard, pgx.NamedArgs{"lease_ms": 60000, "lessee": "probe", "shards": 4,
+		"all_ordered": all, "ordered_topics": topics})
 	// The look for a shard's pending rows (the first EXISTS) runs once.
 	looked := -1
 	for i, l := range lines {

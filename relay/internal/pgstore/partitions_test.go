@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
@@ -37,25 +38,27 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		sql  string
-		args []any
+		args pgx.NamedArgs
 	}{
-		{"mark sent", q.markSent, []any{ids, "test#1", lo, hi}},
-		{"release", q.release, []any{ids, "test#1", lo, hi}},
-		{"extend", q.extend, []any{ids, "test#1", int64(30000), lo, hi}},
-		{"mark retry", q.markRetry, []any{ids, make([]int64, len(ids)), make([]string, len(ids)), make([]int32, len(ids)), "test#1", lo, hi}},
-		{"mark failed", q.markFailed, []any{ids, make([]string, len(ids)), "test#1", lo, hi}},
+		{"mark sent", q.markSent, pgx.NamedArgs{"ids": ids, "owner": "test#1", "lo": lo, "hi": hi}},
+		{"release", q.release, pgx.NamedArgs{"ids": ids, "owner": "test#1", "lo": lo, "hi": hi}},
+		{"extend", q.extend, pgx.NamedArgs{"ids": ids, "owner": "test#1", "lease_ms": int64(30000), "lo": lo, "hi": hi}},
+		{"mark retry", q.markRetry, pgx.NamedArgs{"ids": ids, "delays": make([]int64, len(ids)), "errors": make([]string, len(ids)),
+			"refunds": make([]int32, len(ids)), "owner": "test#1", "lo": lo, "hi": hi}},
+		{"mark failed", q.markFailed, pgx.NamedArgs{"ids": ids, "errors": make([]string, len(ids)),
+			"owner": "test#1", "lo": lo, "hi": hi}},
 	} {
-		read := genericPlanReads(t, pool, tc.sql, tc.args...)
+		read := genericPlanReads(t, pool, tc.sql, tc.args)
 		if len(read) != 1 || !strings.HasPrefix(read[0], table.Name+"_p") {
 			t.Errorf("%s read %v, want only the partition of its ids", tc.name, read)
 		}
 		// The same statement without the bound reads every partition.
-		bound := regexp.MustCompile(`AND (o\.)?id BETWEEN (\$\d+) AND (\$\d+)`)
+		bound := regexp.MustCompile(`AND (o\.)?id BETWEEN (@lo) AND (@hi)`)
 		if !bound.MatchString(tc.sql) {
 			t.Fatalf("%s has no id BETWEEN bound", tc.name)
 		}
 		unbounded := bound.ReplaceAllString(tc.sql, "AND ${2}::uuid IS NOT NULL AND ${3}::uuid IS NOT NULL")
-		if read := genericPlanReads(t, pool, unbounded, tc.args...); len(read) < len(parts) {
+		if read := genericPlanReads(t, pool, unbounded, tc.args); len(read) < len(parts) {
 			t.Errorf("%s without its bound read %v: the test no longer tells the two apart", tc.name, read)
 		}
 	}
@@ -67,12 +70,17 @@ func TestWriteBacksReadOnlyTheirPartitions(t *testing.T) {
 // values of its parameters; a prepared statement's generic plan has only
 // their types. A prepared statement outlives the transaction, so it is
 // dropped before the connection goes back to the pool.
-func genericPlanReads(t *testing.T, pool *pgxpool.Pool, q string, args ...any) []string {
+func genericPlanReads(t *testing.T, pool *pgxpool.Pool, q string, args pgx.NamedArgs) []string {
 	t.Helper()
+	// PREPARE takes numbered parameters, as pgx makes them of named ones;
 	// EXECUTE takes its values as SQL: a utility statement has no
 	// parameters of its own.
-	params := make([]string, len(args))
-	for i, a := range args {
+	q, values, err := args.RewriteQuery(context.Background(), nil, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]string, len(values))
+	for i, a := range values {
 		params[i] = literal(t, a)
 	}
 	plan := testdb.ExplainIn(t, pool,

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,28 @@ func TestEveryStatementFileIsLoaded(t *testing.T) {
 	for i := range v.NumField() {
 		if text := v.Field(i).String(); text == "" || strings.Contains(text, "{{") || strings.HasPrefix(text, "--") {
 			t.Errorf("statement %s is empty, has a name left to fill in, or begins with a comment:\n%s", v.Type().Field(i).Name, text)
+		}
+	}
+}
+
+// Every statement names its parameters (@name, passed as pgx.NamedArgs):
+// none has a numbered one ($1) outside a comment.
+func TestStatementsHaveNoNumberedParameters(t *testing.T) {
+	files, err := fs.Glob(sqlFiles, "sql/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("statement files %v, %v", files, err)
+	}
+	numbered := regexp.MustCompile(`\$[0-9]+`)
+	for _, f := range files {
+		b, err := sqlFiles.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			code, _, _ := strings.Cut(line, "--")
+			if p := numbered.FindString(code); p != "" {
+				t.Errorf("%s:%d: a numbered parameter (%s); name it (@name)", path.Base(f), i+1, p)
+			}
 		}
 	}
 }
@@ -187,12 +210,13 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		q    string
-		args []any
+		args pgx.NamedArgs
 	}{
-		{"mark retry", s.q.markRetry, []any{rids, delays, errs, refunds, "retry#1", lo, hi}},
-		{"mark failed", s.q.markFailed, []any{rids, errs, "retry#1", lo, hi}},
+		{"mark retry", s.q.markRetry, pgx.NamedArgs{"ids": rids, "delays": delays, "errors": errs, "refunds": refunds,
+			"owner": "retry#1", "lo": lo, "hi": hi}},
+		{"mark failed", s.q.markFailed, pgx.NamedArgs{"ids": rids, "errors": errs, "owner": "retry#1", "lo": lo, "hi": hi}},
 	} {
-		lines := explainAnalyzed(t, pool, c.q, c.args...)
+		lines := explainAnalyzed(t, pool, c.q, c.args)
 		plan := strings.Join(lines, "\n")
 		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "_pkey") {
 			t.Errorf("%s of %d rows of %d:\n%s\nwant them looked up in the primary key", c.name, len(named), n, plan)

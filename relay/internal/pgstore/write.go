@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
@@ -77,16 +78,16 @@ func idRange[ID ~[16]byte](ids []ID) (lo, hi [16]byte) {
 // were all acknowledged (tids: Row.TID of each), by primary key otherwise.
 func (s *Store) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, tids []store.TID) (fenced int, err error) {
 	q, args := s.markSentArgs(owner, ids, tids)
-	return s.exec(ctx, "mark sent", q, len(ids), args...)
+	return s.exec(ctx, "mark sent", q, len(ids), args)
 }
 
 // markSentArgs returns the mark-sent statement for ids and its arguments.
-func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (string, []any) {
+func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (string, pgx.NamedArgs) {
 	if len(tids) > 0 && len(tids) == len(ids) {
-		return s.q.markSentByTID, []any{pgTIDs(tids), owner}
+		return s.q.markSentByTID, pgx.NamedArgs{"tids": pgTIDs(tids), "owner": owner}
 	}
 	lo, hi := idRange(ids)
-	return s.q.markSent, []any{pgIDs(ids), owner, lo, hi}
+	return s.q.markSent, pgx.NamedArgs{"ids": pgIDs(ids), "owner": owner, "lo": lo, "hi": hi}
 }
 
 // MarkRetry sets the rows back to pending, due after each one's delay,
@@ -94,27 +95,30 @@ func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (s
 func (s *Store) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), ids, delays, errs, refunds, owner, lo, hi)
+	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), pgx.NamedArgs{"ids": ids, "delays": delays, "errors": errs,
+		"refunds": refunds, "owner": owner, "lo": lo, "hi": hi})
 }
 
 // MarkFailed marks the rows failed, each with its reason.
 func (s *Store) MarkFailed(ctx context.Context, owner string, fs []store.Failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), ids, errs, owner, lo, hi)
+	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), pgx.NamedArgs{"ids": ids, "errors": errs, "owner": owner,
+		"lo": lo, "hi": hi})
 }
 
 // Release sets the rows back to pending with their attempt given back:
 // claimable at once.
 func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "release", s.q.release, len(ids), pgIDs(ids), owner, lo, hi)
+	return s.exec(ctx, "release", s.q.release, len(ids), pgx.NamedArgs{"ids": pgIDs(ids), "owner": owner, "lo": lo, "hi": hi})
 }
 
 // Extend renews the rows' lease by one Lease from now.
 func (s *Store) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgIDs(ids), owner, s.lease.Milliseconds(), lo, hi)
+	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgx.NamedArgs{"ids": pgIDs(ids), "owner": owner,
+		"lease_ms": s.lease.Milliseconds(), "lo": lo, "hi": hi})
 }
 
 // retryColumns returns retries as the arrays the retry statements unnest.
@@ -143,16 +147,16 @@ func failureColumns(fs []store.Failure) (ids [][16]byte, errs []string) {
 // at least that many.
 func (s *Store) CountDue(ctx context.Context, limit int) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, s.q.countDue, limit).Scan(&n)
+	err := s.pool.QueryRow(ctx, s.q.countDue, pgx.NamedArgs{"limit": limit}).Scan(&n)
 	return n, err
 }
 
 // exec runs a fenced write-back over n rows; it does nothing when n is 0.
-func (s *Store) exec(ctx context.Context, what, q string, n int, args ...any) (int, error) {
+func (s *Store) exec(ctx context.Context, what, q string, n int, args pgx.NamedArgs) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, q, args...)
+	tag, err := s.pool.Exec(ctx, q, args)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}

@@ -55,17 +55,18 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	tids := tidsOf(rows) // every row sent, none renewed (relay's sentTIDs)
-	plan := explainPlan(t, pool, s.q.markSentByTID, pgTIDs(tids), "tid#1")
+	args := pgx.NamedArgs{"tids": pgTIDs(tids), "owner": "tid#1"}
+	plan := explainPlan(t, pool, s.q.markSentByTID, args)
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("mark-sent of %d tuple ids on a table of %d rows:\n%s\nwant a Tid Scan", n, n, plan)
 	}
 	// The array as such: the planner reads the table whole (if it no
 	// longer does, the sub-select is no longer needed).
-	bare := strings.Replace(s.q.markSentByTID, "ANY (ARRAY(SELECT unnest($1::tid[])))", "ANY ($1::tid[])", 1)
+	bare := strings.Replace(s.q.markSentByTID, "ANY (ARRAY(SELECT unnest(@tids::tid[])))", "ANY (@tids::tid[])", 1)
 	if bare == s.q.markSentByTID {
 		t.Fatal("mark_sent_by_tid.sql no longer passes its tuple ids through a sub-select")
 	}
-	if p := explainPlan(t, pool, bare, pgTIDs(tids), "tid#1"); !strings.Contains(p, "Seq Scan") {
+	if p := explainPlan(t, pool, bare, args); !strings.Contains(p, "Seq Scan") {
 		t.Errorf("with the bare array the planner chose:\n%s\nthe test no longer tells the two apart", p)
 	}
 }

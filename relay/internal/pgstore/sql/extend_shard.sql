@@ -1,5 +1,6 @@
--- extend_shard: renews the lease ($3 ms) of shard $1 held by $2.
+-- extend_shard: renews the lease (@lease_ms ms) of shard @shard held by
+-- @lessee.
 UPDATE {{shards}}
-SET locked_until = now() + $3 * interval '1 millisecond'
-WHERE shard = $1
-  AND locked_by = $2
+SET locked_until = now() + @lease_ms * interval '1 millisecond'
+WHERE shard = @shard
+  AND locked_by = @lessee

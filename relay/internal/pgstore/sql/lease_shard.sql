@@ -1,9 +1,10 @@
--- lease_shard: leases a free shard that has work in one of its buckets
--- (those with bucket * $3 / 1024 = shard, a range; migration 008): a due
--- pending row, written by a transaction older than all running ones, or a
--- lapsed claim. Shards whose holder died (lease lapsed, never handed
--- back) come first, then the least recently served. $1 is the lease (ms),
--- $2 the lease token, $4/$5 the ordered topics. Pending rows are found
+-- lease_shard: leases to @lessee, for @lease_ms ms, a free shard that has
+-- work in one of its buckets (those with bucket * @shards / 1024 = shard,
+-- a range; migration 008): a due pending row, written by a transaction
+-- older than all running ones, or a lapsed claim. Shards whose holder
+-- died (lease lapsed, never handed back) come first, then the least
+-- recently served. @all_ordered and @ordered_topics are the ordered
+-- topics, as in claim.sql. Pending rows are found
 -- through ordered_pending_idx, one probe per bucket: each bucket's look is
 -- a LATERAL subquery for its 8 oldest rows below the horizon (ORDER BY the
 -- index's columns, LIMIT 8), which the planner cannot turn into a join and
@@ -51,11 +52,11 @@ WITH taken AS (
     WHERE (EXISTS (
               SELECT 1
               -- the shard's range, as relay.bucketsOf gives it
-              FROM generate_series((c.shard * 1024 + $3 - 1) / $3,
-                                   ((c.shard + 1) * 1024 + $3 - 1) / $3 - 1) AS b (bucket)
+              FROM generate_series((c.shard * 1024 + @shards - 1) / @shards,
+                                   ((c.shard + 1) * 1024 + @shards - 1) / @shards - 1) AS b (bucket)
               CROSS JOIN LATERAL (
                   SELECT o.next_retry_at <= now()
-                         AND ($4::bool OR o.topic = ANY($5::text[])) AS due,
+                         AND (@all_ordered::bool OR o.topic = ANY(@ordered_topics::text[])) AS due,
                          row_number() OVER (ORDER BY o.tx, o.id) AS n
                   FROM {{table}} AS o
                   WHERE o.bucket = b.bucket::smallint
@@ -74,9 +75,9 @@ WITH taken AS (
               FROM {{table}} AS o
               WHERE o.status = 'processing'
                 AND o.locked_until < now()
-                AND o.bucket * $3 / 1024 = c.shard
+                AND o.bucket * @shards / 1024 = c.shard
                 AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-                AND ($4::bool OR o.topic = ANY($5::text[]))
+                AND (@all_ordered::bool OR o.topic = ANY(@ordered_topics::text[]))
           ))
     LIMIT 1
 ),
@@ -87,8 +88,8 @@ counted AS (
       AND (o.status = 'pending') IS TRUE
 )
 UPDATE {{shards}} AS s
-SET locked_by = $2,
-    locked_until = now() + $1 * interval '1 millisecond',
+SET locked_by = @lessee,
+    locked_until = now() + @lease_ms * interval '1 millisecond',
     claimed = NULL
 FROM taken AS t
 WHERE s.shard = t.shard

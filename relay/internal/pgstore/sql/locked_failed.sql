@@ -5,8 +5,8 @@ SET status = 'failed',
     attempt = least(o.attempt, 2147483646) + 1,
     last_error = r.error,
     failed_at = now(),
-    locked_by = $3,
+    locked_by = @owner,
     locked_until = NULL
-FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
+FROM unnest(@ids::uuid[], @errors::text[]) AS r(id, error)
 WHERE o.id = r.id
-  AND o.id = ANY ($1::uuid[])
+  AND o.id = ANY (@ids::uuid[])

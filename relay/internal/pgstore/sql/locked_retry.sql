@@ -5,8 +5,8 @@ SET status = 'pending',
     next_retry_at = now() + r.delay_ms * interval '1 millisecond',
     attempt = least(o.attempt, 2147483646) + 1 - r.refund,
     last_error = r.error,
-    locked_by = $5,
+    locked_by = @owner,
     locked_until = NULL
-FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
+FROM unnest(@ids::uuid[], @delays::bigint[], @errors::text[], @refunds::int[]) AS r(id, delay_ms, error, refund)
 WHERE o.id = r.id
-  AND o.id = ANY ($1::uuid[])
+  AND o.id = ANY (@ids::uuid[])

@@ -4,12 +4,12 @@
 -- of who handled the row last. Rows left alone (released) are unchanged
 -- when the transaction commits: claimable again at once.
 --
--- locked_sent: rows $1 are sent; $2 is the claim's token.
+-- locked_sent: rows @ids are sent; @owner is the claim's token.
 UPDATE {{table}}
 SET status = 'sent',
     sent_at = now(),
     attempt = least(attempt, 2147483646) + 1,
-    locked_by = $2,
+    locked_by = @owner,
     locked_until = NULL,
     last_error = NULL
-WHERE id = ANY($1)
+WHERE id = ANY(@ids)

@@ -1,12 +1,13 @@
--- mark_failed: rows failed for good, each with its reason, and when
--- (failed_at, migration 007). Fenced by the claim $3.
+-- mark_failed: rows @ids failed for good, each with its reason
+-- (@errors), and when (failed_at, migration 007). Fenced by the claim
+-- @owner.
 -- The status test reads "(status = 'processing') IS TRUE", which is the
 -- same for a column that is never NULL but keeps the planner from reading
 -- processing_idx for it: that index keeps a dead entry for every row sent
 -- until a VACUUM, which a long transaction anywhere in the database holds
 -- off, and with statistics that counted few processing rows the planner
 -- preferred walking all of them to the primary-key look-ups of the ids.
--- The ids lie between $4 and $5 (their least and greatest, which the
+-- The ids lie between @lo and @hi (their least and greatest, which the
 -- relay passes along): on a partitioned table that range lets PostgreSQL
 -- leave out, when the statement starts, every partition that cannot hold
 -- them, where "= ANY" alone would look each id up in every partition.
@@ -20,9 +21,9 @@ SET status = 'failed',
     failed_at = now(),
     last_error = r.error,
     locked_until = NULL
-FROM unnest($1::uuid[], $2::text[]) AS r(id, error)
+FROM unnest(@ids::uuid[], @errors::text[]) AS r(id, error)
 WHERE o.id = r.id
-  AND o.id = ANY ($1::uuid[])
-  AND o.id BETWEEN $4 AND $5
-  AND o.locked_by = $3
+  AND o.id = ANY (@ids::uuid[])
+  AND o.id BETWEEN @lo AND @hi
+  AND o.locked_by = @owner
   AND (o.status = 'processing') IS TRUE

@@ -1,13 +1,14 @@
--- mark_retry: rows go back to pending until their delay (ms) has passed.
--- A refund of 1 gives the attempt back: the sink was down, the message
--- was not at fault. Fenced by the claim $5.
+-- mark_retry: rows @ids go back to pending until their delay (@delays,
+-- ms) has passed, with their error (@errors). A refund (@refunds) of 1
+-- gives the attempt back: the sink was down, the message was not at
+-- fault. Fenced by the claim @owner.
 -- The status test reads "(status = 'processing') IS TRUE", which is the
 -- same for a column that is never NULL but keeps the planner from reading
 -- processing_idx for it: that index keeps a dead entry for every row sent
 -- until a VACUUM, which a long transaction anywhere in the database holds
 -- off, and with statistics that counted few processing rows the planner
 -- preferred walking all of them to the primary-key look-ups of the ids.
--- The ids lie between $6 and $7 (their least and greatest, which the
+-- The ids lie between @lo and @hi (their least and greatest, which the
 -- relay passes along): on a partitioned table that range lets PostgreSQL
 -- leave out, when the statement starts, every partition that cannot hold
 -- them, where "= ANY" alone would look each id up in every partition.
@@ -22,9 +23,9 @@ SET status = 'pending',
     attempt = o.attempt - r.refund,
     last_error = r.error,
     locked_until = NULL
-FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS r(id, delay_ms, error, refund)
+FROM unnest(@ids::uuid[], @delays::bigint[], @errors::text[], @refunds::int[]) AS r(id, delay_ms, error, refund)
 WHERE o.id = r.id
-  AND o.id = ANY ($1::uuid[])
-  AND o.id BETWEEN $6 AND $7
-  AND o.locked_by = $5
+  AND o.id = ANY (@ids::uuid[])
+  AND o.id BETWEEN @lo AND @hi
+  AND o.locked_by = @owner
   AND (o.status = 'processing') IS TRUE

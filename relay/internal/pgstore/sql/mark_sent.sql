@@ -1,5 +1,6 @@
--- mark_sent: rows $1 the sink acknowledged are sent. Like every lease
--- write-back it is fenced: it touches only rows the claim $2 still holds.
+-- mark_sent: rows @ids the sink acknowledged are sent. Like every lease
+-- write-back it is fenced: it touches only rows the claim @owner still
+-- holds.
 -- locked_by is kept as a record of who handled the row last.
 -- The status test reads "(status = 'processing') IS TRUE", which is the
 -- same for a column that is never NULL but keeps the planner from reading
@@ -7,7 +8,7 @@
 -- until a VACUUM, which a long transaction anywhere in the database holds
 -- off, and with statistics that counted few processing rows the planner
 -- preferred walking all of them to the primary-key look-ups of the ids.
--- The ids lie between $3 and $4 (their least and greatest, which the
+-- The ids lie between @lo and @hi (their least and greatest, which the
 -- relay passes along): on a partitioned table that range lets PostgreSQL
 -- leave out, when the statement starts, every partition that cannot hold
 -- them, where "= ANY" alone would look each id up in every partition.
@@ -16,7 +17,7 @@ SET status = 'sent',
     sent_at = now(),
     locked_until = NULL,
     last_error = NULL
-WHERE id = ANY($1)
-  AND id BETWEEN $3 AND $4
-  AND locked_by = $2
+WHERE id = ANY(@ids)
+  AND id BETWEEN @lo AND @hi
+  AND locked_by = @owner
   AND (status = 'processing') IS TRUE

@@ -1,8 +1,8 @@
--- mark_sent_by_tid: mark_sent.sql for a lease claim $2 whose every row
--- the sink acknowledged and whose lease was never extended, on a plain
--- table. It finds the rows by the tuple ids $1 the claim returned (a TID
--- scan, which reads each row's heap page and no index), where mark_sent
--- looks each id up in the primary key: less time
+-- mark_sent_by_tid: mark_sent.sql for a lease claim @owner whose every
+-- row the sink acknowledged and whose lease was never extended, on a
+-- plain table. It finds the rows by the tuple ids @tids the claim
+-- returned (a TID scan, which reads each row's heap page and no index),
+-- where mark_sent looks each id up in the primary key: less time
 -- (docs/benchmarks.md#default-settings-adaptive-batches).
 -- Why it touches exactly the claim's rows: a row the claim still holds
 -- has not changed since the claim wrote it (only an extension, which the
@@ -21,6 +21,6 @@ SET status = 'sent',
     sent_at = now(),
     locked_until = NULL,
     last_error = NULL
-WHERE ctid = ANY (ARRAY(SELECT unnest($1::tid[])))
-  AND locked_by = $2
+WHERE ctid = ANY (ARRAY(SELECT unnest(@tids::tid[])))
+  AND locked_by = @owner
   AND (status = 'processing') IS TRUE
