@@ -21,14 +21,14 @@ func (s *Store) Backlog(ctx context.Context, limit int64) (store.Backlog, error)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if deadline, ok := ctx.Deadline(); ok {
 			ms := max(time.Until(deadline).Milliseconds(), 1)
-			timeout := pgx.NamedArgs{"timeout_ms": fmt.Sprint(ms)}
+			timeout := pgx.StrictNamedArgs{"timeout_ms": fmt.Sprint(ms)}
 			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', @timeout_ms, true)", timeout); err != nil {
 				return err
 			}
 		}
 		var oldestMS float64
 		scan := min(limit, blockedScanLimit)
-		err := tx.QueryRow(ctx, s.q.backlog, pgx.NamedArgs{"limit": limit, "any_ordered": s.all || len(s.topics) > 0,
+		err := tx.QueryRow(ctx, s.q.backlog, pgx.StrictNamedArgs{"limit": limit, "any_ordered": s.all || len(s.topics) > 0,
 			"all_ordered": s.all, "ordered_topics": s.topics, "blocked_scan": scan}).Scan(
 			&b.PendingDue.Rows, &b.PendingDelayed.Rows, &b.Processing.Rows, &b.Failed.Rows, &oldestMS, &b.KeysBlocked)
 		if err != nil {

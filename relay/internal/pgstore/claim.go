@@ -85,13 +85,13 @@ func (s *Store) Claim(ctx context.Context, owner string, limit int, rg store.Cla
 
 // claimArgs are claim.sql's parameters. byTID is false on a partitioned
 // table, where a tuple id names a row in each partition.
-func (s *Store) claimArgs(owner string, limit int, rg store.ClaimRange, bound *[16]byte, byTID bool) pgx.NamedArgs {
+func (s *Store) claimArgs(owner string, limit int, rg store.ClaimRange, bound *[16]byte, byTID bool) pgx.StrictNamedArgs {
 	var lapsedWithin *int64 // every lapsed lease
 	if rg.LapsedWithin > 0 {
 		ms := rg.LapsedWithin.Milliseconds()
 		lapsedWithin = &ms
 	}
-	return pgx.NamedArgs{"limit": limit, "owner": owner, "lease_ms": s.lease.Milliseconds(),
+	return pgx.StrictNamedArgs{"limit": limit, "owner": owner, "lease_ms": s.lease.Milliseconds(),
 		"from_due": pgTime(rg.From.Due), "from_id": rg.From.ID, "all_ordered": s.all, "ordered_topics": s.topics,
 		"lapsed": rg.Lapsed, "lapsed_within_ms": lapsedWithin, "swept": rg.Swept, "bound": bound,
 		"batch_bytes": s.bounds.Batch, "event_bytes": s.bounds.Event, "by_tid": byTID}
@@ -108,7 +108,7 @@ func (s *Store) LookBelow(ctx context.Context, from store.Floor, limit int) (ids
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, s.q.lookBelow, pgx.NamedArgs{"limit": limit, "from_due": pgTime(from.Due), "from_id": from.ID,
+	rows, err := s.pool.Query(ctx, s.q.lookBelow, pgx.StrictNamedArgs{"limit": limit, "from_due": pgTime(from.Due), "from_id": from.ID,
 		"all_ordered": s.all, "ordered_topics": s.topics, "bound": bound})
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)

@@ -19,7 +19,7 @@ import (
 // false when the job is not due or another run holds it.
 func (s *Store) ClaimJob(ctx context.Context, job, owner string) (ok bool, err error) {
 	var claimed string
-	args := pgx.NamedArgs{"job": job, "owner": owner, "lease_ms": s.lease.Milliseconds()}
+	args := pgx.StrictNamedArgs{"job": job, "owner": owner, "lease_ms": s.lease.Milliseconds()}
 	err = s.pool.QueryRow(ctx, s.q.claimJob, args).Scan(&claimed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -45,12 +45,12 @@ func (s *Store) DeleteSent(ctx context.Context, owner, partition string, retenti
 	if partition != "" {
 		query = strings.ReplaceAll(query, s.table.Ident(), pgx.Identifier{s.table.WithDefaults().Schema, partition}.Sanitize())
 	}
-	tag, err := tx.Exec(ctx, query, pgx.NamedArgs{"retention_ms": retention.Milliseconds(), "limit": limit})
+	tag, err := tx.Exec(ctx, query, pgx.StrictNamedArgs{"retention_ms": retention.Milliseconds(), "limit": limit})
 	if err != nil {
 		return 0, false, fmt.Errorf("delete sent rows: %w", err)
 	}
 	deleted = tag.RowsAffected()
-	tag, err = tx.Exec(ctx, s.q.recordBatch, pgx.NamedArgs{"job": store.JobRetention, "owner": owner,
+	tag, err = tx.Exec(ctx, s.q.recordBatch, pgx.StrictNamedArgs{"job": store.JobRetention, "owner": owner,
 		"lease_ms": s.lease.Milliseconds(), "deleted": deleted})
 	if err != nil {
 		return 0, false, fmt.Errorf("record deleted rows: %w", err)
@@ -67,7 +67,7 @@ func (s *Store) DeleteSent(ctx context.Context, owner, partition string, retenti
 // FinishJob releases job held by owner; complete schedules the next run
 // interval after now. held is false when owner no longer held the job.
 func (s *Store) FinishJob(ctx context.Context, job, owner string, complete bool, interval time.Duration) (held bool, err error) {
-	tag, err := s.pool.Exec(ctx, s.q.finishJob, pgx.NamedArgs{"job": job, "owner": owner, "complete": complete,
+	tag, err := s.pool.Exec(ctx, s.q.finishJob, pgx.StrictNamedArgs{"job": job, "owner": owner, "complete": complete,
 		"interval_ms": interval.Milliseconds()})
 	if err != nil {
 		return false, fmt.Errorf("finish job %s: %w", job, err)

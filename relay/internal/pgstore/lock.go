@@ -35,7 +35,7 @@ func (s *Store) ClaimLocked(ctx context.Context, limit int) (store.Locked, error
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.lockSettings)
-	b.Queue(s.q.claimLocked, pgx.NamedArgs{"limit": limit, "all_ordered": s.all, "ordered_topics": s.topics,
+	b.Queue(s.q.claimLocked, pgx.StrictNamedArgs{"limit": limit, "all_ordered": s.all, "ordered_topics": s.topics,
 		"batch_bytes": s.bounds.Batch, "event_bytes": s.bounds.Event})
 	br := conn.SendBatch(ctx, b)
 	rows, err := func() ([]store.Row, error) {
@@ -77,18 +77,18 @@ func (l *lockedRows) Renew(ctx context.Context) error {
 func (l *lockedRows) Record(ctx context.Context, owner string, out store.Outcome) (got store.Recorded, err error) {
 	b := &pgx.Batch{}
 	var counts []*int
-	queue := func(count *int, n int, q string, args pgx.NamedArgs) {
+	queue := func(count *int, n int, q string, args pgx.StrictNamedArgs) {
 		if n > 0 {
 			b.Queue(q, args)
 			counts = append(counts, count)
 		}
 	}
-	queue(&got.Sent, len(out.Sent), l.s.q.lockedSent, pgx.NamedArgs{"ids": pgIDs(out.Sent), "owner": owner})
+	queue(&got.Sent, len(out.Sent), l.s.q.lockedSent, pgx.StrictNamedArgs{"ids": pgIDs(out.Sent), "owner": owner})
 	rids, delays, errs, refunds := retryColumns(out.Retries)
-	queue(&got.Retried, len(out.Retries), l.s.q.lockedRetry, pgx.NamedArgs{"ids": rids, "delays": delays, "errors": errs,
+	queue(&got.Retried, len(out.Retries), l.s.q.lockedRetry, pgx.StrictNamedArgs{"ids": rids, "delays": delays, "errors": errs,
 		"refunds": refunds, "owner": owner})
 	fids, ferrs := failureColumns(out.Failures)
-	queue(&got.Failed, len(out.Failures), l.s.q.lockedFailed, pgx.NamedArgs{"ids": fids, "errors": ferrs, "owner": owner})
+	queue(&got.Failed, len(out.Failures), l.s.q.lockedFailed, pgx.StrictNamedArgs{"ids": fids, "errors": ferrs, "owner": owner})
 	b.Queue("COMMIT")
 	br := l.conn.SendBatch(ctx, b)
 	defer br.Close()

@@ -25,7 +25,7 @@ func (s *Store) EnsureShards(ctx context.Context, shards int) error {
 		return fmt.Errorf("count shards: %w", err)
 	}
 	if n == 0 {
-		if _, err := s.pool.Exec(ctx, s.q.shardCreate, pgx.NamedArgs{"shards": shards}); err != nil {
+		if _, err := s.pool.Exec(ctx, s.q.shardCreate, pgx.StrictNamedArgs{"shards": shards}); err != nil {
 			return fmt.Errorf("create shards: %w", err)
 		}
 		if err := s.pool.QueryRow(ctx, s.q.shardCount).Scan(&n); err != nil {
@@ -46,7 +46,7 @@ func (s *Store) Prepared(ctx context.Context) (bool, error) {
 // LeaseShard leases a shard with work to owner; ok is false when none is
 // free.
 func (s *Store) LeaseShard(ctx context.Context, owner string) (shard int, ok bool, err error) {
-	err = s.pool.QueryRow(ctx, s.q.leaseShard, pgx.NamedArgs{"lessee": owner, "lease_ms": s.lease.Milliseconds(), "shards": s.shards,
+	err = s.pool.QueryRow(ctx, s.q.leaseShard, pgx.StrictNamedArgs{"lessee": owner, "lease_ms": s.lease.Milliseconds(), "shards": s.shards,
 		"all_ordered": s.all, "ordered_topics": s.topics}).Scan(&shard)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -64,7 +64,7 @@ func (s *Store) LeaseShard(ctx context.Context, owner string) (shard int, ok boo
 func (s *Store) HandBack(ctx context.Context, shard int, owner string, prior *store.OrderedWrite) (got store.Recorded, err error) {
 	b := &pgx.Batch{}
 	s.queueRecord(b, prior, &got)
-	b.Queue(s.q.handBack, pgx.NamedArgs{"shard": shard, "lessee": owner})
+	b.Queue(s.q.handBack, pgx.StrictNamedArgs{"shard": shard, "lessee": owner})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return store.Recorded{}, fmt.Errorf("hand back shard %d: %w", shard, err)
 	}
@@ -74,7 +74,7 @@ func (s *Store) HandBack(ctx context.Context, shard int, owner string, prior *st
 // ExtendShard renews owner's lease of shard; held is false when owner no
 // longer holds it.
 func (s *Store) ExtendShard(ctx context.Context, shard int, owner string) (held bool, err error) {
-	tag, err := s.pool.Exec(ctx, s.q.extendShard, pgx.NamedArgs{"shard": shard, "lessee": owner, "lease_ms": s.lease.Milliseconds()})
+	tag, err := s.pool.Exec(ctx, s.q.extendShard, pgx.StrictNamedArgs{"shard": shard, "lessee": owner, "lease_ms": s.lease.Milliseconds()})
 	if err != nil {
 		return false, fmt.Errorf("extend shard %d: %w", shard, err)
 	}
@@ -104,13 +104,13 @@ func (s *Store) queueRecord(b *pgx.Batch, w *store.OrderedWrite, got *store.Reco
 	failed, failErrs := failureColumns(out.Failures)
 	sent := pgIDs(out.Sent)
 	lo, hi := idRange(slices.Concat(sent, retried, failed))
-	args := pgx.NamedArgs{"shard": w.Shard, "lessee": w.Lessee, "owner": w.Owner, "sent": sent, "lo": lo, "hi": hi,
+	args := pgx.StrictNamedArgs{"shard": w.Shard, "lessee": w.Lessee, "owner": w.Owner, "sent": sent, "lo": lo, "hi": hi,
 		"unknown": pgIDs(w.Unknown), "tids": pgTIDs(w.TIDs), "raise": w.Raise}
 	b.Queue(s.q.recordOrdered, args).QueryRow(func(row pgx.Row) error { return row.Scan(&got.Sent) })
 	if len(retried) == 0 && len(failed) == 0 {
 		return
 	}
-	b.Queue(s.q.recordOrderedRetried, pgx.NamedArgs{"shard": w.Shard, "lessee": w.Lessee, "owner": w.Owner, "lo": lo, "hi": hi,
+	b.Queue(s.q.recordOrderedRetried, pgx.StrictNamedArgs{"shard": w.Shard, "lessee": w.Lessee, "owner": w.Owner, "lo": lo, "hi": hi,
 		"retried": retried, "delays": delays, "errors": errs, "refunds": refunds, "failed": failed, "fail_errors": failErrs,
 	}).QueryRow(func(row pgx.Row) error { return row.Scan(&got.Retried, &got.Failed) })
 }

@@ -84,7 +84,7 @@ func (s *Store) claimOrderedIn(ctx context.Context, db batcher, owner string, li
 	s.queueRecord(b, prior, &got)
 	var head, inFlight []readRow
 	var seen, floor *int64
-	b.Queue(s.q.orderedHead, pgx.NamedArgs{"shard": shard, "first_bucket": buckets[0], "last_bucket": buckets[len(buckets)-1],
+	b.Queue(s.q.orderedHead, pgx.StrictNamedArgs{"shard": shard, "first_bucket": buckets[0], "last_bucket": buckets[len(buckets)-1],
 		"all_topics": s.all, "topics": s.topics, "window": w.head}).Query(func(rows pgx.Rows) error {
 		// NULL but for the bounds when it read no row.
 		var bucket *int16
@@ -260,7 +260,7 @@ func claimable(pending, inFlight []readRow, cuts map[int16]readRow) []readRow {
 func (s *Store) readBuckets(ctx context.Context, db batcher, buckets []int16, perBucket, total int) ([]readRow, error) {
 	var out []readRow
 	b := &pgx.Batch{}
-	b.Queue(s.q.orderedBuckets, pgx.NamedArgs{"buckets": buckets, "per_bucket": perBucket, "total": total,
+	b.Queue(s.q.orderedBuckets, pgx.StrictNamedArgs{"buckets": buckets, "per_bucket": perBucket, "total": total,
 		"all_topics": s.all, "topics": s.topics}).Query(func(rows pgx.Rows) error {
 		var x readRow
 		_, err := pgx.ForEachRow(rows, []any{&x.bucket, &x.id, &x.topic, &x.key, &x.tx, &x.ready}, func() error {
@@ -293,7 +293,7 @@ func (s *Store) take(ctx context.Context, db batcher, owner string, shard int, l
 	lo, hi := idRange(ids)
 	var got []store.Row
 	b := &pgx.Batch{}
-	b.Queue(s.q.orderedTake, pgx.NamedArgs{"shard": shard, "lessee": lessee, "owner": owner, "lease_ms": s.lease.Milliseconds(),
+	b.Queue(s.q.orderedTake, pgx.StrictNamedArgs{"shard": shard, "lessee": lessee, "owner": owner, "lease_ms": s.lease.Milliseconds(),
 		"ids": ids, "revive": revive, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
 		"batch_bytes": s.bounds.Batch, "event_bytes": s.bounds.Event}).Query(func(rows pgx.Rows) (err error) {
 		got, err = collectRows(rows, func(x *store.Row, dest []any) []any { return append(dest, &x.Tx, (*pgtype.TID)(&x.TID)) })

@@ -93,7 +93,7 @@ func (s *Store) inJob(ctx context.Context, job, owner string, fn func(pgx.Tx) (i
 		}
 		return store.JobStep{}, err
 	}
-	tag, err := tx.Exec(ctx, s.q.recordBatch, pgx.NamedArgs{"job": job, "owner": owner,
+	tag, err := tx.Exec(ctx, s.q.recordBatch, pgx.StrictNamedArgs{"job": job, "owner": owner,
 		"lease_ms": s.lease.Milliseconds(), "deleted": n})
 	if err != nil {
 		return store.JobStep{}, fmt.Errorf("record job %s: %w", job, err)

@@ -82,12 +82,12 @@ func (s *Store) MarkSent(ctx context.Context, owner string, ids []uuid.UUID, tid
 }
 
 // markSentArgs returns the mark-sent statement for ids and its arguments.
-func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (string, pgx.NamedArgs) {
+func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (string, pgx.StrictNamedArgs) {
 	if len(tids) > 0 && len(tids) == len(ids) {
-		return s.q.markSentByTID, pgx.NamedArgs{"tids": pgTIDs(tids), "owner": owner}
+		return s.q.markSentByTID, pgx.StrictNamedArgs{"tids": pgTIDs(tids), "owner": owner}
 	}
 	lo, hi := idRange(ids)
-	return s.q.markSent, pgx.NamedArgs{"ids": pgIDs(ids), "owner": owner, "lo": lo, "hi": hi}
+	return s.q.markSent, pgx.StrictNamedArgs{"ids": pgIDs(ids), "owner": owner, "lo": lo, "hi": hi}
 }
 
 // MarkRetry sets the rows back to pending, due after each one's delay,
@@ -95,7 +95,7 @@ func (s *Store) markSentArgs(owner string, ids []uuid.UUID, tids []store.TID) (s
 func (s *Store) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (fenced int, err error) {
 	ids, delays, errs, refunds := retryColumns(rs)
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), pgx.NamedArgs{"ids": ids, "delays": delays, "errors": errs,
+	return s.exec(ctx, "mark retry", s.q.markRetry, len(rs), pgx.StrictNamedArgs{"ids": ids, "delays": delays, "errors": errs,
 		"refunds": refunds, "owner": owner, "lo": lo, "hi": hi})
 }
 
@@ -103,7 +103,7 @@ func (s *Store) MarkRetry(ctx context.Context, owner string, rs []store.Retry) (
 func (s *Store) MarkFailed(ctx context.Context, owner string, fs []store.Failure) (fenced int, err error) {
 	ids, errs := failureColumns(fs)
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), pgx.NamedArgs{"ids": ids, "errors": errs, "owner": owner,
+	return s.exec(ctx, "mark failed", s.q.markFailed, len(fs), pgx.StrictNamedArgs{"ids": ids, "errors": errs, "owner": owner,
 		"lo": lo, "hi": hi})
 }
 
@@ -111,13 +111,13 @@ func (s *Store) MarkFailed(ctx context.Context, owner string, fs []store.Failure
 // claimable at once.
 func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "release", s.q.release, len(ids), pgx.NamedArgs{"ids": pgIDs(ids), "owner": owner, "lo": lo, "hi": hi})
+	return s.exec(ctx, "release", s.q.release, len(ids), pgx.StrictNamedArgs{"ids": pgIDs(ids), "owner": owner, "lo": lo, "hi": hi})
 }
 
 // Extend renews the rows' lease by one Lease from now.
 func (s *Store) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fenced int, err error) {
 	lo, hi := idRange(ids)
-	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgx.NamedArgs{"ids": pgIDs(ids), "owner": owner,
+	return s.exec(ctx, "extend lease", s.q.extend, len(ids), pgx.StrictNamedArgs{"ids": pgIDs(ids), "owner": owner,
 		"lease_ms": s.lease.Milliseconds(), "lo": lo, "hi": hi})
 }
 
@@ -147,12 +147,12 @@ func failureColumns(fs []store.Failure) (ids [][16]byte, errs []string) {
 // at least that many.
 func (s *Store) CountDue(ctx context.Context, limit int) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, s.q.countDue, pgx.NamedArgs{"limit": limit}).Scan(&n)
+	err := s.pool.QueryRow(ctx, s.q.countDue, pgx.StrictNamedArgs{"limit": limit}).Scan(&n)
 	return n, err
 }
 
 // exec runs a fenced write-back over n rows; it does nothing when n is 0.
-func (s *Store) exec(ctx context.Context, what, q string, n int, args pgx.NamedArgs) (int, error) {
+func (s *Store) exec(ctx context.Context, what, q string, n int, args pgx.StrictNamedArgs) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
