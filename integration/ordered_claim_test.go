@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -90,6 +91,7 @@ func (b *bundle) claimQuery(db querier, limit int) (pgx.Rows, error) {
 	b.t.Helper()
 	var seen, floor *int64
 	var ids [][16]byte
+	var tids []pgtype.TID
 	rows, err := db.Query(b.ctx, b.relaySQL("ordered_head"), pgx.NamedArgs{"shard": 0, "first_bucket": 0, "last_bucket": 1024/claimShards - 1,
 		"all_topics": true, "topics": []string{}, "window": limit})
 	if err != nil {
@@ -97,15 +99,16 @@ func (b *bundle) claimQuery(db querier, limit int) (pgx.Rows, error) {
 	}
 	var id *[16]byte
 	var ready, inFlight *bool
+	var tid pgtype.TID
 	var skip any
 	stop := false
-	_, err = pgx.ForEachRow(rows, []any{&skip, &id, &skip, &skip, &skip, &ready, &inFlight, &seen, &floor}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&skip, &id, &skip, &skip, &skip, &ready, &inFlight, &tid, &seen, &floor}, func() error {
 		if id == nil || *inFlight {
 			return nil
 		}
 		stop = stop || !*ready
 		if !stop {
-			ids = append(ids, *id)
+			ids, tids = append(ids, *id), append(tids, tid)
 		}
 		return nil
 	})
@@ -117,7 +120,7 @@ func (b *bundle) claimQuery(db querier, limit int) (pgx.Rows, error) {
 		lo, hi = slices.MinFunc(ids, bytesCompare), slices.MaxFunc(ids, bytesCompare)
 	}
 	return db.Query(b.ctx, b.relaySQL("ordered_take"), pgx.NamedArgs{"shard": 0, "lessee": claimLessee, "owner": "claim#1",
-		"lease_ms": 60000, "ids": ids, "revive": [][16]byte{}, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
+		"lease_ms": 60000, "ids": ids, "tids": tids, "by_tid": !testdb.Partitioned(), "revive": [][16]byte{}, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
 		"batch_bytes": claimBytes, "event_bytes": claimBytes})
 }
 

@@ -34,6 +34,7 @@ type readRow struct {
 	key      []byte
 	ready    bool
 	inFlight bool // processing: a claim before migration 009
+	tid      pgtype.TID
 }
 
 // before reports whether a comes before b in write order.
@@ -93,11 +94,12 @@ func (s *Store) claimOrderedIn(ctx context.Context, db batcher, owner string, li
 		var key []byte
 		var tx *int64
 		var ready, processing *bool
-		_, err := pgx.ForEachRow(rows, []any{&bucket, &id, &topic, &key, &tx, &ready, &processing, &seen, &floor}, func() error {
+		var tid pgtype.TID
+		_, err := pgx.ForEachRow(rows, []any{&bucket, &id, &topic, &key, &tx, &ready, &processing, &tid, &seen, &floor}, func() error {
 			if bucket == nil {
 				return nil
 			}
-			x := readRow{bucket: *bucket, id: *id, topic: *topic, key: slices.Clone(key), tx: *tx, ready: *ready, inFlight: *processing}
+			x := readRow{bucket: *bucket, id: *id, topic: *topic, key: slices.Clone(key), tx: *tx, ready: *ready, inFlight: *processing, tid: tid}
 			if x.inFlight {
 				inFlight = append(inFlight, x)
 			} else {
@@ -263,7 +265,7 @@ func (s *Store) readBuckets(ctx context.Context, db batcher, buckets []int16, pe
 	b.Queue(s.q.orderedBuckets, pgx.StrictNamedArgs{"buckets": buckets, "per_bucket": perBucket, "total": total,
 		"all_topics": s.all, "topics": s.topics}).Query(func(rows pgx.Rows) error {
 		var x readRow
-		_, err := pgx.ForEachRow(rows, []any{&x.bucket, &x.id, &x.topic, &x.key, &x.tx, &x.ready}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&x.bucket, &x.id, &x.topic, &x.key, &x.tx, &x.ready, &x.tid}, func() error {
 			x.key = slices.Clone(x.key)
 			out = append(out, x)
 			return nil
@@ -282,10 +284,15 @@ func (s *Store) readBuckets(ctx context.Context, db batcher, buckets []int16, pe
 // later rows must not go before it). seen and floor are what the first
 // read found of the shard's floor.
 func (s *Store) take(ctx context.Context, db batcher, owner string, shard int, lessee string, picked []readRow, seen, floor *int64) ([]store.Row, error) {
+	partitioned, err := s.isPartitioned(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("take: %w", err)
+	}
 	ids := make([][16]byte, len(picked))
+	tids := make([]pgtype.TID, len(picked))
 	var revive [][16]byte
 	for i, x := range picked {
-		ids[i] = x.id
+		ids[i], tids[i] = x.id, x.tid
 		if x.inFlight {
 			revive = append(revive, x.id)
 		}
@@ -294,7 +301,7 @@ func (s *Store) take(ctx context.Context, db batcher, owner string, shard int, l
 	var got []store.Row
 	b := &pgx.Batch{}
 	b.Queue(s.q.orderedTake, pgx.StrictNamedArgs{"shard": shard, "lessee": lessee, "owner": owner, "lease_ms": s.lease.Milliseconds(),
-		"ids": ids, "revive": revive, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
+		"ids": ids, "tids": tids, "by_tid": !partitioned, "revive": revive, "lo": lo, "hi": hi, "seen": seen, "floor": floor,
 		"batch_bytes": s.bounds.Batch, "event_bytes": s.bounds.Event}).Query(func(rows pgx.Rows) (err error) {
 		got, err = collectRows(rows, func(x *store.Row, dest []any) []any { return append(dest, &x.Tx, (*pgtype.TID)(&x.TID)) })
 		return err

@@ -82,6 +82,46 @@ func TestOrderedClaimDecidesOnItsFirstRead(t *testing.T) {
 	}
 }
 
+// The take fetches the rows at the tuple ids the read saw, and keeps a
+// row only if its id is still there: a row updated since the read (relay
+// failed retry, relay replay) has moved and cuts the claim, so that its
+// key's later rows do not go before it; a tuple id that holds another row
+// takes nothing.
+func TestOrderedTakeCutsAtARowMovedSinceTheRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, table, s := orderedStore(t, 1, 10, 1)
+	shard, ok, err := s.LeaseShard(ctx, "lessee")
+	if err != nil || !ok {
+		t.Fatalf("leaseShard = %v, %v", ok, err)
+	}
+	rows, err := pool.Query(ctx, "SELECT bucket, id, topic, key, (tx::text)::bigint, ctid FROM "+table.Ident()+" ORDER BY tx, id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []readRow
+	var x readRow
+	if _, err := pgx.ForEachRow(rows, []any{&x.bucket, &x.id, &x.topic, &x.key, &x.tx, &x.tid}, func() error {
+		x.ready = true
+		read = append(read, x)
+		return nil
+	}); err != nil || len(read) != 10 {
+		t.Fatalf("read %d rows (%v), want 10", len(read), err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+table.Ident()+" SET next_retry_at = next_retry_at WHERE id = $1", read[3].id); err != nil {
+		t.Fatal(err)
+	}
+	took, err := s.take(ctx, pool, "owner", shard, "lessee", read, nil, nil)
+	if err != nil || len(took) != 3 {
+		t.Fatalf("take after the 4th row moved = %d rows (%v), want the 3 before it", len(took), err)
+	}
+	wrong := slices.Clone(read[4:])
+	wrong[0].tid = read[5].tid
+	if took, err := s.take(ctx, pool, "owner", shard, "lessee", wrong, nil, nil); err != nil || len(took) != 0 {
+		t.Errorf("take of a row at another row's tuple id = %d rows (%v), want none", len(took), err)
+	}
+}
+
 // The ordered write-back finds retried and failed rows by their ids, never
 // by reading the claim's id range or the table: with statistics that count
 // few pending rows, the planner estimated the range at one row and read

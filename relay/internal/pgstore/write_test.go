@@ -73,8 +73,9 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 
 // The ordered write-back finds the sent rows by the tuple ids the claim
 // returned: a TID scan, not a read of the table, even on a table of a few
-// dozen pages. The claim's take fetches the rows it picked by primary key,
-// on a plain table as on a partitioned one.
+// dozen pages. The claim's take fetches the rows it picked at the tuple
+// ids its read saw on a plain table (@by_tid), by primary key on a
+// partitioned one.
 func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -90,10 +91,15 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("ordered write-back of %d sent rows by tuple id:\n%s\nwant a Tid Scan", n, plan)
 	}
-	plan = explainPlan(t, pool, s.q.orderedTake, pgx.NamedArgs{"shard": 0, "lessee": "lessee", "owner": "owner", "lease_ms": 60000,
-		"ids": pgIDs(ids[:500]), "revive": [][16]byte{}, "lo": lo, "hi": hi, "seen": nil, "floor": nil,
-		"batch_bytes": 4 << 20, "event_bytes": 16 << 20})
-	if !strings.Contains(plan, "_pkey") || strings.Contains(plan, "Seq Scan") {
-		t.Errorf("ordered claim's take:\n%s\nwant its rows fetched by primary key", plan)
+	take := func(byTID bool) string {
+		return explainPlan(t, pool, s.q.orderedTake, pgx.StrictNamedArgs{"shard": 0, "lessee": "lessee", "owner": "owner", "lease_ms": 60000,
+			"ids": pgIDs(ids[:500]), "tids": pgTIDs(tids[:500]), "by_tid": byTID, "revive": [][16]byte{}, "lo": lo, "hi": hi,
+			"seen": nil, "floor": nil, "batch_bytes": 4 << 20, "event_bytes": 16 << 20})
+	}
+	if plan := take(true); !strings.Contains(plan, "Tid Scan on outbox o ") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("ordered claim's take on a plain table:\n%s\nwant its rows fetched by tuple id", plan)
+	}
+	if plan := take(false); !strings.Contains(plan, "outbox_pkey") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("ordered claim's take by id:\n%s\nwant its rows fetched by primary key", plan)
 	}
 }

@@ -6,7 +6,8 @@
 -- migration 009, which marked their rows). A row is ready when it is of
 -- an ordered topic and due (pending and next_retry_at passed, or
 -- processing with a lapsed lease); the relay computes each key's run of
--- ready rows from them (Store.ClaimOrdered).
+-- ready rows from them (Store.ClaimOrdered). Each row's tuple id
+-- (ctid) tells the take where to fetch it (ordered_take.sql).
 --
 -- The read starts at the oldest of the buckets' first pending rows of
 -- any topic from the shard row's floor_tx, below which no row is pending:
@@ -34,7 +35,7 @@ WITH shard AS (
     WHERE shard = @shard
 ),
 processing AS (
-    SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+    SELECT o.bucket, o.id, o.topic, o.key, o.tx, o.ctid,
            o.locked_until < now()
            AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
            @all_topics::bool OR o.topic = ANY(@topics::text[]) AS ordered
@@ -63,12 +64,12 @@ bounds AS (
            least((SELECT tx FROM start), (SELECT min(tx) FROM processing),
                  pg_snapshot_xmin(pg_current_snapshot()))::text::bigint AS floor
 )
-SELECT r.bucket, r.id, r.topic, r.key, (r.tx::text)::bigint, r.ready, r.in_flight, b.seen, b.floor
+SELECT r.bucket, r.id, r.topic, r.key, (r.tx::text)::bigint, r.ready, r.in_flight, r.ctid, b.seen, b.floor
 FROM bounds AS b
 LEFT JOIN (
-    SELECT h.bucket, h.id, h.topic, h.key, h.tx, h.ready, false AS in_flight
+    SELECT h.bucket, h.id, h.topic, h.key, h.tx, h.ready, false AS in_flight, h.ctid
     FROM (
-        SELECT o.bucket, o.id, o.topic, o.key, o.tx,
+        SELECT o.bucket, o.id, o.topic, o.key, o.tx, o.ctid,
                o.next_retry_at <= now()
                AND (@all_topics::bool OR o.topic = ANY(@topics::text[])) AS ready
         FROM {{table}} AS o
@@ -81,7 +82,7 @@ LEFT JOIN (
         LIMIT @window
     ) AS h
     UNION ALL
-    SELECT bucket, id, topic, key, tx, ready, true
+    SELECT bucket, id, topic, key, tx, ready, true, ctid
     FROM processing
     WHERE ordered
 ) AS r ON true

@@ -21,10 +21,15 @@
 -- sizes reach @batch_bytes, and a row above @event_bytes without its
 -- key, payload and headers (the relay fails it unread). The rows after
 -- that one stay pending. If the lease is not @lessee's, it writes and
--- returns nothing. The ids go by primary key, on a plain table as on a
--- partitioned one, whose partitions the id range prunes; through a
--- sub-select, so that the planner does not count them and read a small
--- table whole.
+-- returns nothing. On a plain table (@by_tid) the rows are fetched at the
+-- tuple ids @tids where the read saw them, a TID scan that probes no
+-- index (the ids through a sub-select, as in mark_sent_by_tid.sql), and kept only if their id is still one of @ids: a row updated
+-- since the read (relay failed retry, relay replay) has moved, is not
+-- returned, and cuts the claim. On a partitioned table, where a tuple id
+-- names a row in each partition, they go by primary key, the id range
+-- pruning the partitions, through a sub-select so that the planner does
+-- not count them and read a small table whole. Custom plans fold the CASE
+-- (claim.sql).
 WITH noted AS (
     UPDATE {{shards}}
     SET locked_until = now() + @lease_ms * interval '1 millisecond',
@@ -63,8 +68,10 @@ FROM (
     CROSS JOIN LATERAL (
         SELECT octet_length(o.payload) + coalesce(octet_length(o.key), 0) + pg_column_size(o.headers) AS size
     ) AS s
-    WHERE o.id = ANY (ARRAY(SELECT unnest(@ids::uuid[])))
-      AND o.id BETWEEN @lo AND @hi
+    WHERE CASE WHEN @by_tid::bool
+               THEN o.ctid = ANY (ARRAY(SELECT unnest(@tids::tid[]))) AND o.tableoid = '{{table}}'::regclass AND o.id = ANY (@ids::uuid[])
+               ELSE o.id = ANY (ARRAY(SELECT unnest(@ids::uuid[]))) AND o.id BETWEEN @lo AND @hi
+          END
       AND o.status IN ('pending', 'processing')
       AND EXISTS (SELECT 1 FROM noted)
 ) AS c
