@@ -1,6 +1,7 @@
 package natssink_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,40 +233,70 @@ type server struct {
 
 // startServer starts a private nats-server on a free loopback port with
 // args (e.g. "-js"), its store in a temporary directory, stopped when t
-// ends. It fails t when the binary is missing, saying how to install it.
+// ends, on another port if something took the first before the server
+// bound it (a client's connection elsewhere on a busy machine may). It
+// fails t when the binary is missing, saying how to install it.
 func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
 	if _, err := exec.LookPath("nats-server"); err != nil {
 		t.Fatalf("nats-server is not installed (%v): install it (apt-get install nats-server, or go install github.com/nats-io/nats-server/v2@latest)", err)
 	}
-	s := &server{port: freePort(t), dir: t.TempDir(), args: args}
-	s.URL = "nats://127.0.0.1:" + strconv.Itoa(s.port)
-	s.start(t)
+	s := &server{dir: t.TempDir(), args: args}
 	t.Cleanup(s.stop)
-	return s
+	for range 5 {
+		s.port = freePort(t)
+		s.URL = "nats://127.0.0.1:" + strconv.Itoa(s.port)
+		if s.run(t) {
+			return s
+		}
+	}
+	t.Fatal("nats-server found its port taken five times")
+	return nil
 }
 
-// start runs the server and waits until it accepts connections.
+// start runs the server again on its port, as after stop.
 func (s *server) start(t testing.TB) {
+	t.Helper()
+	if !s.run(t) {
+		t.Fatalf("nats-server exited before it was ready on port %d", s.port)
+	}
+}
+
+// run runs the server on s.port and waits until it says it is ready. It
+// returns false, the server gone, when the server exited first: its port
+// was taken, and a dial would have reached whatever took it.
+func (s *server) run(t testing.TB) bool {
 	t.Helper()
 	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-sd", s.dir}, s.args...)
 	s.cmd = exec.Command("nats-server", args...)
-	s.cmd.Stdout, s.cmd.Stderr = nil, nil
+	logs, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start nats-server: %v", err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.port), time.Second)
-		if err == nil {
-			c.Close()
-			return
+	ready, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(logs)
+		for said := false; sc.Scan(); {
+			if !said && strings.Contains(sc.Text(), "Server is ready") {
+				said = true
+				close(ready)
+			}
 		}
-		if time.Now().After(deadline) {
-			s.stop()
-			t.Fatalf("nats-server %v does not accept connections after a minute: %v", args, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port; nothing to wait on
+	}()
+	select {
+	case <-ready:
+		return true
+	case <-exited:
+		s.stop()
+		return false
+	case <-time.After(time.Minute):
+		s.stop()
+		t.Fatalf("nats-server %v is not ready after a minute", args)
+		return false
 	}
 }
 
@@ -276,4 +308,20 @@ func (s *server) stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// A server whose port is taken says so instead of passing the dial that
+// reaches whatever took it: startServer then moves to another port.
+func TestPrivateServerSeesItsPortTaken(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := &server{port: l.Addr().(*net.TCPAddr).Port, dir: t.TempDir()}
+	t.Cleanup(s.stop)
+	if s.run(t) {
+		t.Fatalf("nats-server reported ready on port %d, which a listener holds", s.port)
+	}
 }
