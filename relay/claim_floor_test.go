@@ -95,7 +95,7 @@ func TestRowsBelowTheFloorWaitForALook(t *testing.T) {
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "floor"})
-	insertRows(t, pool, table, 6)
+	testdb.InsertPending(t, pool, table, 6)
 	c := r.stream
 	c.lapsedAt = time.Now().Add(time.Hour) // no look for lapsed leases until told
 
@@ -152,7 +152,7 @@ func TestLapsedLooksReadSinceTheLastOne(t *testing.T) {
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "lapsed-window"})
-	insertRows(t, pool, table, 1)
+	testdb.InsertPending(t, pool, table, 1)
 	_, err := pool.Exec(ctx, "UPDATE "+table.Ident()+
 		" SET status = 'processing', locked_by = 'dead#1', locked_until = now() - interval '1 hour', attempt = 1")
 	if err != nil {
@@ -185,7 +185,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "look-beside"})
 	c := r.stream
 	c.lapsedAt = time.Now().Add(time.Hour)
-	insertRows(t, pool, table, 2)
+	testdb.InsertPending(t, pool, table, 2)
 	if res, err := r.pipe.process(ctx, c, 2, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("first claim = %+v, %v; want 2 claimed", res, err)
 	}
@@ -208,7 +208,7 @@ func TestClaimsGoOnWhileALookRuns(t *testing.T) {
 		looked <- err
 	}()
 	<-entered
-	insertRows(t, pool, table, 3)
+	testdb.InsertPending(t, pool, table, 3)
 	claimed := make(chan BatchResult, 1)
 	go func() {
 		res, err := r.pipe.process(ctx, c, 10, nil)
@@ -247,7 +247,7 @@ func TestRunSweepsBelowTheFloor(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "run-sweep", PollInterval: 20 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	insertRows(t, pool, table, 50)
+	testdb.InsertPending(t, pool, table, 50)
 	testdb.AwaitSent(t, pool, table, 50, 20*time.Second)
 	_, err := pool.Exec(ctx, "INSERT INTO "+table.Ident()+
 		` (id, topic, payload, next_retry_at) VALUES (gen_random_uuid(), 'orders', '\x01', now() - interval '1 hour')`)
@@ -368,7 +368,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 	// The mark-sent of a batch looks its rows up by id, whatever
 	// processing_idx holds; the same statement testing the status so that
 	// the planner may read that index walks its dead entries.
-	insertRows(t, pool, table, perCycle)
+	testdb.InsertPending(t, pool, table, perCycle)
 	rows, _, err := r.store.Claim(ctx, "test#2", perCycle, store.ClaimRange{From: c.floor}, nil)
 	if err != nil || len(rows) != perCycle {
 		t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, perCycle)

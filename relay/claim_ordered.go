@@ -104,7 +104,7 @@ func (c *shardClaims) claim(ctx, hard context.Context, owner string, limit int) 
 		},
 	}
 	b.record = func(hard context.Context, owner string, out *outcome, res *BatchResult) (bool, error) {
-		w := store.OrderedWrite{Shard: c.shard, Lessee: c.lessee, Owner: owner, Out: out.Outcome, TIDs: claimedTIDs(rows), Raise: claimed.Raise(len(out.Sent))}
+		w := store.OrderedWrite{Shard: c.shard, Lessee: c.lessee, Owner: owner, Out: out.Outcome, TIDs: store.TIDsOf(rows), Raise: claimed.Raise(len(out.Sent))}
 		if res.Abandoned == 0 {
 			c.waiting = &waitingWrite{OrderedWrite: w, out: out, res: *res, ph: b.ph}
 			return true, nil
@@ -178,19 +178,6 @@ func (c *shardClaims) record(hard context.Context, w store.OrderedWrite, out *ou
 	}
 	res.count(got, out)
 	return nil
-}
-
-// claimedTIDs returns the tuple ids where the claim read rows, for the
-// write-back, which picks the sent rows among them by id; a claim of a
-// partitioned table returns none.
-func claimedTIDs(rows []store.Row) []store.TID {
-	tids := make([]store.TID, 0, len(rows))
-	for _, x := range rows {
-		if x.TID.Valid {
-			tids = append(tids, x.TID)
-		}
-	}
-	return tids
 }
 
 // withoutOutcome returns the ids of rows that out gives no outcome.

@@ -43,7 +43,7 @@ func TestRetryAfterSetsTheRetryDelay(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			pool, table := testdb.New(t)
-			insertRows(t, pool, table, 1)
+			testdb.InsertPending(t, pool, table, 1)
 			r := quietRelay(t, pool, retryAfterPublisher{c.after}, Config{Table: table, BackoffMin: 100 * time.Millisecond, BackoffMax: c.backoffMax})
 			res, err := r.ProcessBatch(context.Background(), 0)
 			if err != nil || res.Retried != 1 {

@@ -130,7 +130,7 @@ func unorderedCycle(b *testing.B, r *Relay, batch int) int {
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	if _, err := r.store.MarkSent(ctx, "cycle#1", ids, claimedTIDs(rows)); err != nil {
+	if _, err := r.store.MarkSent(ctx, "cycle#1", ids, store.TIDsOf(rows)); err != nil {
 		b.Fatal(err)
 	}
 	return len(rows)
@@ -168,7 +168,7 @@ func orderedCycle(b *testing.B, r *Relay, batch, budget int) int {
 			for _, x := range rows {
 				out.Sent = append(out.Sent, x.ID)
 			}
-			prior = &store.OrderedWrite{Shard: shard, Lessee: "cycle-lease", Owner: "cycle#1", Out: out.Outcome, TIDs: claimedTIDs(rows), Raise: claimed.Raise(len(out.Sent))}
+			prior = &store.OrderedWrite{Shard: shard, Lessee: "cycle-lease", Owner: "cycle#1", Out: out.Outcome, TIDs: store.TIDsOf(rows), Raise: claimed.Raise(len(out.Sent))}
 		}
 		n += len(rows)
 		if len(rows) < batch {

@@ -60,7 +60,7 @@ func TestLiveness(t *testing.T) {
 	// Idle for longer than the stall bound: alive.
 	time.Sleep(2 * r.live.stall)
 	alive("idle")
-	insertRows(t, pool, table, 3)
+	testdb.InsertPending(t, pool, table, 3)
 	<-stuck
 	deadline := time.Now().Add(time.Minute)
 	for r.Liveness() == nil {

@@ -18,7 +18,7 @@ func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Relay, []s
 	t.Helper()
 	pool, table := testdb.NewUnpartitioned(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "tid"})
-	insertRows(t, pool, table, n)
+	testdb.InsertPending(t, pool, table, n)
 	rows, ids := claimAll(t, r, "tid#1", n)
 	return pool, table, r, rows, ids
 }

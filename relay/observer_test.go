@@ -85,7 +85,7 @@ func (s *failingSink) Close() error { return nil }
 func TestObserverSeesWhatTheRelayDoes(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
-	insertRows(t, pool, table, 250)
+	testdb.InsertPending(t, pool, table, 250)
 	sink := &failingSink{}
 	var seen events
 	r := quietRelay(t, pool, sink, Config{Table: table, ProbeInterval: 10 * time.Millisecond, Retention: time.Millisecond,

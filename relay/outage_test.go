@@ -24,7 +24,7 @@ import (
 func TestOutageIsLoggedOnceAndThenAtASlowCadence(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
-	insertRows(t, pool, table, 7)
+	testdb.InsertPending(t, pool, table, 7)
 	var buf syncBuffer
 	r, err := New(pool, nopPublisher{}, Config{Table: table, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
@@ -133,7 +133,7 @@ func (p *stuckPublisher) Close() error { return nil }
 func TestRunAbandonsAPublishThatIgnoresItsContext(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
-	insertRows(t, pool, table, 5)
+	testdb.InsertPending(t, pool, table, 5)
 	pub := &stuckPublisher{started: make(chan struct{}), release: make(chan struct{})}
 	defer close(pub.release)
 	r := quietRelay(t, pool, pub, Config{Table: table, ShutdownTimeout: 300 * time.Millisecond, Workers: 1, KeepSent: true})
@@ -197,7 +197,7 @@ func (s *flappingSink) Close() error { return nil }
 func TestSinkAnsweringProbesButRefusingMessagesIsOneOutage(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
-	insertRows(t, pool, table, 20)
+	testdb.InsertPending(t, pool, table, 20)
 	sink := &flappingSink{}
 	sink.refuse.Store(true)
 	var buf syncBuffer

@@ -15,16 +15,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// insertRows adds n due pending rows to table.
-func insertRows(t *testing.T, pool *pgxpool.Pool, table outbox.Table, n int) {
-	t.Helper()
-	_, err := pool.Exec(context.Background(), "INSERT INTO "+table.Ident()+
-		` (id, topic, payload) SELECT gen_random_uuid(), 'orders', '\x00' FROM generate_series(1, $1)`, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // statusOf returns each row's status, locked_by and writing transaction
 // (xmin), by id.
 func statusOf(t *testing.T, pool *pgxpool.Pool, table outbox.Table) map[string][3]string {
@@ -69,7 +59,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "ride"})
 	r.stream.sent = newSentBatching(r.pipe, time.Hour) // no timer: only a claim or flush marks rows
 
-	insertRows(t, pool, table, 3)
+	testdb.InsertPending(t, pool, table, 3)
 	res, err := r.pipe.process(ctx, r.stream, 0, nil)
 	if err != nil || res.Claimed != 3 || res.Sent != 0 {
 		t.Fatalf("first batch = %+v, %v; want 3 claimed, none marked sent yet", res, err)
@@ -87,7 +77,7 @@ func TestSentRowsRideOnTheNextClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	insertRows(t, pool, table, 2)
+	testdb.InsertPending(t, pool, table, 2)
 	res, err = r.pipe.process(ctx, r.stream, 0, nil)
 	if err != nil || res.Claimed != 2 {
 		t.Fatalf("second batch = %+v, %v; want 2 claimed", res, err)
@@ -133,7 +123,7 @@ func TestLargeBatchesDoNotRide(t *testing.T) {
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "large", BatchSize: 1000})
 	r.stream.sent = newSentBatching(r.pipe, time.Hour) // no timer: a waiting batch would stay processing
-	insertRows(t, pool, table, sentBatchMax+1)
+	testdb.InsertPending(t, pool, table, sentBatchMax+1)
 	res, err := r.pipe.process(context.Background(), r.stream, sentBatchMax, nil)
 	if err != nil || res.Claimed != sentBatchMax || res.Sent != sentBatchMax {
 		t.Fatalf("batch = %+v, %v; want %d claimed and sent", res, err, sentBatchMax)
@@ -158,7 +148,7 @@ func TestRidersAreMarkedWithoutAClaim(t *testing.T) {
 	t.Parallel()
 	pool, table := testdb.New(t)
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "alone"})
-	insertRows(t, pool, table, 2)
+	testdb.InsertPending(t, pool, table, 2)
 	if res, err := r.pipe.process(context.Background(), r.stream, 0, nil); err != nil || res.Claimed != 2 {
 		t.Fatalf("batch = %+v, %v; want 2 claimed", res, err)
 	}
@@ -184,7 +174,7 @@ func TestRunMarksRidersOnShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	insertRows(t, pool, table, 5)
+	testdb.InsertPending(t, pool, table, 5)
 	deadline := time.Now().Add(20 * time.Second)
 	for pub.n.Load() < 5 {
 		if time.Now().After(deadline) {
@@ -210,7 +200,7 @@ func TestRunClaimsLookForLapsedLeasesEveryQuarterSecond(t *testing.T) {
 	pool, table := testdb.New(t)
 	ctx := context.Background()
 	r := quietRelay(t, pool, nopPublisher{}, Config{Table: table, ID: "lapsed"})
-	insertRows(t, pool, table, 1)
+	testdb.InsertPending(t, pool, table, 1)
 	_, err := pool.Exec(ctx, "UPDATE "+table.Ident()+
 		" SET status = 'processing', locked_by = 'dead#1', locked_until = now() - interval '1 second', attempt = 1")
 	if err != nil {

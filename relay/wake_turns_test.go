@@ -209,6 +209,6 @@ func TestFullClaimInvitesAWorkerWhileItPublishes(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	insertRows(t, pool, table, 20)
+	testdb.InsertPending(t, pool, table, 20)
 	testdb.AwaitSent(t, pool, table, 20, time.Minute)
 }

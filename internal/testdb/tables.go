@@ -32,6 +32,16 @@ func PartitionedWithPending(t testing.TB, n int) (*pgxpool.Pool, outbox.Table, [
 	return pool, table, parts
 }
 
+// InsertPending adds n due pending rows of topic orders to table.
+func InsertPending(t testing.TB, pool *pgxpool.Pool, table outbox.Table, n int) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), "INSERT INTO "+table.Ident()+
+		` (id, topic, payload) SELECT gen_random_uuid(), 'orders', '\x00' FROM generate_series(1, $1)`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // WriteKeyed writes n events of topic orders over keys keys (k0, k1, ...)
 // to table in one transaction, and waits until they are ready for an
 // ordered claim (AwaitReady).

@@ -64,7 +64,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		if err != nil {
 			panic(err) // embedded: a missing file is a build mistake
 		}
-		return names.Replace(stripComments(string(b)))
+		return names.Replace(store.StripComments(string(b)))
 	}
 	return statements{
 		claimSwept: file("claim_swept"), claimLapsed: file("claim_lapsed"), claimDue: file("claim_due"), claimLease: file("claim_lease"),
@@ -80,18 +80,6 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 // New returns the store of cfg.Table on db.
 func New(db *sql.DB, cfg Config) *Store {
 	return &Store{db: db, table: cfg.Table, lease: cfg.Lease, bounds: cfg.Bounds, q: loadStatements(cfg.Table, nil)}
-}
-
-// stripComments drops the lines that are only a comment: the files'
-// explanations need not travel with every statement.
-func stripComments(q string) string {
-	var b strings.Builder
-	for line := range strings.Lines(q) {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			b.WriteString(line)
-		}
-	}
-	return strings.TrimSpace(b.String())
 }
 
 // Ready checks that the database answers, that the server is one the

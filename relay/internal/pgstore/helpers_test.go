@@ -30,16 +30,6 @@ func newStore(t testing.TB, pool *pgxpool.Pool, table outbox.Table) *Store {
 	return New(pool, Config{Table: table, Lease: 30 * time.Second, Bounds: defaultBounds})
 }
 
-// insertRows adds n due pending rows to table.
-func insertRows(t *testing.T, pool *pgxpool.Pool, table outbox.Table, n int) {
-	t.Helper()
-	_, err := pool.Exec(context.Background(), "INSERT INTO "+table.Ident()+
-		` (id, topic, payload) SELECT gen_random_uuid(), 'orders', '\x00' FROM generate_series(1, $1)`, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // claimAll claims every row of s's table, n of them, for owner.
 func claimAll(t *testing.T, s *Store, owner string, n int) ([]store.Row, []uuid.UUID) {
 	t.Helper()
@@ -93,16 +83,4 @@ func sentOutcome(c store.OrderedClaim) store.Outcome {
 		out.Sent = append(out.Sent, x.ID)
 	}
 	return out
-}
-
-// tidsOf returns where the claim read rows (Row.TID of each valid one),
-// as the relay passes them to the ordered write-back.
-func tidsOf(rows []store.Row) []store.TID {
-	tids := make([]store.TID, 0, len(rows))
-	for _, x := range rows {
-		if x.TID.Valid {
-			tids = append(tids, x.TID)
-		}
-	}
-	return tids
 }

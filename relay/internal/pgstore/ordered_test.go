@@ -172,7 +172,7 @@ func TestOrderedWriteBackLooksUpRetriedRowsByID(t *testing.T) {
 	explain := func(out store.Outcome) (lines []string, statements int) {
 		t.Helper()
 		b := &pgx.Batch{}
-		s.queueRecord(b, &store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: tidsOf(rows)}, &store.Recorded{})
+		s.queueRecord(b, &store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: store.TIDsOf(rows)}, &store.Recorded{})
 		for _, q := range b.QueuedQueries {
 			lines = append(lines, explainAnalyzed(t, pool, q.SQL, q.Arguments...)...)
 		}
@@ -261,7 +261,7 @@ func TestOrderedWriteBackRaisesTheFloorPastTheRowsSent(t *testing.T) {
 	}
 	record := func(c store.OrderedClaim, out store.Outcome) {
 		t.Helper()
-		got, err := s.RecordOrdered(ctx, store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: tidsOf(c.Rows), Raise: c.Raise(len(out.Sent))})
+		got, err := s.RecordOrdered(ctx, store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: store.TIDsOf(c.Rows), Raise: c.Raise(len(out.Sent))})
 		if err != nil || got.Sent != len(out.Sent) || got.Retried != len(out.Retries) {
 			t.Fatalf("recordOrdered = %+v, %v; want %d sent, %d retried", got, err, len(out.Sent), len(out.Retries))
 		}
@@ -432,7 +432,7 @@ func TestOrderedWriteBackRidesOnTheShardsNextStatement(t *testing.T) {
 		for _, x := range c.Rows {
 			out.Sent = append(out.Sent, x.ID)
 		}
-		return &store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: tidsOf(c.Rows), Raise: c.Raise(len(out.Sent))}
+		return &store.OrderedWrite{Shard: shard, Lessee: "lessee", Owner: "owner", Out: out, TIDs: store.TIDsOf(c.Rows), Raise: c.Raise(len(out.Sent))}
 	}
 
 	first, got, err := s.ClaimOrdered(ctx, "owner", 10, shard, "lessee", nil)

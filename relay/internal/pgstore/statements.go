@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 //go:embed sql/*.sql
@@ -42,7 +43,7 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		}
 		return string(b)
 	}
-	text := func(q string) string { return names.Replace(stripComments(q)) }
+	text := func(q string) string { return names.Replace(store.StripComments(q)) }
 	file := func(name string) string { return text(raw(name)) }
 	return statements{
 		claim:    file("claim"),
@@ -58,16 +59,4 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"), dueKeyless: file("due_keyless"),
 		lookBelow: file("look_below"),
 	}
-}
-
-// stripComments drops the lines that are only a comment: the files'
-// explanations need not travel with every statement.
-func stripComments(q string) string {
-	var b strings.Builder
-	for line := range strings.Lines(q) {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			b.WriteString(line)
-		}
-	}
-	return strings.TrimSpace(b.String())
 }

@@ -198,7 +198,7 @@ func TestRetryWriteBacksLookUpRowsByID(t *testing.T) {
 	const n = 4000
 	pool, table := testdb.NewUnpartitioned(t)
 	s := newStore(t, pool, table)
-	insertRows(t, pool, table, n)
+	testdb.InsertPending(t, pool, table, n)
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}

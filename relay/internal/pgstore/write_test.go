@@ -21,7 +21,7 @@ func claimedPlain(t *testing.T, n int) (*pgxpool.Pool, outbox.Table, *Store, []s
 	t.Helper()
 	pool, table := testdb.NewUnpartitioned(t)
 	s := newStore(t, pool, table)
-	insertRows(t, pool, table, n)
+	testdb.InsertPending(t, pool, table, n)
 	rows, ids := claimAll(t, s, "tid#1", n)
 	return pool, table, s, rows, ids
 }
@@ -54,7 +54,7 @@ func TestMarkSentByTupleIDIsATIDScan(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	tids := tidsOf(rows) // every row sent, none renewed (relay's sentTIDs)
+	tids := store.TIDsOf(rows) // every row sent, none renewed (relay's sentTIDs)
 	args := pgx.NamedArgs{"tids": pgTIDs(tids), "owner": "tid#1"}
 	plan := explainPlan(t, pool, s.q.markSentByTID, args)
 	if !strings.Contains(plan, "Tid Scan") || strings.Contains(plan, "Seq Scan") {
@@ -84,7 +84,7 @@ func TestOrderedStatementsGoByTupleID(t *testing.T) {
 	if _, err := pool.Exec(ctx, "ANALYZE "+table.Ident()); err != nil {
 		t.Fatal(err)
 	}
-	tids := tidsOf(rows)
+	tids := store.TIDsOf(rows)
 	lo, hi := idRange(pgIDs(ids))
 	plan := explainPlan(t, pool, s.q.recordOrdered, pgx.NamedArgs{"shard": 0, "lessee": "lessee", "owner": "owner",
 		"sent": pgIDs(ids), "lo": lo, "hi": hi, "unknown": [][16]byte{}, "tids": pgTIDs(tids), "raise": nil})

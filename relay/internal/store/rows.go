@@ -49,6 +49,19 @@ type TID struct {
 	Valid        bool
 }
 
+// TIDsOf returns where a claim read rows (the TID of each row that has
+// one), for the write-back, which picks the sent rows among them by id; a
+// claim of a partitioned table returns none.
+func TIDsOf(rows []Row) []TID {
+	tids := make([]TID, 0, len(rows))
+	for _, x := range rows {
+		if x.TID.Valid {
+			tids = append(tids, x.TID)
+		}
+	}
+	return tids
+}
+
 // Retry and Failure are write-back requests. A refunded retry gives the
 // attempt back.
 type Retry struct {
