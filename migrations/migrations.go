@@ -20,6 +20,51 @@ import (
 //go:embed *.sql
 var files embed.FS
 
+//go:embed inbox/*.sql
+var inboxFiles embed.FS
+
+// set is one family of migrations, recorded in its own versions table
+// (the table's name and "_migrations"): the outbox table's or the inbox
+// table's (package inbox), on PostgreSQL or on MySQL.
+type set struct {
+	fsys fs.FS
+	what string // names the set in errors: "" for the outbox on PostgreSQL
+}
+
+var (
+	pgOutbox = set{fsys: files}
+	pgInbox  = set{fsys: subdir(inboxFiles, "inbox"), what: "inbox"}
+)
+
+// subdir returns the files of dir in fsys, an embedded directory that is
+// known to exist.
+func subdir(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+func (s set) all() ([]Migration, error) { return readMigrations(s.fsys, s.what) }
+
+// latest is the set's highest version.
+func (s set) latest() int {
+	all, err := s.all()
+	if err != nil || len(all) == 0 {
+		return 0
+	}
+	return all[len(all)-1].Version
+}
+
+// named prefixes a table's name with the set's, in errors: "inbox table".
+func (s set) named(table string) string {
+	if strings.HasSuffix(s.what, "inbox") {
+		return "inbox table " + table
+	}
+	return "table " + table
+}
+
 // Errors returned by Check (and ErrSchemaTooNew by Up and Down), for
 // errors.Is.
 var (
@@ -59,7 +104,7 @@ type DB interface {
 var fileRE = regexp.MustCompile(`^(\d{3})_([a-z0-9_]+)\.(up|down)\.sql$`)
 
 // All returns the embedded migrations in version order.
-func All() ([]Migration, error) { return readMigrations(files, "") }
+func All() ([]Migration, error) { return pgOutbox.all() }
 
 // readMigrations reads the migrations of fsys, each a pair of files
 // NNN_name.up.sql and NNN_name.down.sql, in version order; what names
@@ -107,13 +152,7 @@ func readMigrations(fsys fs.FS, what string) ([]Migration, error) {
 }
 
 // Latest is the highest embedded version.
-func Latest() int {
-	all, err := All()
-	if err != nil || len(all) == 0 {
-		return 0
-	}
-	return all[len(all)-1].Version
-}
+func Latest() int { return pgOutbox.latest() }
 
 // Up applies every pending migration to table, in one transaction, and
 // returns what it applied (nothing when the schema is current). It refuses
@@ -137,7 +176,11 @@ type Options struct {
 
 // UpWith is Up with Options for a table it creates.
 func UpWith(ctx context.Context, db DB, table outbox.Table, opts Options) ([]Migration, error) {
-	all, err := All()
+	return up(ctx, db, pgOutbox, table, opts)
+}
+
+func up(ctx context.Context, db DB, s set, table outbox.Table, opts Options) ([]Migration, error) {
+	all, err := s.all()
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +190,7 @@ func UpWith(ctx context.Context, db DB, table outbox.Table, opts Options) ([]Mig
 		}
 	}
 	var applied []Migration
-	err = locked(ctx, db, table, func(tx pgx.Tx, done map[int]time.Time) error {
+	err = locked(ctx, db, s, table, func(tx pgx.Tx, done map[int]time.Time) error {
 		sh, err := shapeOf(ctx, tx, table)
 		if err != nil {
 			return err
@@ -185,11 +228,15 @@ func UpWith(ctx context.Context, db DB, table outbox.Table, opts Options) ([]Mig
 // ok is false when nothing was applied. Like Up, it refuses a table that
 // holds a newer version than it knows (ErrSchemaTooNew).
 func Down(ctx context.Context, db DB, table outbox.Table) (reverted Migration, ok bool, err error) {
-	all, err := All()
+	return down(ctx, db, pgOutbox, table)
+}
+
+func down(ctx context.Context, db DB, s set, table outbox.Table) (reverted Migration, ok bool, err error) {
+	all, err := s.all()
 	if err != nil {
 		return Migration{}, false, err
 	}
-	err = locked(ctx, db, table, func(tx pgx.Tx, done map[int]time.Time) error {
+	err = locked(ctx, db, s, table, func(tx pgx.Tx, done map[int]time.Time) error {
 		for i := len(all) - 1; i >= 0; i-- {
 			m := all[i]
 			if _, applied := done[m.Version]; !applied {
@@ -217,10 +264,14 @@ func Down(ctx context.Context, db DB, table outbox.Table) (reverted Migration, o
 // applied version this binary does not know (Name "unknown"). It only reads:
 // a user without DDL rights may run it.
 func Status(ctx context.Context, q Querier, table outbox.Table) ([]State, error) {
+	return status(ctx, q, pgOutbox, table)
+}
+
+func status(ctx context.Context, q Querier, s set, table outbox.Table) ([]State, error) {
 	if err := table.Validate(); err != nil {
 		return nil, err
 	}
-	all, err := All()
+	all, err := s.all()
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +332,10 @@ type Querier interface {
 // exactly the migrations this binary knows. The error wraps ErrNotMigrated or
 // ErrSchemaTooNew and names the table.
 func Check(ctx context.Context, q Querier, table outbox.Table) error {
+	return check(ctx, q, pgOutbox, table)
+}
+
+func check(ctx context.Context, q Querier, s set, table outbox.Table) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -291,17 +346,17 @@ func Check(ctx context.Context, q Querier, table outbox.Table) error {
 		return fmt.Errorf("migrations: look up table %s: %w", table, err)
 	}
 	if !outboxExists || !migrationsExists {
-		return fmt.Errorf("table %s: %w", table, ErrNotMigrated)
+		return fmt.Errorf("%s: %w", s.named(table.String()), ErrNotMigrated)
 	}
 	var highest int
 	if err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+table.Related("migrations")).Scan(&highest); err != nil {
 		return fmt.Errorf("migrations: read versions of %s: %w", table, err)
 	}
-	switch latest := Latest(); {
+	switch latest := s.latest(); {
 	case highest < latest:
-		return fmt.Errorf("table %s is at version %d, this binary needs %d: %w", table, highest, latest, ErrNotMigrated)
+		return fmt.Errorf("%s is at version %d, this binary needs %d: %w", s.named(table.String()), highest, latest, ErrNotMigrated)
 	case highest > latest:
-		return fmt.Errorf("table %s is at version %d, this binary knows up to %d: %w", table, highest, latest, ErrSchemaTooNew)
+		return fmt.Errorf("%s is at version %d, this binary knows up to %d: %w", s.named(table.String()), highest, latest, ErrSchemaTooNew)
 	}
 	return nil
 }
@@ -309,7 +364,7 @@ func Check(ctx context.Context, q Querier, table outbox.Table) error {
 // locked runs fn in a transaction holding the table's migration lock, with
 // the schema and the migrations table created if missing, and passes the
 // applied versions. The transaction commits when fn succeeds.
-func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[int]time.Time) error) error {
+func locked(ctx context.Context, db DB, s set, table outbox.Table, fn func(pgx.Tx, map[int]time.Time) error) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -357,8 +412,8 @@ func locked(ctx context.Context, db DB, table outbox.Table, fn func(pgx.Tx, map[
 	for v := range done {
 		highest = max(highest, v)
 	}
-	if latest := Latest(); highest > latest {
-		return fmt.Errorf("table %s is at version %d, this binary knows up to %d: %w", table, highest, latest, ErrSchemaTooNew)
+	if latest := s.latest(); highest > latest {
+		return fmt.Errorf("%s is at version %d, this binary knows up to %d: %w", s.named(table.String()), highest, latest, ErrSchemaTooNew)
 	}
 	if err := fn(tx, done); err != nil {
 		return err

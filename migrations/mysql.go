@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,8 +34,13 @@ import (
 // afterwards is repaired by running up again. Concurrent migrators are
 // serialised by GET_LOCK on one connection.
 
-//go:embed mysql/*.sql
+//go:embed mysql/*.sql mysql_inbox/*.sql
 var mysqlFiles embed.FS
+
+var (
+	mysqlOutbox = set{fsys: subdir(mysqlFiles, "mysql"), what: "MySQL"}
+	mysqlInbox  = set{fsys: subdir(mysqlFiles, "mysql_inbox"), what: "MySQL inbox"}
+)
 
 // Minimum server versions. MariaDB 10.6 brought SKIP LOCKED (expression
 // defaults came in 10.2); on MySQL, SKIP LOCKED came in 8.0.1 and
@@ -235,22 +239,10 @@ func quoteMySQL(s string) string {
 }
 
 // AllMySQL returns the embedded MySQL/MariaDB migrations in version order.
-func AllMySQL() ([]Migration, error) {
-	sub, err := fs.Sub(mysqlFiles, "mysql")
-	if err != nil {
-		return nil, fmt.Errorf("migrations: read embedded MySQL files: %w", err)
-	}
-	return readMigrations(sub, "MySQL")
-}
+func AllMySQL() ([]Migration, error) { return mysqlOutbox.all() }
 
 // LatestMySQL is the highest embedded MySQL/MariaDB version.
-func LatestMySQL() int {
-	all, err := AllMySQL()
-	if err != nil || len(all) == 0 {
-		return 0
-	}
-	return all[len(all)-1].Version
-}
+func LatestMySQL() int { return mysqlOutbox.latest() }
 
 // UpMySQL applies every pending MySQL/MariaDB migration to table and
 // returns what it applied (nothing when the schema is current). It first
@@ -261,12 +253,16 @@ func LatestMySQL() int {
 // atomic (MySQL commits DDL at once), and a migration cut short runs again
 // whole at the next UpMySQL, harmlessly.
 func UpMySQL(ctx context.Context, db *sql.DB, table outbox.Table) ([]Migration, error) {
-	all, err := AllMySQL()
+	return upMySQL(ctx, db, mysqlOutbox, table)
+}
+
+func upMySQL(ctx context.Context, db *sql.DB, s set, table outbox.Table) ([]Migration, error) {
+	all, err := s.all()
 	if err != nil {
 		return nil, err
 	}
 	var applied []Migration
-	err = lockedMySQL(ctx, db, table, func(conn *sql.Conn, done map[int]time.Time) error {
+	err = lockedMySQL(ctx, db, s, table, func(conn *sql.Conn, done map[int]time.Time) error {
 		for _, m := range all {
 			if _, ok := done[m.Version]; ok {
 				continue
@@ -288,11 +284,15 @@ func UpMySQL(ctx context.Context, db *sql.DB, table outbox.Table) ([]Migration, 
 // table and returns it; ok is false when nothing was applied. Like UpMySQL
 // it refuses a table that holds a newer version than it knows.
 func DownMySQL(ctx context.Context, db *sql.DB, table outbox.Table) (reverted Migration, ok bool, err error) {
-	all, err := AllMySQL()
+	return downMySQL(ctx, db, mysqlOutbox, table)
+}
+
+func downMySQL(ctx context.Context, db *sql.DB, s set, table outbox.Table) (reverted Migration, ok bool, err error) {
+	all, err := s.all()
 	if err != nil {
 		return Migration{}, false, err
 	}
-	err = lockedMySQL(ctx, db, table, func(conn *sql.Conn, done map[int]time.Time) error {
+	err = lockedMySQL(ctx, db, s, table, func(conn *sql.Conn, done map[int]time.Time) error {
 		for i := len(all) - 1; i >= 0; i-- {
 			m := all[i]
 			if _, applied := done[m.Version]; !applied {
@@ -316,10 +316,14 @@ func DownMySQL(ctx context.Context, db *sql.DB, table outbox.Table) (reverted Mi
 // applied time (UTC), plus any applied version this binary does not know
 // (Name "unknown"). It only reads.
 func StatusMySQL(ctx context.Context, q MySQLQuerier, table outbox.Table) ([]State, error) {
+	return statusMySQL(ctx, q, mysqlOutbox, table)
+}
+
+func statusMySQL(ctx context.Context, q MySQLQuerier, s set, table outbox.Table) ([]State, error) {
 	if err := table.Validate(); err != nil {
 		return nil, err
 	}
-	all, err := AllMySQL()
+	all, err := s.all()
 	if err != nil {
 		return nil, err
 	}
@@ -357,6 +361,10 @@ func StatusMySQL(ctx context.Context, q MySQLQuerier, table outbox.Table) ([]Sta
 // exactly the MySQL/MariaDB migrations this binary knows. A schema error
 // wraps ErrNotMigrated or ErrSchemaTooNew and names the table.
 func CheckMySQL(ctx context.Context, q MySQLQuerier, table outbox.Table) error {
+	return checkMySQL(ctx, q, mysqlOutbox, table)
+}
+
+func checkMySQL(ctx context.Context, q MySQLQuerier, s set, table outbox.Table) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -373,18 +381,18 @@ func CheckMySQL(ctx context.Context, q MySQLQuerier, table outbox.Table) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("table %s.%s: %w", schema, mysqlBase(table), ErrNotMigrated)
+			return fmt.Errorf("%s: %w", s.named(schema+"."+mysqlBase(table)), ErrNotMigrated)
 		}
 	}
 	var highest int
 	if err := q.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+MySQLRelated(table, "migrations")).Scan(&highest); err != nil {
 		return fmt.Errorf("migrations: read versions of %s.%s: %w", schema, mysqlBase(table), err)
 	}
-	switch latest := LatestMySQL(); {
+	switch latest := s.latest(); {
 	case highest < latest:
-		return fmt.Errorf("table %s.%s is at version %d, this binary needs %d: %w", schema, mysqlBase(table), highest, latest, ErrNotMigrated)
+		return fmt.Errorf("%s is at version %d, this binary needs %d: %w", s.named(schema+"."+mysqlBase(table)), highest, latest, ErrNotMigrated)
 	case highest > latest:
-		return fmt.Errorf("table %s.%s is at version %d, this binary knows up to %d: %w", schema, mysqlBase(table), highest, latest, ErrSchemaTooNew)
+		return fmt.Errorf("%s is at version %d, this binary knows up to %d: %w", s.named(schema+"."+mysqlBase(table)), highest, latest, ErrSchemaTooNew)
 	}
 	return nil
 }
@@ -451,7 +459,7 @@ const mysqlLockWait = 1
 // lockedMySQL checks the server and runs fn on one connection holding the
 // table's migration lock (GET_LOCK, released at the end), with the
 // migrations table created if missing, and passes the applied versions.
-func lockedMySQL(ctx context.Context, db *sql.DB, table outbox.Table, fn func(*sql.Conn, map[int]time.Time) error) error {
+func lockedMySQL(ctx context.Context, db *sql.DB, s set, table outbox.Table, fn func(*sql.Conn, map[int]time.Time) error) error {
 	if err := table.Validate(); err != nil {
 		return err
 	}
@@ -507,8 +515,8 @@ func lockedMySQL(ctx context.Context, db *sql.DB, table outbox.Table, fn func(*s
 	for v := range done {
 		highest = max(highest, v)
 	}
-	if latest := LatestMySQL(); highest > latest {
-		return fmt.Errorf("table %s.%s is at version %d, this binary knows up to %d: %w", schema, mysqlBase(table), highest, latest, ErrSchemaTooNew)
+	if latest := s.latest(); highest > latest {
+		return fmt.Errorf("%s is at version %d, this binary knows up to %d: %w", s.named(schema+"."+mysqlBase(table)), highest, latest, ErrSchemaTooNew)
 	}
 	return fn(conn, done)
 }

@@ -123,6 +123,10 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	f.Bool(&ordered, "ordered", false,
 		"up: also prepare the table for ordered delivery: its primary key's pages (each partition's, and those of "+
 			"partitions created later) are built and split half full; idempotent (docs/ordering.md#the-primary-key-half-full)")
+	var inbox bool
+	f.Bool(&inbox, "inbox", false,
+		"migrate the inbox table of package inbox (docs/consumers.md) instead of the outbox table: "+
+			"--table names it, inbox by default; it has its own versions table and may live in another database")
 	if len(args) == 0 {
 		_ = f.printHelp(stderr, "")
 		return usageError("migrate needs a subcommand: up, down or status")
@@ -145,6 +149,16 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	if inbox {
+		switch {
+		case partitionInterval != 0:
+			return usageError("--partition-interval (%s) applies to the outbox table, not --inbox", envName("partition-interval"))
+		case ordered:
+			return usageError("--ordered (%s) applies to the outbox table, not --inbox", envName("ordered"))
+		case !f.isSet("table"):
+			table.Name = migrations.DefaultInboxTable
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if db.isMySQL() {
@@ -163,7 +177,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		if err := awaitDatabase(ctx, sqlDB.PingContext, db.url, stderr); err != nil {
 			return err
 		}
-		return migrateMySQL(ctx, sub, sqlDB, table, stdout)
+		return migrateMySQL(ctx, sub, sqlDB, table, inbox, stdout)
 	}
 	pool, err := db.pool(ctx)
 	if err != nil {
@@ -174,6 +188,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 
+	if inbox {
+		return migrateInbox(ctx, sub, pool, table, stdout)
+	}
 	switch sub {
 	case "up":
 		applied, err := migrations.UpWith(ctx, pool, table, migrations.Options{PartitionInterval: partitionInterval})
@@ -210,6 +227,50 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		printMigrationStates(stdout, table.String(), states)
 	}
 	return nil
+}
+
+// migrateInbox runs relay migrate --inbox on PostgreSQL.
+func migrateInbox(ctx context.Context, sub string, pool *pgxpool.Pool, table outbox.Table, stdout io.Writer) error {
+	switch sub {
+	case "up":
+		applied, err := migrations.UpInbox(ctx, pool, table)
+		printApplied(stdout, table.String(), applied, err)
+		return err
+	case "down":
+		m, ok, err := migrations.DownInbox(ctx, pool, table)
+		printReverted(stdout, table.String(), m, ok, err)
+		return err
+	default:
+		states, err := migrations.StatusInbox(ctx, pool, table)
+		if err == nil {
+			printMigrationStates(stdout, table.String(), states)
+		}
+		return err
+	}
+}
+
+// printApplied says what up applied, or that the table is up to date.
+func printApplied(w io.Writer, table string, applied []migrations.Migration, err error) {
+	if err != nil {
+		return
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(w, "%s is up to date\n", table)
+	}
+	for _, m := range applied {
+		fmt.Fprintf(w, "applied %03d_%s to %s\n", m.Version, m.Name, table)
+	}
+}
+
+// printReverted says what down reverted.
+func printReverted(w io.Writer, table string, m migrations.Migration, ok bool, err error) {
+	switch {
+	case err != nil:
+	case !ok:
+		fmt.Fprintf(w, "%s has no applied migrations\n", table)
+	default:
+		fmt.Fprintf(w, "reverted %03d_%s of %s\n", m.Version, m.Name, table)
+	}
 }
 
 // prepareOrdered runs migrations.PrepareOrdered and says what it did.

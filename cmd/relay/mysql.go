@@ -199,8 +199,26 @@ func mysqlRunProblems(f *flags, cfg relay.Config) error {
 }
 
 // migrateMySQL runs relay migrate's subcommand sub on MySQL.
-func migrateMySQL(ctx context.Context, sub string, db *sql.DB, table outbox.Table, stdout io.Writer) error {
+func migrateMySQL(ctx context.Context, sub string, db *sql.DB, table outbox.Table, inbox bool, stdout io.Writer) error {
 	label := mysqlLabel(table)
+	if inbox {
+		switch sub {
+		case "up":
+			applied, err := migrations.UpMySQLInbox(ctx, db, table)
+			printApplied(stdout, label, applied, err)
+			return err
+		case "down":
+			m, ok, err := migrations.DownMySQLInbox(ctx, db, table)
+			printReverted(stdout, label, m, ok, err)
+			return err
+		default:
+			states, err := migrations.StatusMySQLInbox(ctx, db, table)
+			if err == nil {
+				printMigrationStates(stdout, label, states)
+			}
+			return err
+		}
+	}
 	switch sub {
 	case "up":
 		applied, err := migrations.UpMySQL(ctx, db, table)

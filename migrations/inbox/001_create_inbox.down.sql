@@ -1,0 +1,2 @@
+-- inbox 001: drops the inbox table.
+DROP TABLE IF EXISTS {{.Table}};
