@@ -24,7 +24,7 @@ import (
 // DefaultTable names the inbox table when Config.Table leaves its name
 // empty: "public"."inbox" on PostgreSQL, `inbox` in the connection's
 // database on MySQL and MariaDB.
-const DefaultTable = "inbox"
+const DefaultTable = migrations.DefaultInboxTable
 
 // MaxConsumerLen is the longest consumer name, in bytes.
 const MaxConsumerLen = 200

@@ -172,3 +172,20 @@ func TestTemplatesRenderForTable(t *testing.T) {
 		})
 	}
 }
+
+// TestEverySetReads: each set of migrations reads, numbered from 001, and
+// each file starts with a comment.
+func TestEverySetReads(t *testing.T) {
+	t.Parallel()
+	for _, s := range []set{pgOutbox, pgInbox, mysqlOutbox, mysqlInbox} {
+		all, err := s.all()
+		if err != nil || len(all) == 0 || all[0].Version != 1 || s.latest() != all[len(all)-1].Version {
+			t.Fatalf("set %q: %d migrations, %v", s.what, len(all), err)
+		}
+		for _, m := range all {
+			if !strings.HasPrefix(m.up, "--") || !strings.HasPrefix(m.down, "--") {
+				t.Errorf("set %q: %03d_%s does not start with a comment", s.what, m.Version, m.Name)
+			}
+		}
+	}
+}

@@ -1133,3 +1133,28 @@ func TestMySQLReplayCommand(t *testing.T) {
 		t.Errorf("audit = %v %v", actions, rows)
 	}
 }
+
+// relay migrate up|status|down --inbox migrates the inbox table (named
+// inbox unless --table says otherwise), apart from the outbox table.
+func TestMigrateInbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, table := testdb.NewEmpty(t)
+	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema}
+	inbox := table.Schema + ".inbox"
+	for _, step := range []struct{ args, want string }{
+		{"up", "applied 001_create_inbox to " + inbox},
+		{"up", inbox + " is up to date"},
+		{"status", "001_create_inbox"},
+		{"down", "reverted 001_create_inbox of " + inbox},
+	} {
+		code, out, stderr := invoke(ctx, env, "migrate", step.args, "--inbox")
+		if code != 0 || !strings.Contains(out, step.want) {
+			t.Fatalf("migrate %s --inbox: exit %d, want %q\n%s%s", step.args, code, step.want, out, stderr)
+		}
+	}
+	code, out, stderr := invoke(ctx, env, "migrate", "up", "--inbox", "--ordered")
+	if code != 2 || !strings.Contains(stderr, "--ordered") {
+		t.Errorf("migrate up --inbox --ordered: exit %d, want a usage error\n%s%s", code, out, stderr)
+	}
+}
