@@ -12,13 +12,8 @@ import (
 )
 
 // Message returns the inbox message of a delivery that the relay's
-// RabbitMQ sink published: the event id from the outbox-event-id header,
-// the routing key as Topic (the exchange is d.Exchange), the key from the
-// outbox-key header (nil when absent), the timestamp as CreatedAt (whole
-// seconds, in UTC; zero when unset), the body as Payload, and the other
-// headers with string values (the event's; the broker's own, such as
-// x-delivery-count or x-death, are not strings). The error wraps
-// inbox.ErrNoEventID when the delivery has no valid event id.
+// RabbitMQ sink published, mapped as the package documentation says. The
+// error wraps inbox.ErrNoEventID when the delivery has no valid event id.
 func Message(d amqp091.Delivery) (inbox.Message, error) {
 	id, _ := d.Headers[outbox.HeaderEventID].(string)
 	eventID, err := inbox.ParseID(id)

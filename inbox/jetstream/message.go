@@ -13,12 +13,9 @@ import (
 )
 
 // Message returns the inbox message of a JetStream message that the
-// relay's NATS sink published: the event id from the outbox-event-id
-// header, the subject as Topic, the key from outbox-key or
-// outbox-key-base64 (nil when neither is there), the data as Payload,
-// and the other headers but the sink's and the server's (outbox-*,
-// Nats-*). CreatedAt is zero: the sink does not send it. The error wraps
-// inbox.ErrNoEventID when the message has no valid event id.
+// relay's NATS sink published, mapped as the package documentation says.
+// The error wraps inbox.ErrNoEventID when the message has no valid event
+// id.
 func Message(m jetstream.Msg) (inbox.Message, error) {
 	return convert(m.Subject(), m.Headers(), m.Data())
 }

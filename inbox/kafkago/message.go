@@ -10,11 +10,8 @@ import (
 )
 
 // Message returns the inbox message of a record that the relay's Kafka
-// sink published: the event id from the outbox-event-id header, the
-// record's topic, key (nil stays nil) and value, and its other headers.
-// CreatedAt is zero: the sink does not send it (the record's timestamp is
-// the time it was produced). The error wraps inbox.ErrNoEventID when the
-// record has no valid event id.
+// sink published, mapped as the package documentation says. The error
+// wraps inbox.ErrNoEventID when the record has no valid event id.
 func Message(m kafka.Message) (inbox.Message, error) {
 	var id string
 	headers := make(map[string]string, len(m.Headers))

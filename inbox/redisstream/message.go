@@ -12,12 +12,9 @@ import (
 )
 
 // Message returns the inbox message of an entry that the relay's Redis
-// Streams sink appended to stream, the key it was read from: the event id
-// from the event_id field, stream as Topic (the sink's StreamPrefix
-// included), the key field as Key (nil when absent), created_at as
-// CreatedAt (nanoseconds, UTC; zero when absent), the headers field (a
-// JSON object) as Headers, and the payload field as Payload. The error
-// wraps inbox.ErrNoEventID when the entry has no valid event id.
+// Streams sink appended to stream, the key it was read from, mapped as the
+// package documentation says. The error wraps inbox.ErrNoEventID when the
+// entry has no valid event id.
 func Message(stream string, e redis.XMessage) (inbox.Message, error) {
 	str := func(field string) (string, bool) {
 		s, ok := e.Values[field].(string)
