@@ -302,4 +302,3 @@ func TestNewHandlerValidates(t *testing.T) {
 		}
 	}
 }
-
