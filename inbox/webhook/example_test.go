@@ -93,6 +93,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer publisher.Close()
 	r, err := relay.New(pool, publisher, relay.Config{Table: outboxTable, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
