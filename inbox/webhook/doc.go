@@ -51,7 +51,7 @@
 //   - 401 Unauthorized when the request is not verified: the sink
 //     retries 401 like 5xx, so a wrong secret or a skewed clock delays
 //     events, with backoff, until an operator fixes it (or until the
-//     relay's MaxAttempts fail them; relay retry-failed sends them again);
+//     relay's MaxAttempts fail them; `relay failed retry` sends them again);
 //     401 rather than 400, which would fail each event at once;
 //   - 400 Bad Request when a verified request is not a message (its
 //     webhook-id is not a UUID), and 413 when the body is over
