@@ -91,7 +91,6 @@ type Handler struct {
 	verifier *verifier
 	maxBody  int64
 	process  func(ctx context.Context, m inbox.Message) (duplicate bool, err error)
-	now      func() time.Time
 }
 
 // NewHandler returns the Handler of cfg, which calls process with each
@@ -123,7 +122,7 @@ func NewHandler(cfg Config, process func(ctx context.Context, m inbox.Message) (
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{verifier: v, maxBody: cfg.MaxBodyBytes, process: process, now: time.Now}, nil
+	return &Handler{verifier: v, maxBody: cfg.MaxBodyBytes, process: process}, nil
 }
 
 // ServeHTTP answers a request of the sink:
@@ -153,7 +152,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "webhook: reading the body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if err := h.verifier.verify(r.Header, body, h.now()); err != nil {
+	if err := h.verifier.verify(r.Header, body, time.Now()); err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
