@@ -18,8 +18,9 @@ import (
 	"testing"
 )
 
-// block is a fenced code block of README.md.
+// block is a fenced code block of README.md or a docs page.
 type block struct {
+	file    string
 	lang    string
 	text    string
 	line    int    // of the first line inside the fence
@@ -27,9 +28,12 @@ type block struct {
 }
 
 // readmeBlocks returns the fenced code blocks of README.md.
-func readmeBlocks(t *testing.T) []block {
+func readmeBlocks(t *testing.T) []block { return blocksOf(t, "README.md") }
+
+// blocksOf returns the fenced code blocks of a Markdown file.
+func blocksOf(t *testing.T, file string) []block {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +47,7 @@ func readmeBlocks(t *testing.T) []block {
 		case cur == nil && strings.HasPrefix(line, "## "):
 			section = strings.TrimPrefix(line, "## ")
 		case cur == nil && strings.HasPrefix(line, "```"):
-			cur = &block{lang: strings.TrimSpace(strings.TrimPrefix(line, "```")), line: i + 2, section: section}
+			cur = &block{file: file, lang: strings.TrimSpace(strings.TrimPrefix(line, "```")), line: i + 2, section: section}
 		case cur != nil && strings.TrimSpace(line) == "```":
 			blocks = append(blocks, *cur)
 			cur = nil
@@ -52,17 +56,16 @@ func readmeBlocks(t *testing.T) []block {
 		}
 	}
 	if cur != nil {
-		t.Fatalf("README.md:%d: code block never closed", cur.line-1)
+		t.Fatalf("%s:%d: code block never closed", file, cur.line-1)
 	}
 	return blocks
 }
 
-// goBlocks returns the README's ```go blocks as Go files: a block without
-// a package clause gets one.
-func goBlocks(t *testing.T) []block {
-	t.Helper()
+// goBlocks returns the ```go blocks of blocks as Go files: a block
+// without a package clause gets one.
+func goBlocks(blocks []block) []block {
 	var out []block
-	for _, b := range readmeBlocks(t) {
+	for _, b := range blocks {
 		if b.lang != "go" {
 			continue
 		}
@@ -79,12 +82,20 @@ func goBlocks(t *testing.T) []block {
 // each is built as a package of its own (a file inside the module, given
 // to go build as an overlay, so nothing is written into the tree). Compile
 // errors name README.md lines.
+//
+// The first block of docs/consumers.md, the page's opening example, is
+// compiled too.
 func TestREADMEGoBlocksCompile(t *testing.T) {
 	t.Parallel()
-	blocks := goBlocks(t)
+	blocks := goBlocks(readmeBlocks(t))
 	if len(blocks) == 0 {
 		t.Fatal("README.md has no ```go blocks")
 	}
+	consumers := goBlocks(blocksOf(t, "docs/consumers.md"))
+	if len(consumers) == 0 || consumers[0].line > 4 {
+		t.Fatal("docs/consumers.md does not open with a ```go block")
+	}
+	blocks = append(blocks, consumers[0])
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +105,7 @@ func TestREADMEGoBlocksCompile(t *testing.T) {
 	var pkgs []string
 	for i, b := range blocks {
 		// The //line directive makes errors point into README.md.
-		src := fmt.Sprintf("//line README.md:%d\n%s", b.line, b.text)
+		src := fmt.Sprintf("//line %s:%d\n%s", b.file, b.line, b.text)
 		file := filepath.Join(tmp, fmt.Sprintf("block%d.go", i))
 		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
@@ -124,7 +135,7 @@ func TestREADMEGoBlocksCompile(t *testing.T) {
 func calls(t *testing.T) map[string][]*ast.CallExpr {
 	t.Helper()
 	out := map[string][]*ast.CallExpr{}
-	for _, b := range goBlocks(t) {
+	for _, b := range goBlocks(readmeBlocks(t)) {
 		f, err := parser.ParseFile(token.NewFileSet(), "README.md", b.text, 0)
 		if err != nil {
 			t.Fatalf("README.md:%d: %v", b.line, err)
