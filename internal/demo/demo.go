@@ -111,13 +111,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	defer db.close()
 
-	in := newInbox()
+	col := newCollector()
 	desc, err := cfg.Sink.Prepare(ctx, cfg.Topic)
 	if err != nil {
 		return Summary{}, err
 	}
 	fmt.Fprintln(out, desc)
-	defer in.read(ctx, cfg.Sink, cfg.Topic, cfg.Logger)() // until Run returns
+	defer col.read(ctx, cfg.Sink, cfg.Topic, cfg.Logger)() // until Run returns
 
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	var relays sync.WaitGroup
@@ -160,11 +160,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// Wait until every committed event has arrived, printing progress.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for in.countKnown(events) < committed && ctx.Err() == nil {
+	for col.countKnown(events) < committed && ctx.Err() == nil {
 		select {
 		case <-tick.C:
-			fmt.Fprintf(out, "progress: %d of %d committed events delivered\n", in.countKnown(events), committed)
-		case <-in.changed():
+			fmt.Fprintf(out, "progress: %d of %d committed events delivered\n", col.countKnown(events), committed)
+		case <-col.changed():
 		case <-ctx.Done():
 		}
 	}
@@ -172,16 +172,16 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	relays.Wait()
 	// Anything a rolled-back transaction wrote would have been published by
 	// now; read what is left on the wire.
-	in.drain(500 * time.Millisecond)
+	col.drain(500 * time.Millisecond)
 
-	sum := summarize(events, in.snapshot())
+	sum := summarize(events, col.snapshot())
 	sum.Elapsed = time.Since(start)
 	sum.SentByRelay, err = db.sentByRelay(context.WithoutCancel(ctx))
 	if err != nil {
 		return sum, err
 	}
 	if sum.Ordered = cfg.Ordered; cfg.Ordered {
-		if sum.OrderViolations, err = db.orderViolations(context.WithoutCancel(ctx), in.arrivals()); err != nil {
+		if sum.OrderViolations, err = db.orderViolations(context.WithoutCancel(ctx), col.arrivals()); err != nil {
 			return sum, err
 		}
 	}
