@@ -157,7 +157,7 @@ func openPostgres(b *testing.B, records int) benchDB {
 	if _, err := migrations.UpInbox(ctx, pool, inboxTable); err != nil {
 		b.Fatal(err)
 	}
-	in := newBenchInbox(b, inbox.Config{Consumer: benchConsumer, Table: inboxTable})
+	in := newTestInbox(b, inbox.Config{Consumer: benchConsumer, Table: inboxTable})
 	fillPostgres(b, pool, inboxTable, records)
 	insert := "INSERT INTO " + effects + " (event_id, payload) VALUES ($1, $2)"
 	return benchDB{
@@ -228,7 +228,7 @@ func openMariaDB(b *testing.B, records int) benchDB {
 	if _, err := migrations.UpMySQLInbox(ctx, db, outbox.Table{}); err != nil {
 		b.Fatal(err)
 	}
-	in := newBenchInbox(b, inbox.Config{Consumer: benchConsumer, MySQL: true})
+	in := newTestInbox(b, inbox.Config{Consumer: benchConsumer, MySQL: true})
 	fillMariaDB(b, db, records)
 	const insert = "INSERT INTO effects (event_id, payload) VALUES (?, ?)"
 	return benchDB{
@@ -268,10 +268,11 @@ FROM seq_1_to_%d`, n), benchConsumer); err != nil {
 	}
 }
 
-func newBenchInbox(b *testing.B, cfg inbox.Config) *inbox.Inbox {
+func newTestInbox(tb testing.TB, cfg inbox.Config) *inbox.Inbox {
+	tb.Helper()
 	in, err := inbox.New(cfg)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return in
 }
@@ -291,7 +292,7 @@ func BenchmarkInboxPrune(b *testing.B) {
 		if _, err := migrations.UpInbox(ctx, pool, t); err != nil {
 			b.Fatal(err)
 		}
-		in := newBenchInbox(b, inbox.Config{Consumer: benchConsumer, Table: t})
+		in := newTestInbox(b, inbox.Config{Consumer: benchConsumer, Table: t})
 		benchPrune(b, func() { fillPostgres(b, pool, t, bigInbox) }, func() (int64, error) { return in.Prune(ctx, pool, time.Hour) })
 	})
 	b.Run("db=mariadb", func(b *testing.B) {
@@ -299,7 +300,7 @@ func BenchmarkInboxPrune(b *testing.B) {
 		if _, err := migrations.UpMySQLInbox(ctx, db, outbox.Table{}); err != nil {
 			b.Fatal(err)
 		}
-		in := newBenchInbox(b, inbox.Config{Consumer: benchConsumer, MySQL: true})
+		in := newTestInbox(b, inbox.Config{Consumer: benchConsumer, MySQL: true})
 		benchPrune(b, func() { fillMariaDB(b, db, bigInbox) }, func() (int64, error) { return in.Prune(ctx, outbox.FromSQL(db), time.Hour) })
 	})
 }
