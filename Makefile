@@ -3,7 +3,7 @@
 OUTBOX_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 export OUTBOX_TEST_DATABASE_URL
 
-.PHONY: test prereqs unit partitioned chaos-short chaos fuzz demo demo-ordered build vet fmt
+.PHONY: test prereqs unit partitioned chaos-short chaos fuzz demo demo-ordered demo-inbox build vet fmt
 
 # The fault-injection harness (integration/chaos) runs on its own, after the
 # other tests, with -v so that its schedule and summary line are printed.
@@ -86,6 +86,12 @@ demo:
 
 demo-ordered:
 	go run ./cmd/relay demo --ordered
+
+# The demo, then a consumer that applies each event through an inbox and
+# reads the topic twice: every event delivered twice, applied once.
+# Kafka, NATS or Redis; MySQL/MariaDB with DEMO_FLAGS.
+demo-inbox:
+	go run ./cmd/relay demo --inbox $(DEMO_FLAGS)
 
 # The demo against the other sinks, each on the service of this machine
 # (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379; the

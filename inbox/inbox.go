@@ -221,8 +221,10 @@ func (in *Inbox) Prune(ctx context.Context, db outbox.Executor, keep time.Durati
 	if keep <= 0 {
 		return 0, fmt.Errorf("inbox: prune: keep %v is not positive", keep)
 	}
-	stmt := "DELETE FROM " + in.table + " WHERE consumer = $1 AND event_id IN (SELECT event_id FROM " + in.table +
-		" WHERE consumer = $1 AND received_at < now() - make_interval(secs => $2) LIMIT " + strconv.Itoa(pruneBatch) + ")"
+	// The batch is deleted by ctid: joined by event_id instead,
+	// PostgreSQL scans the whole table for each batch.
+	stmt := "DELETE FROM " + in.table + " WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + in.table +
+		" WHERE consumer = $1 AND received_at < now() - make_interval(secs => $2) LIMIT " + strconv.Itoa(pruneBatch) + "))"
 	var age any = keep.Seconds()
 	if in.mysql {
 		stmt = "DELETE FROM " + in.table + " WHERE consumer = ? AND received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT " + strconv.Itoa(pruneBatch)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/demo"
@@ -11,6 +12,11 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
+
+// inboxSinks are the sinks whose destination relay demo --inbox can read
+// again from its beginning; RabbitMQ's queue and the webhook receiver
+// hand each message over once.
+var inboxSinks = []string{"kafka", "nats", "redis"}
 
 // defaultDemoURL is the local PostgreSQL of a development machine.
 const defaultDemoURL = "postgres://postgres@127.0.0.1:5432/postgres"
@@ -36,7 +42,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		"stream; webhook: a receiver on 127.0.0.1), writes orders and their events in real transactions\n"+
 		"(some rolled back), runs several relays publishing with that sink and its --<sink>-* flags, as\n"+
 		"relay run does, reads the destination back and checks that every committed event arrived intact\n"+
-		"and no rolled-back one did. Exits 0 when it did.", stdout, getenv)
+		"and no rolled-back one did. With --inbox, a consumer then applies each event through an inbox, reads\n"+
+		"the topic again from its beginning and checks that no event had two effects. Exits 0 when it did.", stdout, getenv)
 	var (
 		url, schema, topic, sinkName string
 		logLevel, logFormat          string
@@ -56,6 +63,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	f.Int(&cfg.Relays, "relays", 3, "relay replicas")
 	f.Int(&cfg.RollbackEvery, "rollback-every", 5, "roll back one transaction in this many")
 	f.Bool(&cfg.Ordered, "ordered", false, "deliver each customer's events in write order (per-key ordering) and check it")
+	f.Bool(&cfg.Inbox, "inbox", false, "then apply each event through an inbox (package inbox, table inbox in the demo's schema) while reading the topic back, read it all again as a consumer that lost its offsets would, and check that each event had one effect; with --sink "+orList(inboxSinks, " or "))
 	f.Duration(&cfg.Timeout, "timeout", 2*time.Minute, "give up after this long")
 	f.String(&logFormat, "log-format", "text", "relay log format: text or json")
 	f.String(&logLevel, "log-level", "warn", "relay log level: debug, info, warn or error")
@@ -74,6 +82,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return usageError("--rollback-every (%s) must be at least 2", envName("rollback-every"))
 	case !known:
 		return usageError("invalid value for --sink (%s): %q; relay demo reads back %s", envName("sink"), sinkName, orList(sinks.Readables(), " or "))
+	case cfg.Inbox && !slices.Contains(inboxSinks, sinkName):
+		return usageError("--inbox (%s) reads the topic twice from its beginning: --sink %s, not %s, whose reader takes what it reads", envName("inbox"), orList(inboxSinks, " or "), sinkName)
 	}
 	logger, err := newLogger(stderr, logFormat, logLevel)
 	if err != nil {

@@ -68,6 +68,7 @@ func TestDemoRefuses(t *testing.T) {
 		{[]string{"--sink", "webhook", "--webhook-url", "http://127.0.0.1:1/{topic}"}, "leave --webhook-url (OUTBOX_WEBHOOK_URL) unset"},
 		{[]string{"--ordered", "--kafka-partitioner", "round-robin"}, "--kafka-partitioner round-robin"},
 		{[]string{"--sink", "nats", "--nats-max-in-flight", "0"}, "--nats-max-in-flight (OUTBOX_NATS_MAX_IN_FLIGHT)"},
+		{[]string{"--inbox", "--sink", "rabbitmq"}, "--inbox (OUTBOX_INBOX) reads the topic twice from its beginning: --sink kafka, nats or redis, not rabbitmq"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			t.Parallel()

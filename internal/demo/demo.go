@@ -5,7 +5,9 @@
 // their events in real transactions (some rolled back), runs several
 // relays side by side that publish with the real sink, reads the
 // destination back with the broker's own client and proves that every
-// committed event arrived intact and no rolled-back one did.
+// committed event arrived intact and no rolled-back one did. With
+// Config.Inbox a consumer then applies every event through an inbox
+// (package inbox), twice delivered, and proves that each had one effect.
 package demo
 
 import (
@@ -58,6 +60,11 @@ type Config struct {
 	// Ordered runs the relays with per-key ordering on and checks that each
 	// customer's events arrived in write order.
 	Ordered bool
+	// Inbox adds a consumer that applies each event through an inbox
+	// (package inbox), reading the topic from its beginning twice, and
+	// checks that each committed event had one effect. The Sink must read
+	// a destination again from its beginning (Kafka, NATS, Redis).
+	Inbox bool
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// Out receives progress lines and the summary.
@@ -76,13 +83,16 @@ type Summary struct {
 	// events that arrived (first copies) out of their key's write order.
 	Ordered         bool
 	OrderViolations int
-	SentByRelay     map[string]int
-	Elapsed         time.Duration
+	// Inbox is what the inbox consumer did, with Config.Inbox.
+	Inbox       *InboxSummary
+	SentByRelay map[string]int
+	Elapsed     time.Duration
 }
 
 // OK reports whether the run proved the promise.
 func (s Summary) OK() bool {
-	return s.Committed > 0 && s.Missing == 0 && s.RolledBackArrived == 0 && s.Corrupted == 0 && s.OrderViolations == 0
+	return s.Committed > 0 && s.Missing == 0 && s.RolledBackArrived == 0 && s.Corrupted == 0 && s.OrderViolations == 0 &&
+		(s.Inbox == nil || s.Inbox.ok(s.Committed))
 }
 
 // written is what the writers recorded of one event.
@@ -111,13 +121,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	defer db.close()
 
-	in := newInbox()
+	col := newCollector()
 	desc, err := cfg.Sink.Prepare(ctx, cfg.Topic)
 	if err != nil {
 		return Summary{}, err
 	}
 	fmt.Fprintln(out, desc)
-	defer in.read(ctx, cfg.Sink, cfg.Topic, cfg.Logger)() // until Run returns
+	defer col.read(ctx, cfg.Sink, cfg.Topic, cfg.Logger)() // until Run returns
 
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	var relays sync.WaitGroup
@@ -160,11 +170,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// Wait until every committed event has arrived, printing progress.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for in.countKnown(events) < committed && ctx.Err() == nil {
+	for col.countKnown(events) < committed && ctx.Err() == nil {
 		select {
 		case <-tick.C:
-			fmt.Fprintf(out, "progress: %d of %d committed events delivered\n", in.countKnown(events), committed)
-		case <-in.changed():
+			fmt.Fprintf(out, "progress: %d of %d committed events delivered\n", col.countKnown(events), committed)
+		case <-col.changed():
 		case <-ctx.Done():
 		}
 	}
@@ -172,18 +182,25 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	relays.Wait()
 	// Anything a rolled-back transaction wrote would have been published by
 	// now; read what is left on the wire.
-	in.drain(500 * time.Millisecond)
+	col.drain(500 * time.Millisecond)
 
-	sum := summarize(events, in.snapshot())
+	sum := summarize(events, col.snapshot())
 	sum.Elapsed = time.Since(start)
 	sum.SentByRelay, err = db.sentByRelay(context.WithoutCancel(ctx))
 	if err != nil {
 		return sum, err
 	}
 	if sum.Ordered = cfg.Ordered; cfg.Ordered {
-		if sum.OrderViolations, err = db.orderViolations(context.WithoutCancel(ctx), in.arrivals()); err != nil {
+		if sum.OrderViolations, err = db.orderViolations(context.WithoutCancel(ctx), col.arrivals()); err != nil {
 			return sum, err
 		}
+	}
+	if cfg.Inbox {
+		is, err := consume(ctx, cfg, db)
+		if err != nil && ctx.Err() == nil {
+			return sum, err
+		}
+		sum.Inbox = &is // short of the events when time ran out
 	}
 	printSummary(out, sum)
 	if !sum.OK() {
@@ -375,6 +392,9 @@ func printSummary(out io.Writer, s Summary) {
 	if s.Ordered {
 		verdict += ", every key's events in write order"
 	}
+	if s.Inbox != nil {
+		verdict += ", each applied once through the inbox"
+	}
 	if !s.OK() {
 		verdict = "FAILED"
 	}
@@ -394,6 +414,9 @@ summary
 	}
 	for _, who := range slices.Sorted(maps.Keys(s.SentByRelay)) {
 		fmt.Fprintf(out, "  sent by %-18s %d\n", who, s.SentByRelay[who])
+	}
+	if i := s.Inbox; i != nil {
+		fmt.Fprintf(out, "inbox: delivered %d (%d duplicates), effects %d, duplicate effects %d\n", i.Delivered, i.Duplicates, i.Effects, i.DuplicateEffects)
 	}
 	fmt.Fprintln(out, verdict)
 }

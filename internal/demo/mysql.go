@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/outboxrelay/outboxrelay/inbox"
 	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -19,10 +21,12 @@ import (
 // names a database, dropped and created afresh, holding the outbox table
 // and the orders table; the writers use outbox.FromMySQL.
 type mysqlDemo struct {
-	db     *sql.DB
-	table  outbox.Table
-	orders string // the orders table, quoted
-	w      *outbox.Writer
+	db      *sql.DB
+	table   outbox.Table
+	orders  string // the orders table, quoted
+	w       *outbox.Writer
+	in      *inbox.Inbox // with Config.Inbox
+	effects string       // the effects table, quoted
 }
 
 // openMySQL connects to the server of the mysql:// URL, recreates the
@@ -78,8 +82,9 @@ func openMySQL(ctx context.Context, cfg Config) (*mysqlDemo, error) {
 	n := cfg.Relays*(relay.DefaultConfig().Workers+4) + cfg.Writers + 2
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
-	d := &mysqlDemo{db: db, table: table, orders: migrations.MySQLRelated(table, "orders")}
-	// orders sits next to the outbox table: outbox_orders.
+	// orders and effects sit next to the outbox table: outbox_orders,
+	// outbox_effects.
+	d := &mysqlDemo{db: db, table: table, orders: migrations.MySQLRelated(table, "orders"), effects: migrations.MySQLRelated(table, "effects")}
 	if err := d.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -89,7 +94,37 @@ func openMySQL(ctx context.Context, cfg Config) (*mysqlDemo, error) {
 		db.Close()
 		return nil, err
 	}
+	if cfg.Inbox {
+		if err := d.prepareInbox(ctx, cfg.Out); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// prepareInbox migrates the inbox table of the demo's database and
+// creates the effects table its consumer writes to.
+func (d *mysqlDemo) prepareInbox(ctx context.Context, out io.Writer) error {
+	t := outbox.Table{Schema: d.table.Schema, Name: inbox.DefaultTable}
+	if _, err := migrations.UpMySQLInbox(ctx, d.db, t); err != nil {
+		return err
+	}
+	if _, err := d.db.ExecContext(ctx, `CREATE TABLE `+d.effects+` (
+    id         BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    event_id   BINARY(16)   NOT NULL,
+    customer   VARCHAR(64)  NOT NULL,
+    payload    VARCHAR(512) NOT NULL,
+    applied_at DATETIME(6)  NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+) ENGINE = InnoDB`); err != nil {
+		return fmt.Errorf("create demo effects table: %w", err)
+	}
+	var err error
+	if d.in, err = inbox.New(inbox.Config{Consumer: consumerName, Table: t, MySQL: true}); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "inbox:    %s migrated; consumer %s applies each event once into %s\n", migrations.MySQLIdent(t), consumerName, d.effects)
+	return nil
 }
 
 func openSQL(cfg *mysql.Config) (*sql.DB, error) {
@@ -171,6 +206,21 @@ func (d *mysqlDemo) sentByRelay(ctx context.Context) (map[string]int, error) {
 
 func (d *mysqlDemo) orderViolations(context.Context, map[string][]string) (int, error) {
 	return 0, errors.New("demo: ordered delivery is not checked on MySQL")
+}
+
+func (d *mysqlDemo) applyEffect(ctx context.Context, m inbox.Message) (bool, error) {
+	return d.in.HandleSQL(ctx, d.db, m, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+d.effects+" (event_id, customer, payload) VALUES (?, ?, ?)", m.ID[:], string(m.Key), string(m.Payload))
+		return err
+	})
+}
+
+func (d *mysqlDemo) countEffects(ctx context.Context) (effects, duplicates int, err error) {
+	err = d.db.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT event_id) FROM "+d.effects).Scan(&effects, &duplicates)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count effects: %w", err)
+	}
+	return effects, duplicates, nil
 }
 
 func (d *mysqlDemo) close() { _ = d.db.Close() }

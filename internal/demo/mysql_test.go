@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"net/url"
 	"strings"
@@ -12,14 +13,18 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/mysqldsn"
 )
 
-// A mysql:// URL that names a database: the demo says it leaves that
-// database alone and which one it drops and creates instead, and does so.
-func TestMySQLDemoSaysWhichDatabaseItRecreates(t *testing.T) {
-	t.Parallel()
-	db, dsn := mariadbtest.DB(t) // the URL's database, holding a table of the user's
-	if _, err := db.Exec("CREATE TABLE keep (id int)"); err != nil {
-		t.Fatal(err)
-	}
+// mysqlDemoURL returns a mysql:// URL of the test server naming a fresh
+// database, and the name of another for the demo to create, dropped when
+// the test ends.
+func mysqlDemoURL(t *testing.T) (dbURL, schema string) {
+	_, dbURL, schema = mysqlDemoDB(t)
+	return dbURL, schema
+}
+
+// mysqlDemoDB is mysqlDemoURL with a pool on the URL's database.
+func mysqlDemoDB(t *testing.T) (db *sql.DB, dbURL, schema string) {
+	t.Helper()
+	db, dsn := mariadbtest.DB(t)
 	mc, err := mysqldsn.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -28,16 +33,34 @@ func TestMySQLDemoSaysWhichDatabaseItRecreates(t *testing.T) {
 	if mc.Passwd == "" {
 		u.User = url.User(mc.User)
 	}
+	schema = mc.DBName + "_demo"
+	t.Cleanup(func() {
+		if _, err := db.Exec("DROP DATABASE IF EXISTS " + schema); err != nil {
+			t.Errorf("drop the demo's database: %v", err)
+		}
+	})
+	return db, u.String(), schema
+}
+
+// A mysql:// URL that names a database: the demo says it leaves that
+// database alone and which one it drops and creates instead, and does so.
+func TestMySQLDemoSaysWhichDatabaseItRecreates(t *testing.T) {
+	t.Parallel()
+	db, dbURL, schema := mysqlDemoDB(t)
+	if _, err := db.Exec("CREATE TABLE keep (id int)"); err != nil { // a table of the user's
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
-	cfg := Config{DatabaseURL: u.String(), Schema: mc.DBName + "_demo", Out: &out, Relays: 1, Writers: 1}
+	cfg := Config{DatabaseURL: dbURL, Schema: schema, Out: &out, Relays: 1, Writers: 1}
 	d, err := openMySQL(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("openMySQL: %v\n%s", err, out.String())
 	}
-	t.Cleanup(func() {
-		_, _ = d.db.Exec("DROP DATABASE " + cfg.Schema)
-		d.close()
-	})
+	t.Cleanup(d.close)
+	mc, err := mysqldsn.ParseURL(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{
 		fmt.Sprintf("the URL's database %s is left alone: the demo drops and creates a database of its own, %s (--schema)", mc.DBName, cfg.Schema),
 		fmt.Sprintf("database %s dropped, created and migrated", cfg.Schema),

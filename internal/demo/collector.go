@@ -13,21 +13,21 @@ import (
 // received is one copy of an event as it arrived.
 type received struct{ key, payload string }
 
-// inbox collects what a Sink read back, indexed by event id, and the
+// collector collects what a Sink read back, indexed by event id, and the
 // order in which each key's events arrived.
-type inbox struct {
+type collector struct {
 	mu     sync.Mutex
 	got    map[string][]received
 	order  map[string][]string // key -> event ids in arrival order
 	notify chan struct{}
 }
 
-func newInbox() *inbox {
-	return &inbox{got: map[string][]received{}, order: map[string][]string{}, notify: make(chan struct{}, 1)}
+func newCollector() *collector {
+	return &collector{got: map[string][]received{}, order: map[string][]string{}, notify: make(chan struct{}, 1)}
 }
 
 // record is the Sink's got function.
-func (c *inbox) record(m sinks.Record) {
+func (c *collector) record(m sinks.Record) {
 	c.mu.Lock()
 	c.got[m.EventID] = append(c.got[m.EventID], received{key: m.Key, payload: m.Payload})
 	// Every Sink reads one key's messages in the order the broker keeps
@@ -42,7 +42,7 @@ func (c *inbox) record(m sinks.Record) {
 
 // read reads topic back from r into c until the function it returns is
 // called, which then removes topic's destination, logging what fails.
-func (c *inbox) read(ctx context.Context, r sinks.Reader, topic string, log *slog.Logger) func() {
+func (c *collector) read(ctx context.Context, r sinks.Reader, topic string, log *slog.Logger) func() {
 	readCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Read(readCtx, topic, true, c.record, nil) }()
@@ -55,10 +55,10 @@ func (c *inbox) read(ctx context.Context, r sinks.Reader, topic string, log *slo
 }
 
 // changed fires after new messages arrived.
-func (c *inbox) changed() <-chan struct{} { return c.notify }
+func (c *collector) changed() <-chan struct{} { return c.notify }
 
 // countKnown counts committed events that arrived at least once.
-func (c *inbox) countKnown(events map[string]written) int {
+func (c *collector) countKnown(events map[string]written) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -71,7 +71,7 @@ func (c *inbox) countKnown(events map[string]written) int {
 }
 
 // drain waits until no message has arrived for quiet.
-func (c *inbox) drain(quiet time.Duration) {
+func (c *collector) drain(quiet time.Duration) {
 	for {
 		select {
 		case <-c.notify:
@@ -82,7 +82,7 @@ func (c *inbox) drain(quiet time.Duration) {
 }
 
 // snapshot copies what arrived so far.
-func (c *inbox) snapshot() map[string][]received {
+func (c *collector) snapshot() map[string][]received {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string][]received, len(c.got))
@@ -93,7 +93,7 @@ func (c *inbox) snapshot() map[string][]received {
 }
 
 // arrivals copies, per key, the event ids in the order they arrived.
-func (c *inbox) arrivals() map[string][]string {
+func (c *collector) arrivals() map[string][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string][]string, len(c.order))
