@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -11,16 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/stdwebhooks"
 	sink "github.com/outboxrelay/outboxrelay/publishers/webhook"
 )
-
-// secretPrefix starts every symmetric secret of the Standard Webhooks
-// specification.
-const secretPrefix = "whsec_"
-
-// minSecretBytes is the shortest key the sink signs with (and the
-// specification allows).
-const minSecretBytes = 24
 
 // errUnverified is wrapped by every verification failure.
 var errUnverified = errors.New("webhook: request not verified")
@@ -39,30 +31,13 @@ func newVerifier(secrets []string, tolerance time.Duration) (*verifier, error) {
 	}
 	v := &verifier{tolerance: tolerance}
 	for i, s := range secrets {
-		key, err := parseSecret(s)
+		key, err := stdwebhooks.ParseSecret(s)
 		if err != nil {
 			return nil, fmt.Errorf("%w: Secrets[%d]: %s", ErrInvalidConfig, i, err)
 		}
 		v.keys = append(v.keys, key)
 	}
 	return v, nil
-}
-
-// parseSecret decodes a "whsec_<base64>" secret into its key, as the sink
-// does.
-func parseSecret(s string) ([]byte, error) {
-	b64, ok := strings.CutPrefix(s, secretPrefix)
-	if !ok {
-		return nil, errors.New("must start with " + secretPrefix + " followed by the base64 of the key")
-	}
-	key, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return nil, errors.New("the text after " + secretPrefix + " is not standard base64")
-	}
-	if len(key) < minSecretBytes {
-		return nil, fmt.Errorf("the key is %d bytes; the sink asks for at least %d", len(key), minSecretBytes)
-	}
-	return key, nil
 }
 
 // verify checks that h carries webhook-id, webhook-timestamp and
@@ -86,13 +61,7 @@ func (v *verifier) verify(h http.Header, body []byte, now time.Time) error {
 	}
 	macs := make([][]byte, len(v.keys))
 	for i, key := range v.keys {
-		mac := hmac.New(sha256.New, key)
-		mac.Write([]byte(id))
-		mac.Write([]byte{'.'})
-		mac.Write([]byte(ts))
-		mac.Write([]byte{'.'})
-		mac.Write(body)
-		macs[i] = mac.Sum(nil)
+		macs[i] = stdwebhooks.MAC(key, id, ts, body)
 	}
 	for _, entry := range strings.Split(sigs, " ") {
 		version, b64, ok := strings.Cut(entry, ",")

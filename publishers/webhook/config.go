@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/stdwebhooks"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -122,7 +124,7 @@ func (c Config) validate() error {
 		bad("URL", "%v", err)
 	}
 	for i, s := range c.Secrets {
-		if _, err := parseSecret(s); err != nil {
+		if _, err := stdwebhooks.ParseSecret(s); err != nil {
 			bad("Secrets", "entry %d: %v", i+1, err)
 		}
 	}

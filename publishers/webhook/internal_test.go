@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/stdwebhooks"
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
@@ -13,7 +14,7 @@ import (
 // library's TestWebhookSign).
 func TestSignSpecVector(t *testing.T) {
 	t.Parallel()
-	key, err := parseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	key, err := stdwebhooks.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
 		t.Fatal(err)
 	}

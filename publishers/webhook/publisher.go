@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/stdwebhooks"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
@@ -61,7 +62,7 @@ func New(cfg Config) (*Publisher, error) {
 		now:         time.Now,
 	}
 	for _, s := range cfg.Secrets {
-		key, err := parseSecret(s)
+		key, err := stdwebhooks.ParseSecret(s)
 		if err != nil {
 			return nil, err // validate checked it
 		}
