@@ -38,9 +38,13 @@ func (k kafkaSource) instance(ctx context.Context, handle func(context.Context, 
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		// A member that leaves is noticed by the others at their next
-		// heartbeat: soon, so that a crash pauses the group briefly.
+		// The others notice a member that left at their next heartbeat,
+		// and one that could not say so (its leave refused by a broker
+		// fault) when its session ends: both soon, so that the group
+		// pauses briefly. 6s is kfake's shortest session.
 		kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.SessionTimeout(6*time.Second),
+		kgo.RebalanceTimeout(10*time.Second),
 	)
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
