@@ -190,26 +190,29 @@ func (c *consumers) check(ctx context.Context, t *testing.T, txns []history.Txn,
 			outcome[ev.ID] = tx.Outcome
 		}
 	}
-	var missing, double, unknown []string
-	committed, effects := 0, 0
+	var missing, double, never []string
+	committed, ofUnknown, effects := 0, 0, 0
 	for id, o := range outcome {
 		n := counts[id]
 		switch {
 		case o == history.Committed && n == 0:
 			missing = append(missing, id)
 		case o == history.RolledBack && n > 0:
-			unknown = append(unknown, id)
+			never = append(never, id)
 		case n > 1:
 			double = append(double, fmt.Sprintf("%s x%d", id, n))
 		}
-		if o == history.Committed {
+		switch o {
+		case history.Committed:
 			committed++
+		case history.Unknown:
+			ofUnknown += n
 		}
 	}
 	for id, n := range counts {
 		effects += n
 		if _, ok := outcome[id]; !ok {
-			unknown = append(unknown, id)
+			never = append(never, id)
 		}
 	}
 	for _, p := range []struct {
@@ -218,7 +221,7 @@ func (c *consumers) check(ctx context.Context, t *testing.T, txns []history.Txn,
 	}{
 		{"committed events without an effect", missing},
 		{"events whose effect was applied more than once", double},
-		{"effects of events never committed", unknown},
+		{"effects of events never committed", never},
 	} {
 		if len(p.ids) > 0 {
 			t.Errorf("inbox consumers: %d %s, e.g. %v", len(p.ids), p.what, p.ids[:min(len(p.ids), 5)])
@@ -227,8 +230,9 @@ func (c *consumers) check(ctx context.Context, t *testing.T, txns []history.Txn,
 	if n := c.noID.Load(); n > 0 {
 		t.Errorf("inbox consumers: %d deliveries without a valid %s", n, "event id")
 	}
-	return fmt.Sprintf("inbox: consumers=%d committed=%d effects=%d missing=%d double=%d unknown=%d handled=%d duplicates_absorbed=%d crashes=%d failures=%d catch_up=%s",
-		consumerInstances, committed, effects, len(missing), len(double), len(unknown), c.handled.Load(), c.duplicates.Load(),
+	return fmt.Sprintf("inbox: consumers=%d committed_events=%d effects=%d (%d of events of unknown outcome) missing=%d double=%d never_committed=%d "+
+		"handled=%d duplicates_absorbed=%d crashes=%d failures=%d catch_up=%s",
+		consumerInstances, committed, effects, ofUnknown, len(missing), len(double), len(never), c.handled.Load(), c.duplicates.Load(),
 		c.crashes.Load(), c.failures.Load(), catchUp.Round(time.Millisecond))
 }
 
