@@ -51,6 +51,7 @@ type consumerSource interface {
 var consumerSources = map[string]func(s *sink, topics []string) consumerSource{
 	"kafka": newKafkaSource,
 	"nats":  newNATSSource,
+	"redis": newRedisSource,
 }
 
 // consumers are the run's consumer instances and what they counted.
@@ -75,7 +76,7 @@ type consumers struct {
 func startConsumers(ctx context.Context, t *testing.T, db database, sk *sink, seed uint64, topics ...string) *consumers {
 	newSource := consumerSources[sk.name]
 	if newSource == nil {
-		t.Logf("inbox consumers: none for sink %s (kafka and nats have them)", sk.name)
+		t.Logf("inbox consumers: none for sink %s (kafka, nats and redis have them)", sk.name)
 		return nil
 	}
 	var names []string
