@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -185,56 +187,97 @@ func (c *consumers) check(ctx context.Context, t *testing.T, txns []history.Txn,
 	if err != nil {
 		t.Fatalf("inbox consumers: count the effects: %v", err)
 	}
-	outcome := map[string]history.Outcome{}
-	for _, tx := range txns {
-		for _, ev := range tx.Events {
-			outcome[ev.ID] = tx.Outcome
-		}
-	}
-	var missing, double, never []string
-	committed, ofUnknown, effects := 0, 0, 0
-	for id, o := range outcome {
-		n := counts[id]
-		switch {
-		case o == history.Committed && n == 0:
-			missing = append(missing, id)
-		case o == history.RolledBack && n > 0:
-			never = append(never, id)
-		case n > 1:
-			double = append(double, fmt.Sprintf("%s x%d", id, n))
-		}
-		switch o {
-		case history.Committed:
-			committed++
-		case history.Unknown:
-			ofUnknown += n
-		}
-	}
-	for id, n := range counts {
-		effects += n
-		if _, ok := outcome[id]; !ok {
-			never = append(never, id)
-		}
-	}
+	j := judgeEffects(txns, counts)
 	for _, p := range []struct {
 		what string
 		ids  []string
 	}{
-		{"committed events without an effect", missing},
-		{"events whose effect was applied more than once", double},
-		{"effects of events never committed", never},
+		{"committed events without an effect", j.missing},
+		{"events whose effect was applied more than once", j.double},
+		{"effects of events never committed", j.never},
 	} {
 		if len(p.ids) > 0 {
 			t.Errorf("inbox consumers: %d %s, e.g. %v", len(p.ids), p.what, p.ids[:min(len(p.ids), 5)])
 		}
 	}
 	if n := c.noID.Load(); n > 0 {
-		t.Errorf("inbox consumers: %d deliveries without a valid %s", n, "event id")
+		t.Errorf("inbox consumers: %d deliveries without a valid event id", n)
 	}
 	return fmt.Sprintf("inbox: consumers=%d committed_events=%d effects=%d (%d of events of unknown outcome) missing=%d double=%d never_committed=%d "+
 		"handled=%d duplicates_absorbed=%d crashes=%d failures=%d catch_up=%s",
-		consumerInstances, committed, effects, ofUnknown, len(missing), len(double), len(never), c.handled.Load(), c.duplicates.Load(),
+		consumerInstances, j.committed, j.effects, j.ofUnknown, len(j.missing), len(j.double), len(j.never), c.handled.Load(), c.duplicates.Load(),
 		c.crashes.Load(), c.failures.Load(), catchUp.Round(time.Millisecond))
+}
+
+// judgement is what judgeEffects found.
+type judgement struct {
+	// committed counts the committed events; effects the effect rows,
+	// ofUnknown those of events whose commit had an unknown outcome.
+	committed, effects, ofUnknown int
+	// missing are the committed events without an effect, double those
+	// with more than one ("id xN"), never the events with an effect that
+	// were rolled back or never written.
+	missing, double, never []string
+}
+
+// judgeEffects compares the effect rows per event id with the producer's
+// history: one effect for each committed event, at most one for an event
+// whose commit had an unknown outcome, none for any other.
+func judgeEffects(txns []history.Txn, counts map[string]int) judgement {
+	var j judgement
+	outcome := map[string]history.Outcome{}
+	for _, tx := range txns {
+		for _, ev := range tx.Events {
+			outcome[ev.ID] = tx.Outcome
+		}
+	}
+	for id, o := range outcome {
+		n := counts[id]
+		switch {
+		case o == history.Committed && n == 0:
+			j.missing = append(j.missing, id)
+		case o == history.RolledBack && n > 0:
+			j.never = append(j.never, id)
+		case n > 1:
+			j.double = append(j.double, fmt.Sprintf("%s x%d", id, n))
+		}
+		switch o {
+		case history.Committed:
+			j.committed++
+		case history.Unknown:
+			j.ofUnknown += n
+		}
+	}
+	for id, n := range counts {
+		j.effects += n
+		if _, ok := outcome[id]; !ok {
+			j.never = append(j.never, id)
+		}
+	}
+	slices.Sort(j.missing)
+	slices.Sort(j.double)
+	slices.Sort(j.never)
+	return j
+}
+
+// TestJudgeEffects checks the checker of the inbox consumers on a small
+// history.
+func TestJudgeEffects(t *testing.T) {
+	txns := []history.Txn{
+		{Outcome: history.Committed, Events: []history.Event{{ID: "c1"}, {ID: "c2"}, {ID: "c3"}}},
+		{Outcome: history.Unknown, Events: []history.Event{{ID: "u1"}, {ID: "u2"}, {ID: "u3"}}},
+		{Outcome: history.RolledBack, Events: []history.Event{{ID: "r1"}, {ID: "r2"}}},
+	}
+	j := judgeEffects(txns, map[string]int{"c1": 1, "c3": 2, "u1": 1, "u2": 3, "r1": 1, "x": 1})
+	want := judgement{committed: 3, effects: 9, ofUnknown: 4,
+		missing: []string{"c2"}, double: []string{"c3 x2", "u2 x3"}, never: []string{"r1", "x"}}
+	if !reflect.DeepEqual(j, want) {
+		t.Errorf("judgeEffects = %+v, want %+v", j, want)
+	}
+	j = judgeEffects(txns, map[string]int{"c1": 1, "c2": 1, "c3": 1, "u3": 1})
+	if len(j.missing)+len(j.double)+len(j.never) > 0 || j.effects != 4 || j.ofUnknown != 1 {
+		t.Errorf("judgeEffects of a clean run = %+v, want no problem, 4 effects, 1 of unknown outcome", j)
+	}
 }
 
 func (c *consumers) err() error {
