@@ -100,6 +100,7 @@ func TestChaos(t *testing.T) {
 	at := func() string { return "+" + time.Since(begin).Round(100*time.Millisecond).String() }
 	c := startCluster(ctx, t, relayBin, p, db, sk, ordered)
 	t.Logf("%s cluster up: %s, broker at %s", at(), db.where(), sk.where())
+	cons := startConsumers(ctx, t, db, sk, seed, ordered, plain)
 
 	// The producer writes until the last fault is over.
 	w, err := outbox.NewWriter(outbox.WriterConfig{})
@@ -208,6 +209,11 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
+	inboxSummary := "inbox: skipped"
+	if cons != nil {
+		inboxSummary = cons.check(ctx, t, txns, records, p.drainTimeout)
+	}
+
 	for _, r := range rep.Recoveries {
 		t.Logf("outage recovery: %s", r)
 	}
@@ -226,9 +232,9 @@ func TestChaos(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	t.Logf("chaos summary: %s%sprofile=%s seed=%d relays=%d faults=%d (%s) relay_processes=%d produce_refused=%d fenced_writebacks_logged=%d "+
-		"sigterm_exits=[%s] (bound %s) drain=%s | %s",
+		"sigterm_exits=[%s] (bound %s) drain=%s | %s | %s",
 		dbTag, sinkTag, p.name, seed, p.relays, len(windows), strings.Join(kinds, " "), len(c.all), sk.refused(), fenced,
-		strings.Join(exits, " "), exitBound, drain.Round(time.Millisecond), rep.Summary())
+		strings.Join(exits, " "), exitBound, drain.Round(time.Millisecond), rep.Summary(), inboxSummary)
 	t.Logf("chaos table row: | %s | %d | %s | %d | %d | %d | %d | %d (%.2f%%) | %d | %s |",
 		p.name, seed, strings.Join(kinds, ", "), len(windows), rep.Written, rep.Delivered-rep.UnknownDelivered-rep.RolledBackDelivered,
 		rep.Lost, rep.Duplicates, 100*rep.DuplicateRatio(), rep.OrderViolations, drain.Round(100*time.Millisecond))

@@ -51,6 +51,9 @@ type database interface {
 	// activeStatements counts the relay process's statements still
 	// running on the server; -1 when the server does not answer.
 	activeStatements(ctx context.Context, name string) int
+	// effects makes the inbox consumers' database on the server
+	// (inbox_store_test.go).
+	effects(ctx context.Context, t *testing.T) effects
 	// logTail is the end of the server's log, for a failed run.
 	logTail() string
 }

@@ -73,6 +73,35 @@
 // first record produced and until the backlog committed before the heal was
 // produced; these are reported, not judged.
 //
+// Inbox consumers, in every run whose sink has a consumer client (kafka,
+// nats, redis; inbox_*_test.go): two instances of one consumer read the
+// run's topics with the broker's own client, racing, and apply each
+// delivery through the inbox (package inbox) as one row of an effects
+// table in the consumer's own database: the schema consumer on the
+// private PostgreSQL server (inbox.Handle), or a database of its own on
+// the run's mariadbd (inbox.HandleSQL); pg-restart and mariadb-restart
+// crash it too. The effects table has no unique key, so that an effect
+// applied twice is two rows. After 0.1% of the deliveries (drawn from the
+// seed), an instance crashes between the effect's commit and the
+// acknowledgement: it drops its client without acknowledging that
+// delivery or any after it, and a fresh instance takes its place.
+//
+//	kafka  consumer group, franz-go; offsets committed after each poll's
+//	       records are handled, rebalances blocked meanwhile; a crash
+//	       closes the client uncommitted (through the broker proxy, so
+//	       broker faults reach the consumers too)
+//	nats   durable pull consumer per stream, explicit ack, AckWait 2s; a
+//	       crash closes the connection, the server redelivers after AckWait
+//	redis  consumer group per stream, XACK after the effect; a crashed
+//	       member's pending entries are claimed (XAUTOCLAIM) after 2s idle
+//
+// Once the relays have stopped, the checker waits until every event the
+// sink holds has an effect (or the effects stop growing for 30s), stops
+// the consumers, and wants one effect per committed event, at most one per
+// event of unknown outcome, none for any other; the summary line's
+// "inbox:" part counts them, with the duplicate deliveries the inbox
+// absorbed and the crashes.
+//
 // Profiles: short (the default; every kind once, about a minute, run by
 // `make test` and CI) and long (`make chaos`: random faults for
 // OUTBOX_CHAOS_DURATION, default 10m). OUTBOX_CHAOS_SEED replays a run's

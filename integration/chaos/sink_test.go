@@ -32,9 +32,10 @@ type sink struct {
 	ordered, plain string
 	proxy          *faultproxy.Proxy
 	reader         sinks.Reader
-	relayFlags     []string // --sink, the proxied broker, setup.flags
-	env            []string // the sink's flags, as variables
-	prepared       []string // the reader's descriptions of the topics
+	relayFlags     []string      // --sink, the proxied broker, setup.flags
+	env            []string      // the sink's flags, as variables
+	flags          *flag.FlagSet // the sink's flags, as the reader settled them
+	prepared       []string      // the reader's descriptions of the topics
 	refuser        *refuser
 
 	mu  sync.Mutex
@@ -109,6 +110,7 @@ func (s *sink) start(ctx context.Context, t *testing.T) *faultproxy.Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.flags = fs
 	if s.reader, err = settings.(sinks.Readable).Reader(); err != nil {
 		t.Fatal(err)
 	}
