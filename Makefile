@@ -31,7 +31,7 @@ partitioned: prereqs
 CHAOS_SINK ?= kafka
 
 chaos-short: prereqs
-	OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
+	OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^(TestChaos|TestJudgeEffects)$$' $(CHAOS_PKG)
 
 # The short profile against another sink: the broker of this machine
 # (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379; the
