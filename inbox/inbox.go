@@ -279,11 +279,14 @@ func (in *Inbox) Forget(ctx context.Context, db outbox.Executor, ids ...uuid.UUI
 // effect again; see Forget.
 func (in *Inbox) ForgetTopic(ctx context.Context, db outbox.Executor, topic string, since time.Time) (int64, error) {
 	stmt := "DELETE FROM " + in.table + " WHERE consumer = $1 AND topic = $2 AND received_at >= $3"
+	var from any = since
 	if in.mysql {
+		// received_at is UTC; as text, the time does not depend on the
+		// driver's loc setting.
 		stmt = "DELETE FROM " + in.table + " WHERE consumer = ? AND topic = ? AND received_at >= ?"
-		since = since.UTC()
+		from = since.UTC().Format("2006-01-02 15:04:05.999999")
 	}
-	tag, err := db.Exec(ctx, stmt, in.consumer, topicOf(topic), since)
+	tag, err := db.Exec(ctx, stmt, in.consumer, topicOf(topic), from)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: forget topic %q for %q: %w", topic, in.consumer, err)
 	}

@@ -359,6 +359,9 @@ func TestForgetLetsAnEventApplyAgain(t *testing.T) {
 		if n, err := c.in.Forget(ctx, c.exec, a.ID, uuid.Must(uuid.NewV7())); n != 1 || err != nil {
 			t.Fatalf("Forget: %d, %v; want 1 record", n, err)
 		}
+		if n, err := c.in.ForgetTopic(ctx, c.exec, "orders.created", time.Now().Add(time.Minute)); n != 0 || err != nil {
+			t.Fatalf("ForgetTopic since a minute ahead: %d, %v; want nothing", n, err)
+		}
 		if n, err := c.in.ForgetTopic(ctx, c.exec, "orders.created", since); n != 1 || err != nil {
 			t.Fatalf("ForgetTopic: %d, %v; want b's record", n, err)
 		}
