@@ -66,6 +66,13 @@ func (a *Admin) ListFailed(ctx context.Context, f Filter, p Page) (rows []Failed
 	if err := a.check(ctx); err != nil {
 		return nil, "", err
 	}
+	f, found, err := a.resolveGroup(ctx, f)
+	if err != nil || !found {
+		return []FailedRow{}, "", err
+	}
+	if args, err = f.params(); err != nil {
+		return nil, "", err
+	}
 	if a.my != nil {
 		return a.listFailedMySQL(ctx, f, p, after)
 	}
@@ -98,6 +105,13 @@ func (a *Admin) CountFailed(ctx context.Context, f Filter) (int64, error) {
 		return 0, err
 	}
 	if err := a.check(ctx); err != nil {
+		return 0, err
+	}
+	f, found, err := a.resolveGroup(ctx, f)
+	if err != nil || !found {
+		return 0, err
+	}
+	if args, err = f.params(); err != nil {
 		return 0, err
 	}
 	if a.my != nil {
@@ -151,6 +165,18 @@ func (a *Admin) failedAction(ctx context.Context, action, sql string, f Filter, 
 	if f.empty() && !f.All {
 		return Result{Action: action}, fmt.Errorf("admin: %s: %w", action, ErrNoFilter)
 	}
+	if _, err := f.params(); err != nil {
+		return Result{Action: action}, err
+	}
+	if !o.DryRun && a.cfg.Actor == "" {
+		return Result{Action: action}, ErrNoActor
+	}
+	what := f.describe() // as asked: a group, not the ids it resolves to
+	f, found, err := a.resolveGroup(ctx, f)
+	if err != nil || !found {
+		// An empty group changes nothing, and writes no audit entry.
+		return Result{Action: action, DryRun: o.DryRun}, err
+	}
 	args, err := f.params()
 	if err != nil {
 		return Result{Action: action}, err
@@ -166,7 +192,6 @@ func (a *Admin) failedAction(ctx context.Context, action, sql string, f Filter, 
 		}
 		return a.dryRun(ctx, action, n, o.Limit, ids, "failed")
 	}
-	what := f.describe()
 	if o.Limit > 0 {
 		what["limit"] = o.Limit
 	}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,6 +58,9 @@ type Filter struct {
 	// ErrorContains is text that last_error contains, in any case; no
 	// wildcards.
 	ErrorContains string
+	// Group is a failure group's Fingerprint (FailureGroups): only its
+	// rows. An action resolves it to the ids of its rows when it starts.
+	Group string
 	// All lets RetryFailed and PurgeFailed act on every failed row when
 	// nothing else is set; without it they refuse (ErrNoFilter).
 	All bool
@@ -64,17 +68,21 @@ type Filter struct {
 
 // empty reports whether no part selects anything.
 func (f Filter) empty() bool {
-	return len(f.IDs) == 0 && len(f.Topics) == 0 && f.Created.IsZero() && f.Failed.IsZero() && f.ErrorContains == ""
+	return len(f.IDs) == 0 && len(f.Topics) == 0 && f.Created.IsZero() && f.Failed.IsZero() && f.ErrorContains == "" && f.Group == ""
 }
 
 // Bulk reports whether an action with this filter may change more than
 // one row: anything but a single id.
 func (f Filter) Bulk() bool {
-	return !(len(f.IDs) == 1 && len(f.Topics) == 0 && f.Created.IsZero() && f.Failed.IsZero() && f.ErrorContains == "")
+	return !(len(f.IDs) == 1 && len(f.Topics) == 0 && f.Created.IsZero() && f.Failed.IsZero() && f.ErrorContains == "" && f.Group == "")
 }
 
-// params returns $1-$7 of the failed_*.sql statements.
+// params returns $1-$7 of the failed_*.sql statements (Group is resolved
+// apart, by resolveGroup).
 func (f Filter) params() ([]any, error) {
+	if err := checkGroup(strings.ToLower(f.Group)); err != nil {
+		return nil, err
+	}
 	ids, err := canonicalIDs(f.IDs)
 	if err != nil {
 		return nil, err
@@ -110,6 +118,9 @@ func (f Filter) describe() map[string]any {
 	}
 	if f.ErrorContains != "" {
 		d["error_contains"] = f.ErrorContains
+	}
+	if f.Group != "" {
+		d["group"] = strings.ToLower(f.Group)
 	}
 	if f.All {
 		d["all"] = true
