@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -265,6 +266,8 @@ func TestFailedUsageErrors(t *testing.T) {
 		{[]string{"failed", "list", "--dry-run"}, "--dry-run (OUTBOX_DRY_RUN) does not apply to relay failed list"},
 		{[]string{"failed", "list", "--failed-after", "yesterday"}, `invalid value for --failed-after (OUTBOX_FAILED_AFTER): "yesterday" is neither a time`},
 		{[]string{"failed", "show"}, "relay failed show needs ids"},
+		{[]string{"failed", "groups", "--group", "0123456789abcdef"}, "--group (OUTBOX_GROUP) does not apply to relay failed groups"},
+		{[]string{"failed", "retry", "--group", "orders"}, `invalid value for --group (OUTBOX_GROUP): "orders" is not a failure group`},
 		{[]string{"replay", "--topic", "orders"}, "relay replay needs ids, or --topic and a time range"},
 		{[]string{"status", "--timeout", "0s"}, "invalid value for --timeout (OUTBOX_TIMEOUT): must be positive"},
 	}
@@ -377,7 +380,7 @@ func TestAdminOutputEscapesControlCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.put(t, "payments", 1, "status = 'processing', locked_by = '"+relayName+"#1', locked_until = now() + interval '1 minute'")
-	for _, args := range [][]string{{"failed", "list"}, {"failed", "show", id}, {"failed", "purge", "--all", "--dry-run"}, {"status"}} {
+	for _, args := range [][]string{{"failed", "list"}, {"failed", "show", id}, {"failed", "groups"}, {"failed", "purge", "--all", "--dry-run"}, {"status"}} {
 		code, out, stderr := invoke(b.ctx, b.env, args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
@@ -486,6 +489,51 @@ func TestConfirmedCountIsTheLimit(t *testing.T) {
 	}
 	if b.status(t, sent[0]) != "pending" || b.status(t, sent[1]) != "pending" || b.status(t, late[0]) != "sent" {
 		t.Errorf("after the replay: %s %s %s", b.status(t, sent[0]), b.status(t, sent[1]), b.status(t, late[0]))
+	}
+}
+
+// relay failed groups prints the failure groups; retry --group changes
+// only that group's rows, at most as many as confirmed.
+func TestFailedGroupsAndRetryByGroup(t *testing.T) {
+	t.Parallel()
+	b := adminSetup(t)
+	getenv := func(k string) string { return b.env[k] }
+	const refused = "status = 'failed', failed_at = now(), last_error = 'permanent: webhook: event ' || id::text || ': 400 Bad Request'"
+	ids := b.put(t, "orders", 3, refused)
+	other := b.put(t, "payments", 1, refused)
+
+	code, out, stderr := invoke(b.ctx, b.env, "failed", "groups", "--json")
+	var res struct {
+		Groups []admin.FailureGroup `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || len(res.Groups) != 2 || res.Groups[0].Count != 3 || res.Groups[0].Topic != "orders" {
+		t.Fatalf("groups --json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	fp := res.Groups[0].Fingerprint
+	code, out, _ = invoke(b.ctx, b.env, "failed", "groups")
+	if code != 0 || !strings.Contains(out, "PATTERN") || !strings.Contains(out, "permanent: webhook: event <id>: <n> Bad Request") ||
+		!regexp.MustCompile(fp+`\s+3\s+orders\s`).MatchString(out) || !strings.Contains(out, "2 groups") {
+		t.Errorf("groups: exit %d\n%s", code, out)
+	}
+
+	// A row of the group fails while the operator reads the count: it is
+	// left alone, and said so.
+	var o, e syncbuf.Buffer
+	var late []string
+	con := console{terminal: true, in: &answerAfter{func() { late = b.put(t, "orders", 1, refused) }, strings.NewReader("y\n")}}
+	err := runFailed(b.ctx, []string{"retry", "--group", fp}, getenv, con, &o, &e)
+	if err != nil || !strings.Contains(e.String(), "Retry 3 failed rows") || !strings.Contains(e.String(), "failure group "+fp) ||
+		!strings.Contains(o.String(), "retried 3 failed rows") || !strings.Contains(o.String(), "left alone: 1 failed row that matched by then") {
+		t.Fatalf("retry --group = %v\n%s%s", err, o.String(), e.String())
+	}
+	for i, id := range append(append(ids, late...), other...) {
+		if want := map[bool]string{true: "pending", false: "failed"}[i < 3]; b.status(t, id) != want {
+			t.Errorf("row %d is %s, want %s", i, b.status(t, id), want)
+		}
+	}
+	code, out, stderr = invoke(b.ctx, b.env, "failed", "purge", "--group", fp, "--yes")
+	if code != 0 || !strings.Contains(out, "purged 1 failed row") || b.status(t, late[0]) != "gone" || b.status(t, other[0]) != "failed" {
+		t.Errorf("purge --group: exit %d\n%s%s", code, out, stderr)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -17,10 +18,12 @@ import (
 	"github.com/outboxrelay/outboxrelay/admin"
 )
 
-const failedSynopsis = `Usage: relay failed list|show|retry|purge [flags] [ID...]
+const failedSynopsis = `Usage: relay failed list|show|groups|retry|purge [flags] [ID...]
 
 list    failed rows, a page at a time, oldest id first (payloads hidden unless --show-payload)
 show    every field of the failed rows named by id
+groups  failed rows grouped by topic and error, ids, numbers and quoted values aside;
+        largest first, each with its fingerprint for --group
 retry   puts failed rows back to pending: due at once, attempt 0; last_error is kept
         (--clear-error clears it) until the row is sent or fails again
 purge   deletes failed rows
@@ -39,7 +42,7 @@ type failedOptions struct {
 	ids                                       []string
 	topics                                    []string
 	created, failed                           timeRangeFlags
-	errorText                                 string
+	errorText, group                          string
 	limit                                     int
 	after                                     string
 	showPayload, dryRun, yes, all, clearError bool
@@ -54,6 +57,7 @@ func runFailed(ctx context.Context, args []string, getenv func(string) string, c
 	o.created.register(f, "created", "created_at")
 	o.failed.register(f, "failed", "failed_at")
 	f.String(&o.errorText, "error", "", "only rows whose last_error contains this text, in any case (no wildcards)")
+	f.String(&o.group, "group", "", "list, retry, purge: only the rows of this failure group (a fingerprint, as relay failed groups prints)")
 	f.Int(&o.limit, "limit", 0, "list: rows per page (default 50); retry, purge: the most rows changed, the first in id order (default all)")
 	f.String(&o.after, "after", "", "list: the page after this id (the last id of the previous page)")
 	f.Bool(&o.showPayload, "show-payload", false, "list, show: print the payloads")
@@ -64,16 +68,16 @@ func runFailed(ctx context.Context, args []string, getenv func(string) string, c
 	f.Bool(&o.clearError, "clear-error", false, "retry: clear last_error (by default it is kept until the row is sent or fails again)")
 	if len(args) == 0 {
 		_ = f.printHelp(stderr, "")
-		return usageError("failed needs a subcommand: list, show, retry or purge")
+		return usageError("failed needs a subcommand: list, show, groups, retry or purge")
 	}
 	sub := args[0]
 	switch sub {
 	case "-h", "-help", "--help":
 		_ = f.printHelp(stdout, "")
 		return flag.ErrHelp
-	case "list", "show", "retry", "purge":
+	case "list", "show", "groups", "retry", "purge":
 	default:
-		return usageError("unknown failed subcommand %q: use list, show, retry or purge", sub)
+		return usageError("unknown failed subcommand %q: use list, show, groups, retry or purge", sub)
 	}
 	if err := parseAdmin(f, &o.adminOptions, args[1:], func(errs *problems) { o.check(sub, f, errs) }); err != nil {
 		return err
@@ -94,6 +98,8 @@ func runFailed(ctx context.Context, args []string, getenv func(string) string, c
 		return o.list(ctx, adm, filter, stdout)
 	case "show":
 		return o.show(ctx, adm, filter, stdout)
+	case "groups":
+		return o.groups(ctx, adm, filter, stdout)
 	}
 	return o.act(ctx, adm, sub, filter, con, stdout, stderr)
 }
@@ -118,30 +124,34 @@ func (o *failedOptions) check(sub string, f *flags, errs *problems) {
 			errs.add(usageError("--%s (%s) does not apply to relay failed %s", name, envName(name), sub))
 		}
 	}
+	if o.group != "" && !isFingerprint(o.group) {
+		errs.add(usageError("invalid value for --group (%s): %q is not a failure group (16 hex digits, as relay failed groups prints)", envName("group"), o.group))
+	}
 	only("after", o.after != "", "list")
 	only("show-payload", o.showPayload, "list", "show")
 	only("dry-run", o.dryRun, "retry", "purge")
 	only("all", o.all, "retry", "purge")
 	only("clear-error", o.clearError, "retry")
 	only("limit", o.limit != 0, "list", "retry", "purge")
+	only("group", o.group != "", "list", "retry", "purge")
 	switch {
 	case sub == "show" && len(o.ids) == 0:
 		errs.add(usageError("relay failed show needs ids"))
 	case (sub == "retry" || sub == "purge") && !o.all && o.filterEmpty():
-		errs.add(usageError("relay failed %s needs ids or a filter (--topic, --created-after/-before, --failed-after/-before, --error), or --all for every failed row", sub))
+		errs.add(usageError("relay failed %s needs ids or a filter (--topic, --created-after/-before, --failed-after/-before, --error, --group), or --all for every failed row", sub))
 	case o.all && !o.filterEmpty():
 		errs.add(usageError("--all (%s) is for acting without ids or filters; drop it, or them", envName("all")))
 	}
 }
 
 func (o *failedOptions) filterEmpty() bool {
-	return len(o.ids) == 0 && len(o.topics) == 0 && !o.created.set() && !o.failed.set() && o.errorText == ""
+	return len(o.ids) == 0 && len(o.topics) == 0 && !o.created.set() && !o.failed.set() && o.errorText == "" && o.group == ""
 }
 
 // filter builds the admin filter, relative times measured back from the
 // database clock.
 func (o *failedOptions) filter(ctx context.Context, adm *admin.Admin) (admin.Filter, error) {
-	f := admin.Filter{IDs: o.ids, Topics: o.topics, ErrorContains: o.errorText, All: o.all}
+	f := admin.Filter{IDs: o.ids, Topics: o.topics, ErrorContains: o.errorText, Group: o.group, All: o.all}
 	if o.created.set() || o.failed.set() {
 		now, err := adm.Now(ctx)
 		if err != nil {
@@ -228,6 +238,32 @@ func (o *failedOptions) show(ctx context.Context, adm *admin.Admin, filter admin
 		return fmt.Errorf("%s not among the failed rows (sent, pending, processing, or not in the table): %s",
 			plural(int64(len(missing)), "id"), strings.Join(missing, ", "))
 	}
+	return nil
+}
+
+// groups prints the failure groups, largest first.
+func (o *failedOptions) groups(ctx context.Context, adm *admin.Admin, filter admin.Filter, stdout io.Writer) error {
+	groups, err := adm.FailureGroups(ctx, filter)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(stdout, struct {
+			Groups []admin.FailureGroup `json:"groups"`
+		}{nonNil(groups)})
+	}
+	if len(groups) == 0 {
+		fmt.Fprintln(stdout, "no failed rows match")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tROWS\tTOPIC\tFIRST FAILED\tLAST FAILED\tPATTERN")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", g.Fingerprint, g.Count, safeText(g.Topic), stamp(g.FirstFailed), stamp(g.LastFailed),
+			clip(safeText(flatten(g.Pattern)), 100))
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "%s; relay failed list|retry|purge --group GROUP acts on one\n", plural(int64(len(groups)), "group"))
 	return nil
 }
 
@@ -365,6 +401,9 @@ func describeFilter(f admin.Filter) string {
 	if f.ErrorContains != "" {
 		parts = append(parts, "error containing "+strconv.Quote(f.ErrorContains))
 	}
+	if f.Group != "" {
+		parts = append(parts, "failure group "+f.Group)
+	}
 	if len(parts) == 0 {
 		return "every failed row"
 	}
@@ -450,6 +489,12 @@ func checkIDs(ids []string, errs *problems) {
 			errs.add(usageError("%q is not an event id (a UUID)", id))
 		}
 	}
+}
+
+// isFingerprint reports whether s is a failure group (admin.Fingerprint).
+func isFingerprint(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil && len(s) == 16
 }
 
 func isUUID(s string) bool {

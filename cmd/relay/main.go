@@ -8,7 +8,7 @@
 //	relay demo             end-to-end demo on local PostgreSQL and an embedded broker
 //	relay healthcheck      ask a running relay's /readyz or /healthz; exit 0 on 200
 //	relay status           the table's rows by state and topic, relays, shards, retention
-//	relay failed           list, show, retry or purge failed rows
+//	relay failed           list, show, group, retry or purge failed rows
 //	relay replay           put sent rows back to pending, to publish them again
 //	relay version          print the version
 //
@@ -40,7 +40,7 @@ Usage:
   relay demo [flags]             end-to-end demo: local PostgreSQL (or --database-url mysql://...), an embedded Kafka-protocol broker or --sink nats|rabbitmq|redis|webhook
   relay healthcheck [flags]      ask a running relay's /readyz (or --path /healthz); exit 0 on HTTP 200
   relay status [flags]           rows by state and topic, oldest due age, relays, shard leases, retention
-  relay failed list|show|retry|purge [flags] [ID...]
+  relay failed list|show|groups|retry|purge [flags] [ID...]
                                  inspect failed rows, put them back to pending, or delete them
   relay replay [flags] [ID...]   put sent rows back to pending, to publish them again
   relay version                  print the version
