@@ -1,8 +1,9 @@
 // Package admin is what an operator does to an outbox table while its
 // relays run: look at it (Status), list and re-drive or delete failed rows
-// (ListFailed, RetryFailed, PurgeFailed) and send sent rows again
-// (Replay). The relay binary's status, failed and replay commands are thin
-// wrappers around it (docs/operations.md#admin-commands).
+// (ListFailed, RetryFailed, PurgeFailed), by failure group too
+// (FailureGroups, Filter.Group), and send sent rows again (Replay). The
+// relay binary's status, failed and replay commands are thin wrappers
+// around it (docs/operations.md#admin-commands).
 //
 // Every change is safe while relays run: like the relay's own write-backs,
 // each statement changes only rows in the state it expects (failed, or

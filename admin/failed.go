@@ -182,6 +182,9 @@ func (a *Admin) failedAction(ctx context.Context, action, sql string, f Filter, 
 		return Result{Action: action}, err
 	}
 	ids, _ := canonicalIDs(f.IDs)
+	if what["group"] != nil {
+		ids = nil // not named by the caller: no Skipped for them
+	}
 	if o.DryRun {
 		n, err := a.CountFailed(ctx, f)
 		if err != nil {

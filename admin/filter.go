@@ -59,7 +59,8 @@ type Filter struct {
 	// wildcards.
 	ErrorContains string
 	// Group is a failure group's Fingerprint (FailureGroups): only its
-	// rows. An action resolves it to the ids of its rows when it starts.
+	// rows. Each call resolves it to the ids of its rows at that moment,
+	// which then travel as an id list (on MySQL, at most 65,535).
 	Group string
 	// All lets RetryFailed and PurgeFailed act on every failed row when
 	// nothing else is set; without it they refuse (ErrNoFilter).

@@ -80,6 +80,9 @@ func (a *Admin) FailureGroups(ctx context.Context, f Filter) ([]FailureGroup, er
 // and its fingerprint; with f.Group, only the rows of that group.
 func (a *Admin) eachFailed(ctx context.Context, f Filter, fn func(FailedRow, string)) error {
 	group := strings.ToLower(f.Group)
+	if err := checkGroup(group); err != nil {
+		return err
+	}
 	f.Group = ""
 	after := ""
 	for {
@@ -111,18 +114,17 @@ func checkGroup(g string) error {
 }
 
 // resolveGroup returns f with its Group replaced by the ids of the rows
-// that are in it now (in id order, within f's other parts), and false if
-// there are none: the statements then select by id. An action by group
-// thus acts on the rows seen at this moment: one failing meanwhile with
-// the same fingerprint is left alone, and one retried meanwhile is
-// reported in Result.Skipped.
+// that are in it now (within f's other parts), and false if there are
+// none: the statements then select by id. This is safe for an action: its
+// statement still changes only the rows among those ids that are failed
+// when it locks them, the first ActionOptions.Limit in id order, so the
+// count an operator confirmed stays the most that changes. Rows that
+// joined the group since the count was shown are among the ids, beyond
+// the limit: Result.Left counts them. One that fails during the action
+// itself is not among them and is left alone, uncounted.
 func (a *Admin) resolveGroup(ctx context.Context, f Filter) (Filter, bool, error) {
 	if f.Group == "" {
 		return f, true, nil
-	}
-	f.Group = strings.ToLower(f.Group)
-	if err := checkGroup(f.Group); err != nil {
-		return f, false, err
 	}
 	var ids []string
 	if err := a.eachFailed(ctx, f, func(r FailedRow, _ string) { ids = append(ids, r.ID) }); err != nil {
