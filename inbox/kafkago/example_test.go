@@ -24,11 +24,10 @@ import (
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// consume is the loop a shipping service runs: it fetches n records of
-// the group, ships each order through the inbox (the inbox row and the
-// shipment commit in one transaction), and commits a record's offset only
-// once Handle returned nil, duplicate or not. commit is r.CommitMessages;
-// the example passes a no-op to play a consumer that dies before it commits.
+// consume is the loop to copy: it fetches n records, ships each order
+// through the inbox (inbox row and shipment commit in one transaction) and
+// commits the offset only once Handle returned nil, duplicate or not.
+// commit is r.CommitMessages, or a no-op for a consumer that dies first.
 func consume(ctx context.Context, r *kafka.Reader, in *inbox.Inbox, pool *pgxpool.Pool, n int,
 	commit func(context.Context, ...kafka.Message) error) (applied, duplicates int, err error) {
 	for range n {
@@ -69,6 +68,7 @@ func Example() {
 	defer pool.Close()
 	defer drop()
 	brokers, broker := startRelay(ctx, pool, schema, "1", "2", "3") // writes three orders.created events
+	defer broker.Close()
 
 	// Once per deployment: the inbox table (`relay migrate up --inbox`)
 	// and the table the effects go to.
@@ -105,7 +105,6 @@ func Example() {
 		log.Fatal(err)
 	}
 	r.Close()
-	broker.Close()
 	fmt.Printf("redelivered: %d applied, %d duplicates\n", applied, duplicates)
 
 	rows, _ := pool.Query(ctx, "SELECT order_id, count(*) FROM shipments GROUP BY order_id ORDER BY order_id")
