@@ -83,8 +83,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	reader := func() *kafka.Reader {
-		return kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "shipping", Topic: "orders.created", StartOffset: kafka.FirstOffset})
+	reader := func() *kafka.Reader { // MaxWait: Close waits out a pending fetch, 10s by default
+		return kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "shipping", Topic: "orders.created",
+			StartOffset: kafka.FirstOffset, MaxWait: 500 * time.Millisecond})
 	}
 
 	// The first consumer ships the three orders and dies before it
@@ -108,8 +109,7 @@ func Example() {
 	fmt.Printf("redelivered: %d applied, %d duplicates\n", applied, duplicates)
 
 	rows, _ := pool.Query(ctx, "SELECT order_id, count(*) FROM shipments GROUP BY order_id ORDER BY order_id")
-	var order string
-	var n int
+	order, n := "", 0
 	if _, err := pgx.ForEachRow(rows, []any{&order, &n}, func() error {
 		fmt.Printf("order %s: %d shipment\n", order, n)
 		return nil
