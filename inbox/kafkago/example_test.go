@@ -24,23 +24,38 @@ import (
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// ship reads the next record of r and ships its order once, through the
-// inbox: the record and the shipment commit in one transaction. The caller
-// commits the record's offset when ship returns no error, duplicate or not.
-func ship(ctx context.Context, r *kafka.Reader, in *inbox.Inbox, pool *pgxpool.Pool, shipments string) (kafka.Message, bool, error) {
-	km, err := r.FetchMessage(ctx)
-	if err != nil {
-		return km, false, err
+// consume is the loop to copy: it fetches n records, ships each order
+// through the inbox (inbox row and shipment commit in one transaction) and
+// commits the offset only once Handle returned nil, duplicate or not.
+// commit is r.CommitMessages, or a no-op for a consumer that dies first.
+func consume(ctx context.Context, r *kafka.Reader, in *inbox.Inbox, pool *pgxpool.Pool, n int,
+	commit func(context.Context, ...kafka.Message) error) (applied, duplicates int, err error) {
+	for range n {
+		km, err := r.FetchMessage(ctx)
+		if err != nil {
+			return applied, duplicates, err
+		}
+		m, err := kafkago.Message(km)
+		if err != nil {
+			return applied, duplicates, err // not an event of the relay: dead-letter it
+		}
+		duplicate, err := in.Handle(ctx, pool, m, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "INSERT INTO shipments (order_id) VALUES ($1)", string(m.Key))
+			return err
+		})
+		if err != nil {
+			return applied, duplicates, err // not committed: the group delivers it again
+		}
+		if duplicate {
+			duplicates++
+		} else {
+			applied++
+		}
+		if err := commit(ctx, km); err != nil {
+			return applied, duplicates, err
+		}
 	}
-	m, err := kafkago.Message(km)
-	if err != nil {
-		return km, false, err // not an event of the relay: dead-letter it
-	}
-	duplicate, err := in.Handle(ctx, pool, m, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+shipments+" (order_id) VALUES ($1)", string(m.Key))
-		return err
-	})
-	return km, duplicate, err
+	return applied, duplicates, nil
 }
 
 // A consumer group ships each order once although Kafka delivers its event
@@ -54,7 +69,6 @@ func Example() {
 	defer drop()
 	brokers, broker := startRelay(ctx, pool, schema, "1", "2", "3") // writes three orders.created events
 	defer broker.Close()
-	shipments := schema + ".shipments"
 
 	// Once per deployment: the inbox table (`relay migrate up --inbox`)
 	// and the table the effects go to.
@@ -62,85 +76,68 @@ func Example() {
 	if _, err := migrations.UpInbox(ctx, pool, table); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "CREATE TABLE "+shipments+" (order_id text NOT NULL)"); err != nil {
+	if _, err := pool.Exec(ctx, "CREATE TABLE shipments (order_id text NOT NULL)"); err != nil {
 		log.Fatal(err)
 	}
 	in, err := inbox.New(inbox.Config{Consumer: "shipping", Table: table})
 	if err != nil {
 		log.Fatal(err)
 	}
-	reader := func() *kafka.Reader {
-		return kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "shipping", Topic: "orders.created", StartOffset: kafka.FirstOffset})
+	reader := func() *kafka.Reader { // MaxWait: Close waits out a pending fetch, 10s by default
+		return kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "shipping", Topic: "orders.created",
+			StartOffset: kafka.FirstOffset, MaxWait: 500 * time.Millisecond})
 	}
 
 	// The first consumer ships the three orders and dies before it
 	// commits their offsets.
 	r := reader()
-	applied := 0
-	for range 3 {
-		_, duplicate, err := ship(ctx, r, in, pool, shipments)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if !duplicate {
-			applied++
-		}
-	}
-	r.Close()
-	fmt.Printf("first consumer: %d applied, then died before committing\n", applied)
-
-	// The next consumer of the group gets the three records again.
-	r = reader()
-	defer r.Close()
-	duplicates := 0
-	for range 3 {
-		km, duplicate, err := ship(ctx, r, in, pool, shipments)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if duplicate {
-			duplicates++
-		}
-		if err := r.CommitMessages(ctx, km); err != nil {
-			log.Fatal(err)
-		}
-	}
-	fmt.Printf("next consumer: %d duplicates, committed\n", duplicates)
-
-	rows, err := pool.Query(ctx, "SELECT order_id, count(*) FROM "+shipments+" GROUP BY order_id ORDER BY order_id")
+	diesBeforeCommit := func(context.Context, ...kafka.Message) error { return nil }
+	applied, duplicates, err := consume(ctx, r, in, pool, 3, diesBeforeCommit)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for rows.Next() {
-		var order string
-		var n int
-		if err := rows.Scan(&order, &n); err != nil {
-			log.Fatal(err)
-		}
-		fmt.Printf("order %s: %d shipment\n", order, n)
+	r.Close()
+	fmt.Printf("delivered: %d applied, %d duplicates\n", applied, duplicates)
+
+	// The next consumer of the group gets the three records again.
+	r = reader()
+	applied, duplicates, err = consume(ctx, r, in, pool, 3, r.CommitMessages)
+	if err != nil {
+		log.Fatal(err)
 	}
-	if err := rows.Err(); err != nil {
+	r.Close()
+	fmt.Printf("redelivered: %d applied, %d duplicates\n", applied, duplicates)
+
+	rows, _ := pool.Query(ctx, "SELECT order_id, count(*) FROM shipments GROUP BY order_id ORDER BY order_id")
+	order, n := "", 0
+	if _, err := pgx.ForEachRow(rows, []any{&order, &n}, func() error {
+		fmt.Printf("order %s: %d shipment\n", order, n)
+		return nil
+	}); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
-	// first consumer: 3 applied, then died before committing
-	// next consumer: 3 duplicates, committed
+	// delivered: 3 applied, 0 duplicates
+	// redelivered: 0 applied, 3 duplicates
 	// order 1: 1 shipment
 	// order 2: 1 shipment
 	// order 3: 1 shipment
 }
 
-// exampleDatabase connects to the test database and creates a schema of
-// the example's own, which drop drops.
+// exampleDatabase connects to the test database with a schema of the
+// example's own first on the search path; drop drops it.
 func exampleDatabase(ctx context.Context) (pool *pgxpool.Pool, schema string, drop func()) {
-	var err error
-	pool, err = pgxpool.New(ctx, cmp.Or(os.Getenv("OUTBOX_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"))
-	if err != nil {
-		log.Fatal(err)
-	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema = "example_" + hex.EncodeToString(b[:])
+	cfg, err := pgxpool.ParseConfig(cmp.Or(os.Getenv("OUTBOX_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		log.Fatal(err)
+	}
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		log.Fatal(err)
 	}
