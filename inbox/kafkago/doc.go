@@ -18,7 +18,9 @@
 // error wrapping inbox.ErrNoEventID.
 //
 // With a Reader of a consumer group, commit a record once Handle returned
-// nil, whether or not it was a duplicate:
+// nil, whether or not it was a duplicate (a short ReaderConfig.MaxWait,
+// such as 500ms, keeps Close from waiting out a pending fetch, 10s by
+// default):
 //
 //	for {
 //		km, err := r.FetchMessage(ctx)
