@@ -223,9 +223,13 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 	fp, name := strings.ToLower(r.PathValue("fp")), r.PathValue("action")
 	c := callerOf(r)
 	adm := s.adm.WithActor(c.actor)
-	act := map[string]func(context.Context, admin.Filter, admin.ActionOptions) (admin.Result, error){
-		"retry": adm.RetryFailed, "purge": adm.PurgeFailed,
-	}[name]
+	var act func(context.Context, admin.Filter, admin.ActionOptions) (admin.Result, error)
+	switch name {
+	case "retry":
+		act = adm.RetryFailed
+	case "purge":
+		act = adm.PurgeFailed
+	}
 	switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
 	case act == nil:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no action %q: retry or purge", name))
