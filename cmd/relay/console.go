@@ -90,7 +90,11 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	logger.Info("console serving", "addr", ln.Addr().String(), "table", adm.Name(), "tokens", len(tokens))
+	auth := fmt.Sprintf("%d tokens", len(tokens))
+	if len(tokens) == 0 {
+		auth = "none: loopback clients only"
+	}
+	logger.Info("console serving", "addr", ln.Addr().String(), "table", adm.Name(), "auth", auth)
 	select {
 	case err := <-done:
 		return fmt.Errorf("console: %w", err)
