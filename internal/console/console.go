@@ -33,7 +33,8 @@ const maxPage = 1000
 //	POST /api/groups/{fp}/retry       {"dry_run": true} counts; {"confirm": N} retries the group if it has N rows
 //	POST /api/groups/{fp}/purge       the same, deleting them
 //
-// Every answer is JSON; errors are {"error": "..."}. Without tokens only
+// The POSTs, dry runs included, need a write token and an
+// application/json body. Every answer is JSON; errors are {"error": "..."}. Without tokens only
 // loopback clients that name a loopback host are served; with tokens
 // every request needs one (Authorization: Bearer SECRET).
 func Handler(adm *admin.Admin, tokens Tokens) http.Handler {
