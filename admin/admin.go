@@ -100,6 +100,16 @@ func New(db DB, cfg Config) (*Admin, error) {
 	}, nil
 }
 
+// WithActor returns an Admin like a, on the same database and table, that
+// acts as actor: for a caller that acts for several people, such as a
+// console serving each operator under their own name.
+func (a *Admin) WithActor(actor string) *Admin {
+	b := *a
+	b.cfg.Actor = actor
+	b.log = a.cfg.Logger.With("table", a.Name(), "actor", actor)
+	return &b
+}
+
 // Table returns the outbox table the Admin works on.
 func (a *Admin) Table() outbox.Table { return a.cfg.Table }
 

@@ -10,6 +10,7 @@
 //	relay status           the table's rows by state and topic, relays, shards, retention
 //	relay failed           list, show, group, retry or purge failed rows
 //	relay replay           put sent rows back to pending, to publish them again
+//	relay console          serve the admin commands as an HTTP JSON API
 //	relay version          print the version
 //
 // Every flag can also be set from the environment: --database-url is
@@ -43,6 +44,7 @@ Usage:
   relay failed list|show|groups|retry|purge [flags] [ID...]
                                  inspect failed rows, put them back to pending, or delete them
   relay replay [flags] [ID...]   put sent rows back to pending, to publish them again
+  relay console [flags]          serve status, failed rows and groups as an HTTP JSON API
   relay version                  print the version
 
 Run "relay <command> --help" for the flags of a command. Every flag can also
@@ -97,6 +99,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runFailed(ctx, rest, getenv, stdinConsole(), stdout, stderr)
 	case "replay":
 		err = runReplay(ctx, rest, getenv, stdinConsole(), stdout, stderr)
+	case "console":
+		err = runConsole(ctx, rest, getenv, stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-version":
