@@ -105,9 +105,13 @@ func (a *Admin) eachFailed(ctx context.Context, f Filter, fn func(FailedRow, str
 // fingerprintRe is what Fingerprint returns.
 var fingerprintRe = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
+// IsFingerprint reports whether s is a failure group's fingerprint, as
+// Fingerprint returns it (16 hex digits, in any case).
+func IsFingerprint(s string) bool { return fingerprintRe.MatchString(strings.ToLower(s)) }
+
 // checkGroup reports whether g is a fingerprint (or empty).
 func checkGroup(g string) error {
-	if g != "" && !fingerprintRe.MatchString(g) {
+	if g != "" && !IsFingerprint(g) {
 		return fmt.Errorf("admin: %q is not a failure group (16 hex digits, as FailureGroups gives)", g)
 	}
 	return nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -124,7 +123,7 @@ func (o *failedOptions) check(sub string, f *flags, errs *problems) {
 			errs.add(usageError("--%s (%s) does not apply to relay failed %s", name, envName(name), sub))
 		}
 	}
-	if o.group != "" && !isFingerprint(o.group) {
+	if o.group != "" && !admin.IsFingerprint(o.group) {
 		errs.add(usageError("invalid value for --group (%s): %q is not a failure group (16 hex digits, as relay failed groups prints)", envName("group"), o.group))
 	}
 	only("after", o.after != "", "list")
@@ -492,11 +491,6 @@ func checkIDs(ids []string, errs *problems) {
 }
 
 // isFingerprint reports whether s is a failure group (admin.Fingerprint).
-func isFingerprint(s string) bool {
-	_, err := hex.DecodeString(s)
-	return err == nil && len(s) == 16
-}
-
 func isUUID(s string) bool {
 	_, err := uuid.Parse(s)
 	return err == nil

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -141,7 +140,7 @@ type failedPage struct {
 func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := admin.Filter{Topics: nonEmpty(q["topic"]), Group: strings.ToLower(q.Get("group"))}
-	if f.Group != "" && !fingerprintRe.MatchString(f.Group) {
+	if f.Group != "" && !admin.IsFingerprint(f.Group) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("group %q is not a fingerprint (16 hex digits, as /api/groups gives)", f.Group))
 		return
 	}
@@ -242,7 +241,7 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 		// A cross-site form can send only form or text types.
 		writeError(w, http.StatusUnsupportedMediaType, "the body must be Content-Type: application/json")
 		return
-	case !fingerprintRe.MatchString(fp):
+	case !admin.IsFingerprint(fp):
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("group %q is not a fingerprint (16 hex digits, as /api/groups gives)", fp))
 		return
 	}
@@ -288,9 +287,6 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
-
-// fingerprintRe is what admin.Fingerprint returns.
-var fingerprintRe = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 func nonEmpty(ss []string) []string {
 	var out []string
