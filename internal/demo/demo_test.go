@@ -98,12 +98,35 @@ func TestDemoRun(t *testing.T) {
 
 func runDemo(t *testing.T, s testSink, ordered bool) {
 	pool, table := testdb.NewEmpty(t) // a fresh schema name, dropped at the end
-	var out bytes.Buffer
-	cfg := Config{
-		DatabaseURL: testdb.URL(t), Schema: table.Schema, Topic: sinks.UniqueTopic("demo.test"),
-		Events: 200, Writers: 2, Relays: 2, RollbackEvery: 3, Ordered: ordered,
-		Timeout: time.Minute, Out: &out, Logger: slog.New(slog.DiscardHandler),
+	sum, out := runWith(t, s, Config{DatabaseURL: testdb.URL(t), Schema: table.Schema, Topic: sinks.UniqueTopic("demo.test"), Ordered: ordered})
+	if !sum.OK() || sum.Committed == 0 || sum.RolledBack == 0 || sum.Delivered != sum.Committed {
+		t.Fatalf("summary %+v not a proof:\n%s", sum, out)
 	}
+	if got := sum.SentByRelay["demo-relay-1"] + sum.SentByRelay["demo-relay-2"]; got != sum.Committed {
+		t.Errorf("relays sent %d rows in all (%v), want %d", got, sum.SentByRelay, sum.Committed)
+	}
+	if !strings.Contains(out, "OK: every committed event arrived intact") {
+		t.Errorf("summary lacks the verdict:\n%s", out)
+	}
+	if ordered != strings.Contains(out, "per-key order violations   0") {
+		t.Errorf("ordered=%v but the summary's order line does not match:\n%s", ordered, out)
+	}
+	// The ordered demo runs on a table prepared as `relay migrate up
+	// --ordered` prepares it, the unordered one on the default.
+	prepared, err := migrations.OrderedPrepared(context.Background(), pool, outbox.Table{Schema: table.Schema, Name: "outbox"})
+	if err != nil || prepared != ordered {
+		t.Errorf("ordered=%v, table prepared for ordered delivery: %v (%v)", ordered, prepared, err)
+	}
+}
+
+// runWith runs the demo of cfg on s with 200 events from two writers, a
+// third of their transactions rolled back, and two relays, and returns its
+// summary and output.
+func runWith(t *testing.T, s testSink, cfg Config) (Summary, string) {
+	t.Helper()
+	var out bytes.Buffer
+	cfg.Events, cfg.Writers, cfg.Relays, cfg.RollbackEvery = 200, 2, 2, 3
+	cfg.Timeout, cfg.Out, cfg.Logger = time.Minute, &out, slog.New(slog.DiscardHandler)
 	cfg.Sink, cfg.Publisher = s.open(t, cfg.Topic, cfg.RelayConfig(1))
 	t.Cleanup(func() {
 		if err := cfg.Sink.Close(); err != nil {
@@ -114,22 +137,5 @@ func runDemo(t *testing.T, s testSink, ordered bool) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	if !sum.OK() || sum.Committed == 0 || sum.RolledBack == 0 || sum.Delivered != sum.Committed {
-		t.Fatalf("summary %+v not a proof:\n%s", sum, out.String())
-	}
-	if got := sum.SentByRelay["demo-relay-1"] + sum.SentByRelay["demo-relay-2"]; got != sum.Committed {
-		t.Errorf("relays sent %d rows in all (%v), want %d", got, sum.SentByRelay, sum.Committed)
-	}
-	if !strings.Contains(out.String(), "OK: every committed event arrived intact") {
-		t.Errorf("summary lacks the verdict:\n%s", out.String())
-	}
-	if ordered != strings.Contains(out.String(), "per-key order violations   0") {
-		t.Errorf("ordered=%v but the summary's order line does not match:\n%s", ordered, out.String())
-	}
-	// The ordered demo runs on a table prepared as `relay migrate up
-	// --ordered` prepares it, the unordered one on the default.
-	prepared, err := migrations.OrderedPrepared(context.Background(), pool, outbox.Table{Schema: table.Schema, Name: "outbox"})
-	if err != nil || prepared != ordered {
-		t.Errorf("ordered=%v, table prepared for ordered delivery: %v (%v)", ordered, prepared, err)
-	}
+	return sum, out.String()
 }

@@ -1,14 +1,11 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/outboxrelay/outboxrelay/internal/sinks"
@@ -43,31 +40,16 @@ func TestDemoInbox(t *testing.T) {
 }
 
 func runInboxDemo(t *testing.T, s testSink, dbURL, schema string) Summary {
-	var out bytes.Buffer
-	cfg := Config{
-		DatabaseURL: dbURL, Schema: schema, Topic: sinks.UniqueTopic("demo.inbox"), Inbox: true,
-		Events: 200, Writers: 2, Relays: 2, RollbackEvery: 3,
-		Timeout: time.Minute, Out: &out, Logger: slog.New(slog.DiscardHandler),
-	}
-	cfg.Sink, cfg.Publisher = s.open(t, cfg.Topic, cfg.RelayConfig(1))
-	t.Cleanup(func() {
-		if err := cfg.Sink.Close(); err != nil {
-			t.Errorf("close %s: %v", s.name, err)
-		}
-	})
-	sum, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
-	}
+	sum, out := runWith(t, s, Config{DatabaseURL: dbURL, Schema: schema, Topic: sinks.UniqueTopic("demo.inbox"), Inbox: true})
 	// Each pass reads what the relays published: every committed event,
 	// and any copy the relays sent twice.
 	pass := sum.Delivered + sum.Duplicates
 	want := fmt.Sprintf("inbox: delivered %d (%d duplicates), effects %d, duplicate effects 0\n", 2*pass, 2*pass-sum.Committed, sum.Committed)
-	if sum.Committed == 0 || !strings.Contains(out.String(), want) {
-		t.Fatalf("output lacks %q:\n%s", want, out.String())
+	if sum.Committed == 0 || !strings.Contains(out, want) {
+		t.Fatalf("output lacks %q:\n%s", want, out)
 	}
-	if !strings.Contains(out.String(), "each applied once through the inbox") {
-		t.Errorf("verdict does not mention the inbox:\n%s", out.String())
+	if !strings.Contains(out, "each applied once through the inbox") {
+		t.Errorf("verdict does not mention the inbox:\n%s", out)
 	}
 	return sum
 }
