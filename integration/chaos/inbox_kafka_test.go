@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
-	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/inbox/franzgo"
 )
 
 // kafkaSource consumes in the consumer group consumerName with franz-go,
@@ -62,7 +62,8 @@ func (k kafkaSource) instance(ctx context.Context, handle func(context.Context, 
 			return fmt.Errorf("kafka consumer: fetch %s[%d]: %w", errs[0].Topic, errs[0].Partition, errs[0].Err)
 		}
 		for _, r := range fs.Records() {
-			if !handle(ctx, kafkaMessage(r)) {
+			m, _ := franzgo.Message(r) // no valid id: a zero one, which Handle refuses
+			if !handle(ctx, m) {
 				return nil // closed uncommitted
 			}
 		}
@@ -71,15 +72,4 @@ func (k kafkaSource) instance(ctx context.Context, handle func(context.Context, 
 		}
 		cl.AllowRebalance()
 	}
-}
-
-// kafkaMessage is r as the inbox sees it; an id that does not parse
-// leaves ID zero, which Handle refuses with inbox.ErrNoEventID.
-func kafkaMessage(r *kgo.Record) inbox.Message {
-	m := inbox.Message{Topic: r.Topic, Key: r.Key, Payload: r.Value, CreatedAt: r.Timestamp, Headers: map[string]string{}}
-	for _, h := range r.Headers {
-		m.Headers[h.Key] = string(h.Value)
-	}
-	m.ID, _ = inbox.ParseID(m.Headers[outbox.HeaderEventID])
-	return m
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
-	"github.com/outboxrelay/outboxrelay/outbox"
+	inboxjs "github.com/outboxrelay/outboxrelay/inbox/jetstream"
 )
 
 // natsSource consumes each topic's stream with the durable pull consumer
@@ -69,7 +69,8 @@ func (n natsSource) instance(ctx context.Context, handle func(context.Context, i
 				return fmt.Errorf("nats consumer: fetch: %w", err)
 			}
 			for msg := range batch.Messages() {
-				if !handle(ctx, natsMessage(msg)) {
+				m, _ := inboxjs.Message(msg) // no valid id: a zero one, which Handle refuses
+				if !handle(ctx, m) {
 					return nil // closed without acking it or the rest of the batch
 				}
 				if err := msg.Ack(); err != nil {
@@ -81,20 +82,4 @@ func (n natsSource) instance(ctx context.Context, handle func(context.Context, i
 			}
 		}
 	}
-}
-
-// natsMessage is msg as the inbox sees it; an id that does not parse
-// leaves ID zero, which Handle refuses with inbox.ErrNoEventID.
-func natsMessage(msg jetstream.Msg) inbox.Message {
-	m := inbox.Message{Topic: msg.Subject(), Payload: msg.Data(), Headers: map[string]string{}}
-	for k, v := range msg.Headers() {
-		if len(v) > 0 {
-			m.Headers[k] = v[0]
-		}
-	}
-	if meta, err := msg.Metadata(); err == nil {
-		m.CreatedAt = meta.Timestamp
-	}
-	m.ID, _ = inbox.ParseID(msg.Headers().Get(outbox.HeaderEventID))
-	return m
 }

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
-	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
+	inboxredis "github.com/outboxrelay/outboxrelay/inbox/redisstream"
 )
 
 // redisSource consumes each topic's stream in the consumer group
@@ -65,7 +64,8 @@ func (r redisSource) instance(ctx context.Context, handle func(context.Context, 
 	// handle stopped it.
 	each := func(stream string, entries []redis.XMessage) (bool, error) {
 		for _, e := range entries {
-			if !handle(ctx, redisMessage(stream, e)) {
+			m, _ := inboxredis.Message(stream, e) // not readable: a zero id, which Handle refuses
+			if !handle(ctx, m) {
 				return false, nil
 			}
 			if err := rdb.XAck(ctx, stream, consumerName, e.ID).Err(); err != nil {
@@ -104,23 +104,4 @@ func (r redisSource) instance(ctx context.Context, handle func(context.Context, 
 			}
 		}
 	}
-}
-
-// redisMessage is e as the inbox sees it; an id that does not parse
-// leaves ID zero, which Handle refuses with inbox.ErrNoEventID.
-func redisMessage(stream string, e redis.XMessage) inbox.Message {
-	m := inbox.Message{Topic: stream, Payload: []byte(field(e.Values, redisstream.FieldPayload))}
-	if k, ok := e.Values[redisstream.FieldKey].(string); ok {
-		m.Key = []byte(k)
-	}
-	_ = json.Unmarshal([]byte(field(e.Values, redisstream.FieldHeaders)), &m.Headers) // a bad one leaves none
-	m.CreatedAt, _ = time.Parse(time.RFC3339Nano, field(e.Values, redisstream.FieldCreatedAt))
-	m.ID, _ = inbox.ParseID(field(e.Values, redisstream.FieldEventID))
-	return m
-}
-
-// field is an entry's field as a string, "" when it has none.
-func field(values map[string]any, name string) string {
-	s, _ := values[name].(string)
-	return s
 }
