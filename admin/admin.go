@@ -126,7 +126,7 @@ func (a *Admin) Name() string {
 // statements are the admin statements for one table, each named for its
 // file in sql/.
 type statements struct {
-	now, statesOf, audit, auditAt, orderedInUse            string
+	now, statesOf, audit, auditAt, auditList, orderedInUse string
 	statusCounts, statusSent, statusHolders, statusSenders string
 	statusSessions, statusShards, statusJobs               string
 	failedList, failedCount, failedPick                    string
@@ -147,7 +147,8 @@ func loadStatements(table outbox.Table) statements {
 		return names.Replace(string(b))
 	}
 	return statements{
-		now: file("now"), statesOf: file("states_of"), audit: file("audit"), orderedInUse: file("ordered_in_use"),
+		now: file("now"), statesOf: file("states_of"), audit: file("audit"), auditList: file("audit_list"),
+		orderedInUse: file("ordered_in_use"),
 		statusCounts: file("status_counts"), statusSent: file("status_sent"), statusHolders: file("status_holders"),
 		statusSenders: file("status_senders"), statusSessions: file("status_sessions"), statusShards: file("status_shards"),
 		statusJobs: file("status_jobs"),

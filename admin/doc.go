@@ -12,7 +12,7 @@
 // changed. Every change is written to the table's audit trail (migration
 // 007) in the transaction that makes it, with who asked, when by the
 // database clock, what (the action and its filter as JSON) and how many
-// rows, and logged.
+// rows, and logged; AuditLog reads the trail back, newest first.
 //
 // Reads are cheap on a large table: they go through the partial indexes
 // of the states they read (pending, processing, failed, sent), so their

@@ -110,7 +110,8 @@ func loadMySQLStatements(table outbox.Table) statements {
 		return names.Replace(strings.Join(lines, "\n"))
 	}
 	return statements{
-		now: file("now"), statesOf: file("states_of"), audit: file("audit"), auditAt: file("audit_at"),
+		now: file("now"), statesOf: file("states_of"),
+		audit: file("audit"), auditAt: file("audit_at"), auditList: file("audit_list"),
 		statusCounts: file("status_counts"), statusSent: file("status_sent"), statusHolders: file("status_holders"),
 		statusSenders: file("status_senders"), statusSessions: file("status_sessions"), statusJobs: file("status_jobs"),
 		failedList: file("failed_list"), failedCount: file("failed_count"), failedPick: file("failed_pick"),
