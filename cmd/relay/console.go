@@ -22,6 +22,9 @@ Serves the admin commands as an HTTP JSON API on --listen, until SIGTERM/SIGINT:
   GET  /api/groups                  the failure groups, largest first
   POST /api/groups/{fp}/retry       body {"dry_run": true} counts the group's rows;
   POST /api/groups/{fp}/purge       {"confirm": N} acts only if the group has N rows, on at most N
+  GET  /api/audit                   the audit trail, newest first: ?before=&limit=
+  POST /api/replay                  body {"ids": [...]}, or {"topics": [...]} and "sent" or "created":
+                                    {"from": TIME, "to": TIME}, with "dry_run" or "confirm" as above
 
 Requests carry "Authorization: Bearer SECRET". Tokens are name:role:secret
 (role read or write, the secret at least 16 characters), one a line in the file

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/outboxrelay/outboxrelay/admin"
@@ -20,8 +21,11 @@ import (
 // LoopbackActor is the audit actor of changes made without tokens.
 const LoopbackActor = "console:loopback"
 
-// maxPage is the most failed rows one GET /api/failed returns.
+// maxPage is the most failed rows or audit entries one GET returns.
 const maxPage = 1000
+
+// maxBody is the largest POST body read: some 25,000 ids.
+const maxBody = 1 << 20
 
 // Handler returns the console API on adm:
 //
@@ -31,6 +35,9 @@ const maxPage = 1000
 //	GET  /api/groups                  adm.FailureGroups; ?topic= (repeatable)
 //	POST /api/groups/{fp}/retry       {"dry_run": true} counts; {"confirm": N} retries the group if it has N rows
 //	POST /api/groups/{fp}/purge       the same, deleting them
+//	GET  /api/audit                   adm.AuditLog, newest first: ?before= (the next of the previous page), limit
+//	POST /api/replay                  adm.Replay of {"ids": [...]}, or of {"topics": [...]} with "sent" or "created": {"from", "to"};
+//	                                  with "dry_run" or "confirm" as for a group
 //
 // The POSTs, dry runs included, need a write token and an
 // application/json body. Every answer is JSON; errors are {"error": "..."}. Without tokens only
@@ -43,6 +50,8 @@ func Handler(adm *admin.Admin, tokens Tokens) http.Handler {
 	s.mux.HandleFunc("GET /api/failed/{id}", s.showFailed)
 	s.mux.HandleFunc("GET /api/groups", s.groups)
 	s.mux.HandleFunc("POST /api/groups/{fp}/{action}", s.act)
+	s.mux.HandleFunc("GET /api/audit", s.audit)
+	s.mux.HandleFunc("POST /api/replay", s.replay)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -144,20 +153,16 @@ func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("group %q is not a fingerprint (16 hex digits, as /api/groups gives)", f.Group))
 		return
 	}
-	p := admin.Page{After: q.Get("after"), Limit: 50}
+	p := admin.Page{After: q.Get("after")}
 	if p.After != "" {
 		if _, err := uuid.Parse(p.After); err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("after %q is not an event id", p.After))
 			return
 		}
 	}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxPage {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: give a number from 1 to %d", l, maxPage))
-			return
-		}
-		p.Limit = n
+	var ok bool
+	if p.Limit, ok = pageLimit(w, r); !ok {
+		return
 	}
 	rows, next, err := s.adm.ListFailed(r.Context(), f, p)
 	if err != nil {
@@ -168,6 +173,21 @@ func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 		rows = []admin.FailedRow{}
 	}
 	writeJSON(w, http.StatusOK, failedPage{Rows: rows, Next: next})
+}
+
+// pageLimit returns ?limit=, 50 when absent; false means it answered
+// the request (400).
+func pageLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	l := r.URL.Query().Get("limit")
+	if l == "" {
+		return 50, true
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > maxPage {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: give a number from 1 to %d", l, maxPage))
+		return 0, false
+	}
+	return n, true
 }
 
 func (s *server) showFailed(w http.ResponseWriter, r *http.Request) {
@@ -207,54 +227,152 @@ func (s *server) groups(w http.ResponseWriter, r *http.Request) {
 	}{groups})
 }
 
-// actionRequest is the body of a group's retry or purge.
-type actionRequest struct {
+// auditPage is the answer of GET /api/audit: next is the before of the
+// next page, 0 after the last.
+type auditPage struct {
+	Entries []admin.AuditEntry `json:"entries"`
+	Next    int64              `json:"next"`
+}
+
+func (s *server) audit(w http.ResponseWriter, r *http.Request) {
+	var p admin.AuditPage
+	if b := r.URL.Query().Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("before %q is not an audit entry id (the next of the previous page)", b))
+			return
+		}
+		p.Before = n
+	}
+	var ok bool
+	if p.Limit, ok = pageLimit(w, r); !ok {
+		return
+	}
+	entries, next, err := s.adm.AuditLog(r.Context(), p)
+	if err != nil {
+		writeAdminError(w, err)
+		return
+	}
+	if entries == nil {
+		entries = []admin.AuditEntry{}
+	}
+	writeJSON(w, http.StatusOK, auditPage{Entries: entries, Next: next})
+}
+
+// confirmation is the part of an action's body that says whether to act:
+// a dry run, or the count the operator confirmed.
+type confirmation struct {
 	// DryRun counts the rows the action would change, and changes none.
 	DryRun bool `json:"dry_run"`
 	// Confirm is the count the operator saw and confirmed: the action
-	// goes ahead only if the group has that many rows now, and changes at
-	// most that many.
+	// goes ahead only if that many rows match now, and changes at most
+	// that many.
 	Confirm int64 `json:"confirm"`
+}
+
+// groupRequest is the body of a group's retry or purge.
+type groupRequest struct {
+	confirmation
 	// ClearError (retry) clears last_error.
 	ClearError bool `json:"clear_error"`
 }
 
 func (s *server) act(w http.ResponseWriter, r *http.Request) {
 	fp, name := strings.ToLower(r.PathValue("fp")), r.PathValue("action")
-	c := callerOf(r)
-	adm := s.adm.WithActor(c.actor)
+	adm := s.adm.WithActor(callerOf(r).actor)
 	var act func(context.Context, admin.Filter, admin.ActionOptions) (admin.Result, error)
 	switch name {
 	case "retry":
 		act = adm.RetryFailed
 	case "purge":
 		act = adm.PurgeFailed
-	}
-	switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
-	case act == nil:
+	default:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no action %q: retry or purge", name))
 		return
-	case c.role != Write:
-		writeError(w, http.StatusForbidden, name+" needs a write token")
+	}
+	var req groupRequest
+	if !decodeAction(w, r, name, &req) {
 		return
-	case mt != "application/json":
-		// A cross-site form can send only form or text types.
-		writeError(w, http.StatusUnsupportedMediaType, "the body must be Content-Type: application/json")
-		return
-	case !admin.IsFingerprint(fp):
+	}
+	if !admin.IsFingerprint(fp) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("group %q is not a fingerprint (16 hex digits, as /api/groups gives)", fp))
 		return
 	}
-	var req actionRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "the body: "+err.Error())
+	f := admin.Filter{Group: fp}
+	count := func(ctx context.Context) (int64, error) { return adm.CountFailed(ctx, f) }
+	runConfirmed(w, r, req.confirmation, "the group has", "failed rows", count, func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) {
+		o.ClearError = req.ClearError
+		return act(ctx, f, o)
+	})
+}
+
+// replayRequest is the body of POST /api/replay: the parts of
+// admin.ReplayFilter, named as the audit trail records them.
+type replayRequest struct {
+	confirmation
+	IDs     []string  `json:"ids"`
+	Topics  []string  `json:"topics"`
+	Created timeRange `json:"created"`
+	Sent    timeRange `json:"sent"`
+}
+
+// timeRange is an admin.TimeRange: RFC 3339 times, from included, to
+// excluded, either left out for an open bound.
+type timeRange struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+func (s *server) replay(w http.ResponseWriter, r *http.Request) {
+	var req replayRequest
+	if !decodeAction(w, r, "replay", &req) {
 		return
 	}
-	f := admin.Filter{Group: fp}
-	if req.DryRun {
-		res, err := act(r.Context(), f, admin.ActionOptions{DryRun: true})
+	for _, id := range req.IDs {
+		if _, err := uuid.Parse(id); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not an event id", id))
+			return
+		}
+	}
+	f := admin.ReplayFilter{IDs: req.IDs, Topics: req.Topics,
+		Created: admin.TimeRange(req.Created), Sent: admin.TimeRange(req.Sent)}
+	adm := s.adm.WithActor(callerOf(r).actor)
+	count := func(ctx context.Context) (int64, error) { return adm.CountReplay(ctx, f) }
+	runConfirmed(w, r, req.confirmation, "the filter matches", "sent rows", count, func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) {
+		return adm.Replay(ctx, f, o)
+	})
+}
+
+// decodeAction decodes the body of a POST that acts into req, once it
+// has checked that the caller holds a write token and sent JSON; false
+// means it answered the request.
+func decodeAction(w http.ResponseWriter, r *http.Request, name string, req any) bool {
+	switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
+	case callerOf(r).role != Write:
+		writeError(w, http.StatusForbidden, name+" needs a write token")
+		return false
+	case mt != "application/json":
+		// A cross-site form can send only form or text types.
+		writeError(w, http.StatusUnsupportedMediaType, "the body must be Content-Type: application/json")
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		writeError(w, http.StatusBadRequest, "the body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// runConfirmed answers a dry run of act, or runs act if count gives the
+// confirmed number now (409 with the count otherwise, "<subject> N <rows>
+// now"), with that number as its limit: rows that match from then on are
+// left alone (Result.Left counts them).
+func runConfirmed(w http.ResponseWriter, r *http.Request, c confirmation, subject, rows string,
+	count func(context.Context) (int64, error), act func(context.Context, admin.ActionOptions) (admin.Result, error)) {
+	if c.DryRun {
+		res, err := act(r.Context(), admin.ActionOptions{DryRun: true})
 		if err != nil {
 			writeAdminError(w, err)
 			return
@@ -262,25 +380,23 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	if req.Confirm <= 0 {
+	if c.Confirm <= 0 {
 		writeError(w, http.StatusBadRequest, `"confirm" is required: the number of rows the operator saw (a dry run counts them); nothing changed`)
 		return
 	}
-	n, err := adm.CountFailed(r.Context(), f)
+	n, err := count(r.Context())
 	if err != nil {
 		writeAdminError(w, err)
 		return
 	}
-	if n != req.Confirm {
+	if n != c.Confirm {
 		writeJSON(w, http.StatusConflict, errorBody{
-			Error: fmt.Sprintf("the group has %d failed rows now, not the %d confirmed: nothing changed; look again and confirm the new count", n, req.Confirm),
+			Error: fmt.Sprintf("%s %d %s now, not the %d confirmed: nothing changed; look again and confirm the new count", subject, n, rows, c.Confirm),
 			Rows:  &n,
 		})
 		return
 	}
-	// The confirmed count is the limit: rows joining the group from now
-	// on are left alone (Result.Left counts them).
-	res, err := act(r.Context(), f, admin.ActionOptions{Limit: req.Confirm, ClearError: req.ClearError})
+	res, err := act(r.Context(), admin.ActionOptions{Limit: c.Confirm})
 	if err != nil {
 		writeAdminError(w, err)
 		return
@@ -315,6 +431,10 @@ func writeAdminError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, migrations.ErrNotMigrated), errors.Is(err, migrations.ErrSchemaTooNew):
 		status = http.StatusServiceUnavailable
+	case errors.Is(err, admin.ErrNoFilter):
+		status = http.StatusBadRequest
+	case errors.Is(err, admin.ErrNotFound):
+		status = http.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
 		status = http.StatusGatewayTimeout
 	}

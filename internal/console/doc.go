@@ -1,6 +1,7 @@
 // Package console serves package admin over HTTP as a JSON API, for relay
-// console: the table's status, its failed rows and failure groups, and
-// the retry and purge of a group within a count the operator confirmed.
+// console: the table's status, its failed rows and failure groups, its
+// audit trail, the retry and purge of a group, and the replay of sent
+// rows, each within a count the operator confirmed.
 //
 // Access is by bearer token (Tokens): a read token reads, a write token
 // also acts and reads payloads; each change is written to the audit trail
