@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -348,6 +349,142 @@ func TestGroupRetryNeedsTheConfirmedCount(t *testing.T) {
 	code, body = b.do(t, "POST", "/api/groups/"+otherFP+"/purge", writeSecret, "application/json; charset=utf-8", `{"confirm": 1}`)
 	if code != http.StatusOK || b.status(t, other[0]) != "gone" {
 		t.Errorf("purge: %d %s; row %s", code, body, b.status(t, other[0]))
+	}
+}
+
+// auditAnswer is the answer of GET /api/audit.
+type auditAnswer struct {
+	Entries []admin.AuditEntry `json:"entries"`
+	Next    int64              `json:"next"`
+}
+
+// entries returns audit entries as "actor action rows".
+func entries(es []admin.AuditEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, fmt.Sprintf("%s %s %d", e.Actor, e.Action, e.Rows))
+	}
+	return out
+}
+
+func TestAuditListsTheChangesNewestFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	if code, body := b.do(t, "GET", "/api/audit", readSecret, "", ""); code != http.StatusOK || string(body) != `{"entries":[],"next":0}`+"\n" {
+		t.Errorf("an empty trail: %d %s", code, body)
+	}
+	b.put(t, "failed", "orders", "boom", 2)
+	b.put(t, "failed", "payments", "no route", 1)
+	for _, c := range []struct{ fp, action, body string }{
+		{admin.Fingerprint("orders", "boom"), "retry", `{"confirm": 2}`},
+		{admin.Fingerprint("payments", "no route"), "purge", `{"confirm": 1}`},
+	} {
+		if code, body := b.do(t, "POST", "/api/groups/"+c.fp+"/"+c.action, writeSecret, "application/json", c.body); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.action, code, body)
+		}
+	}
+
+	// A read token reads the trail, a page at a time.
+	var page auditAnswer
+	b.get(t, "/api/audit?limit=1", readSecret, &page)
+	if got := entries(page.Entries); !slices.Equal(got, []string{"console:alice failed.purge 1"}) || page.Next != page.Entries[0].ID {
+		t.Fatalf("page 1: %q, next %d", got, page.Next)
+	}
+	b.get(t, fmt.Sprintf("/api/audit?limit=1&before=%d", page.Next), readSecret, &page)
+	if got := entries(page.Entries); !slices.Equal(got, []string{"console:alice failed.retry 2"}) || page.Next != 0 {
+		t.Errorf("page 2: %q, next %d", got, page.Next)
+	}
+	var raw struct {
+		Entries json.RawMessage `json:"entries"`
+	}
+	b.get(t, "/api/audit", readSecret, &raw)
+	want, _, err := b.adm.AuditLog(b.ctx, admin.AuditPage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "the trail", raw.Entries, want)
+	for _, path := range []string{"/api/audit?before=x", "/api/audit?before=0", "/api/audit?limit=0", "/api/audit?limit=1001"} {
+		if code, body := b.do(t, "GET", path, readSecret, "", ""); code != http.StatusBadRequest || !bytes.Contains(body, []byte(`"error"`)) {
+			t.Errorf("GET %s: %d %s, want 400 and an error", path, code, body)
+		}
+	}
+}
+
+func TestReplayNeedsTheConfirmedCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	orders := b.put(t, "sent", "orders", "", 3)
+	payments := b.put(t, "sent", "payments", "", 1)
+	b.put(t, "pending", "orders", "", 1)
+	filter := fmt.Sprintf(`"topics": ["orders"], "created": {"from": %q}`, time.Now().Add(-time.Hour).Format(time.RFC3339))
+	post := func(token, contentType, body string) (int, []byte) {
+		return b.do(t, "POST", "/api/replay", token, contentType, body)
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		for _, id := range append(slices.Clone(orders), payments...) {
+			if s := b.status(t, id); s != "sent" {
+				t.Errorf("%s: row %s is %s", when, id, s)
+			}
+		}
+		if a := b.audit(t); len(a) != 0 {
+			t.Errorf("%s: audit %q", when, a)
+		}
+	}
+
+	if code, body := post(readSecret, "application/json", `{`+filter+`, "confirm": 3}`); code != http.StatusForbidden {
+		t.Errorf("a read token: %d %s", code, body)
+	}
+	if code, body := post(writeSecret, "text/plain", `{`+filter+`, "confirm": 3}`); code != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: %d %s", code, body)
+	}
+	code, body := post(writeSecret, "application/json", `{`+filter+`, "dry_run": true}`)
+	var res admin.Result
+	if err := json.Unmarshal(body, &res); err != nil || code != http.StatusOK || !res.DryRun || res.Action != "replay" || res.Rows != 3 {
+		t.Errorf("dry run: %d %s", code, body)
+	}
+	code, body = post(writeSecret, "application/json", `{`+filter+`, "confirm": 2}`)
+	var refusal struct {
+		Error string `json:"error"`
+		Rows  int64  `json:"rows"`
+	}
+	if err := json.Unmarshal(body, &refusal); err != nil || code != http.StatusConflict || refusal.Rows != 3 ||
+		!strings.Contains(refusal.Error, "the filter matches 3 sent rows now, not the 2 confirmed: nothing changed") {
+		t.Errorf("wrong count: %d %s", code, body)
+	}
+	for bad, want := range map[string]int{
+		`{"topics": ["orders"], "confirm": 3}`:                                        http.StatusBadRequest, // no time range
+		`{"ids": ["nope"], "confirm": 1}`:                                             http.StatusBadRequest,
+		`{"topics": ["orders"], "created": {"from": "1h"}, "confirm": 3}`:             http.StatusBadRequest,
+		`{"topics": ["orders"], "sent": {"to": "2026-01-01T00:00:00Z"}}`:              http.StatusBadRequest, // no confirm
+		`{"ids": ["` + uuid.NewString() + `", "` + orders[0] + `"], "dry_run": true}`: http.StatusNotFound,
+	} {
+		if code, body := post(writeSecret, "application/json", bad); code != want || !bytes.Contains(body, []byte(`"error"`)) {
+			t.Errorf("body %s: %d %s, want %d and an error", bad, code, body, want)
+		}
+	}
+	unchanged("after the refusals")
+
+	code, body = post(writeSecret, "application/json", `{`+filter+`, "confirm": 3}`)
+	res = admin.Result{}
+	if err := json.Unmarshal(body, &res); err != nil || code != http.StatusOK {
+		t.Fatalf("replay: %d %s", code, body)
+	}
+	if res.Action != "replay" || res.Rows != 3 || !slices.Equal(res.IDs, orders) || res.AuditID == 0 {
+		t.Errorf("replay: %+v, want the ids %v", res, orders)
+	}
+	for _, id := range orders {
+		if s := b.status(t, id); s != "pending" {
+			t.Errorf("replayed row %s is %s", id, s)
+		}
+	}
+	if s := b.status(t, payments[0]); s != "sent" {
+		t.Errorf("the other topic's row is %s", s)
+	}
+	var page auditAnswer
+	b.get(t, "/api/audit", readSecret, &page)
+	if got := entries(page.Entries); !slices.Equal(got, []string{"console:alice replay 3"}) || page.Entries[0].ID != res.AuditID {
+		t.Errorf("audit %q", got)
 	}
 }
 

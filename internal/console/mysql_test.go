@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -90,5 +91,63 @@ func TestMySQLGroupRetry(t *testing.T) {
 	}
 	if !slices.Equal(actors, []string{"console:alice failed.retry 2"}) {
 		t.Errorf("audit %q", actors)
+	}
+}
+
+// Replay and the audit trail on MySQL/MariaDB: sent rows replayed within
+// the confirmed count, and the entry read back as the token's name.
+func TestMySQLReplayAndAudit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := mariadbtest.DB(t)
+	table := outbox.Table{Name: "outbox"}
+	if _, err := migrations.UpMySQL(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	adm, err := admin.NewMySQL(db, admin.Config{Table: table, Actor: "console"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := console.ParseTokens("alice:write:" + writeSecret + " bob:read:" + readSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(console.Handler(adm, tokens))
+	t.Cleanup(srv.Close)
+	b := &bundle{ctx: ctx, url: srv.URL}
+	var ids []string
+	for range 2 {
+		id := uuid.Must(uuid.NewV7())
+		_, err := db.ExecContext(ctx, "INSERT INTO outbox (id, topic, payload, status, attempt, next_retry_at, created_at, sent_at) "+
+			"VALUES (?, 'orders', 'p', 'sent', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))", id[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id.String())
+	}
+	status := func(id string) string {
+		u := uuid.MustParse(id)
+		var s string
+		if err := db.QueryRowContext(ctx, "SELECT status FROM outbox WHERE id = ?", u[:]).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var page auditAnswer
+	b.get(t, "/api/audit", readSecret, &page)
+	if len(page.Entries) != 0 || page.Next != 0 {
+		t.Errorf("an empty trail: %+v", page)
+	}
+	body := `{"ids": ["` + ids[0] + `", "` + ids[1] + `"], "confirm": %d}`
+	if code, resp := b.do(t, "POST", "/api/replay", writeSecret, "application/json", fmt.Sprintf(body, 3)); code != 409 || status(ids[0]) != "sent" {
+		t.Errorf("wrong count: %d %s", code, resp)
+	}
+	code, resp := b.do(t, "POST", "/api/replay", writeSecret, "application/json", fmt.Sprintf(body, 2))
+	if code != 200 || status(ids[0]) != "pending" || status(ids[1]) != "pending" {
+		t.Errorf("replay: %d %s; rows %s %s", code, resp, status(ids[0]), status(ids[1]))
+	}
+	b.get(t, "/api/audit", readSecret, &page)
+	if got := entries(page.Entries); !slices.Equal(got, []string{"console:alice replay 2"}) || page.Next != 0 {
+		t.Errorf("audit %q, next %d", got, page.Next)
 	}
 }
