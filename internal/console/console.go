@@ -36,8 +36,8 @@ const maxBody = 1 << 20
 //	POST /api/groups/{fp}/retry       {"dry_run": true} counts; {"confirm": N} retries the group if it has N rows
 //	POST /api/groups/{fp}/purge       the same, deleting them
 //	GET  /api/audit                   adm.AuditLog, newest first: ?before= (the next of the previous page), limit
-//	POST /api/replay                  adm.Replay of {"ids": [...]}, or of {"topics": [...]} with "sent" or "created": {"from", "to"};
-//	                                  with "dry_run" or "confirm" as for a group
+//	POST /api/replay                  adm.Replay of {"ids": [...]}, or {"topics": [...]} and "sent" or "created": {"from", "to"}
+//	                                  (RFC 3339), with "dry_run" or "confirm" as for a group
 //
 // The POSTs, dry runs included, need a write token and an
 // application/json body. Every answer is JSON; errors are {"error": "..."}. Without tokens only
@@ -300,10 +300,11 @@ func (s *server) act(w http.ResponseWriter, r *http.Request) {
 	}
 	f := admin.Filter{Group: fp}
 	count := func(ctx context.Context) (int64, error) { return adm.CountFailed(ctx, f) }
-	runConfirmed(w, r, req.confirmation, "the group has", "failed rows", count, func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) {
+	run := func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) {
 		o.ClearError = req.ClearError
 		return act(ctx, f, o)
-	})
+	}
+	runConfirmed(w, r, req.confirmation, "the group has", "failed rows", count, run)
 }
 
 // replayRequest is the body of POST /api/replay: the parts of
@@ -338,9 +339,8 @@ func (s *server) replay(w http.ResponseWriter, r *http.Request) {
 		Created: admin.TimeRange(req.Created), Sent: admin.TimeRange(req.Sent)}
 	adm := s.adm.WithActor(callerOf(r).actor)
 	count := func(ctx context.Context) (int64, error) { return adm.CountReplay(ctx, f) }
-	runConfirmed(w, r, req.confirmation, "the filter matches", "sent rows", count, func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) {
-		return adm.Replay(ctx, f, o)
-	})
+	run := func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) { return adm.Replay(ctx, f, o) }
+	runConfirmed(w, r, req.confirmation, "the filter matches", "sent rows", count, run)
 }
 
 // decodeAction decodes the body of a POST that acts into req, once it
