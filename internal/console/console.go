@@ -36,23 +36,29 @@ const maxPage = 1000
 // application/json body. Every answer is JSON; errors are {"error": "..."}. Without tokens only
 // loopback clients that name a loopback host are served; with tokens
 // every request needs one (Authorization: Bearer SECRET).
-func Handler(adm *admin.Admin, tokens Tokens) http.Handler {
-	s := &server{adm: adm, tokens: tokens, mux: http.NewServeMux()}
+func Handler(adm *admin.Admin, tokens Tokens) *Server {
+	s := &Server{adm: adm, tokens: tokens, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/failed", s.listFailed)
 	s.mux.HandleFunc("GET /api/failed/{id}", s.showFailed)
 	s.mux.HandleFunc("GET /api/groups", s.groups)
 	s.mux.HandleFunc("POST /api/groups/{fp}/{action}", s.act)
+	s.mux.HandleFunc("GET /api/history", s.serveHistory)
+	s.mux.HandleFunc("GET /{$}", servePage)
+	s.mux.Handle("GET /assets/", http.FileServerFS(assets))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return s
 }
 
-type server struct {
-	adm    *admin.Admin
-	tokens Tokens
-	mux    *http.ServeMux
+// Server is the console: its API, its pages, and the status history
+// the overview charts.
+type Server struct {
+	adm     *admin.Admin
+	tokens  Tokens
+	mux     *http.ServeMux
+	history history
 }
 
 // caller is who asks: the audit actor and the role.
@@ -65,12 +71,15 @@ type callerKey struct{}
 
 func callerOf(r *http.Request) caller { return r.Context().Value(callerKey{}).(caller) }
 
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 	c, status, msg := s.authenticate(r)
+	if status == http.StatusUnauthorized && !strings.HasPrefix(r.URL.Path, "/api/") {
+		status = 0 // the page and its assets hold no data, and come before the token
+	}
 	if status != 0 {
 		if status == http.StatusUnauthorized {
 			h.Set("WWW-Authenticate", `Bearer realm="relay console"`)
@@ -84,7 +93,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authenticate returns the caller, or the status and message refusing
 // the request. Only the Authorization header authenticates: no cookies,
 // which a browser would send along with a cross-site request.
-func (s *server) authenticate(r *http.Request) (caller, int, string) {
+func (s *Server) authenticate(r *http.Request) (caller, int, string) {
 	if len(s.tokens) == 0 {
 		// Open to loopback only. The Host check stops a page whose name
 		// resolves to 127.0.0.1 (DNS rebinding) from reading the API.
@@ -121,12 +130,13 @@ func loopbackHost(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-func (s *server) status(w http.ResponseWriter, r *http.Request) {
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, err := s.adm.Status(r.Context(), admin.StatusOptions{})
 	if err != nil {
 		writeAdminError(w, err)
 		return
 	}
+	s.history.add(st)
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -137,7 +147,7 @@ type failedPage struct {
 	Next string            `json:"next"`
 }
 
-func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listFailed(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := admin.Filter{Topics: nonEmpty(q["topic"]), Group: strings.ToLower(q.Get("group"))}
 	if f.Group != "" && !admin.IsFingerprint(f.Group) {
@@ -170,7 +180,7 @@ func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, failedPage{Rows: rows, Next: next})
 }
 
-func (s *server) showFailed(w http.ResponseWriter, r *http.Request) {
+func (s *Server) showFailed(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := uuid.Parse(id); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not an event id", id))
@@ -193,7 +203,7 @@ func (s *server) showFailed(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rows[0])
 }
 
-func (s *server) groups(w http.ResponseWriter, r *http.Request) {
+func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	groups, err := s.adm.FailureGroups(r.Context(), admin.Filter{Topics: nonEmpty(r.URL.Query()["topic"])})
 	if err != nil {
 		writeAdminError(w, err)
@@ -219,7 +229,7 @@ type actionRequest struct {
 	ClearError bool `json:"clear_error"`
 }
 
-func (s *server) act(w http.ResponseWriter, r *http.Request) {
+func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 	fp, name := strings.ToLower(r.PathValue("fp")), r.PathValue("action")
 	c := callerOf(r)
 	adm := s.adm.WithActor(c.actor)
