@@ -15,7 +15,8 @@ import (
 
 const consoleSynopsis = `Usage: relay console [flags]
 
-Serves the admin commands as an HTTP JSON API on --listen, until SIGTERM/SIGINT:
+Serves the web console at http://LISTEN/ and the admin commands as an HTTP JSON
+API on --listen, until SIGTERM/SIGINT:
   GET  /api/status                  what relay status --json prints
   GET  /api/failed                  failed rows without payloads: ?topic=&group=&after=&limit=
   GET  /api/failed/{id}             one failed row; ?payload=1 with a write token adds its payload
@@ -83,6 +84,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 		return fmt.Errorf("console: %w", err)
 	}
 	api := consoleapi.Handler(adm, tokens)
+	go api.Sample(ctx, 30*time.Second) // the overview's chart of the last hour
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), o.timeout)

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/outboxrelay/outboxrelay/admin"
@@ -43,8 +41,8 @@ const maxBody = 1 << 20
 // application/json body. Every answer is JSON; errors are {"error": "..."}. Without tokens only
 // loopback clients that name a loopback host are served; with tokens
 // every request needs one (Authorization: Bearer SECRET).
-func Handler(adm *admin.Admin, tokens Tokens) http.Handler {
-	s := &server{adm: adm, tokens: tokens, mux: http.NewServeMux()}
+func Handler(adm *admin.Admin, tokens Tokens) *Server {
+	s := &Server{adm: adm, tokens: tokens, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/failed", s.listFailed)
 	s.mux.HandleFunc("GET /api/failed/{id}", s.showFailed)
@@ -52,16 +50,22 @@ func Handler(adm *admin.Admin, tokens Tokens) http.Handler {
 	s.mux.HandleFunc("POST /api/groups/{fp}/{action}", s.act)
 	s.mux.HandleFunc("GET /api/audit", s.audit)
 	s.mux.HandleFunc("POST /api/replay", s.replay)
+	s.mux.HandleFunc("GET /api/history", s.serveHistory)
+	s.mux.HandleFunc("GET /{$}", servePage)
+	s.mux.Handle("GET /assets/", http.FileServerFS(assets))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return s
 }
 
-type server struct {
-	adm    *admin.Admin
-	tokens Tokens
-	mux    *http.ServeMux
+// Server is the console: its API, its pages, and the status history
+// the overview charts.
+type Server struct {
+	adm     *admin.Admin
+	tokens  Tokens
+	mux     *http.ServeMux
+	history history
 }
 
 // caller is who asks: the audit actor and the role.
@@ -74,12 +78,15 @@ type callerKey struct{}
 
 func callerOf(r *http.Request) caller { return r.Context().Value(callerKey{}).(caller) }
 
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 	c, status, msg := s.authenticate(r)
+	if status == http.StatusUnauthorized && !strings.HasPrefix(r.URL.Path, "/api/") {
+		status = 0 // the page and its assets hold no data, and come before the token
+	}
 	if status != 0 {
 		if status == http.StatusUnauthorized {
 			h.Set("WWW-Authenticate", `Bearer realm="relay console"`)
@@ -93,7 +100,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authenticate returns the caller, or the status and message refusing
 // the request. Only the Authorization header authenticates: no cookies,
 // which a browser would send along with a cross-site request.
-func (s *server) authenticate(r *http.Request) (caller, int, string) {
+func (s *Server) authenticate(r *http.Request) (caller, int, string) {
 	if len(s.tokens) == 0 {
 		// Open to loopback only. The Host check stops a page whose name
 		// resolves to 127.0.0.1 (DNS rebinding) from reading the API.
@@ -130,12 +137,13 @@ func loopbackHost(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-func (s *server) status(w http.ResponseWriter, r *http.Request) {
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, err := s.adm.Status(r.Context(), admin.StatusOptions{})
 	if err != nil {
 		writeAdminError(w, err)
 		return
 	}
+	s.history.add(st)
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -146,7 +154,7 @@ type failedPage struct {
 	Next string            `json:"next"`
 }
 
-func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listFailed(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := admin.Filter{Topics: nonEmpty(q["topic"]), Group: strings.ToLower(q.Get("group"))}
 	if f.Group != "" && !admin.IsFingerprint(f.Group) {
@@ -190,7 +198,7 @@ func pageLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	return n, true
 }
 
-func (s *server) showFailed(w http.ResponseWriter, r *http.Request) {
+func (s *Server) showFailed(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := uuid.Parse(id); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not an event id", id))
@@ -213,7 +221,7 @@ func (s *server) showFailed(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rows[0])
 }
 
-func (s *server) groups(w http.ResponseWriter, r *http.Request) {
+func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	groups, err := s.adm.FailureGroups(r.Context(), admin.Filter{Topics: nonEmpty(r.URL.Query()["topic"])})
 	if err != nil {
 		writeAdminError(w, err)
@@ -234,7 +242,7 @@ type auditPage struct {
 	Next    int64              `json:"next"`
 }
 
-func (s *server) audit(w http.ResponseWriter, r *http.Request) {
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	var p admin.AuditPage
 	if b := r.URL.Query().Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
@@ -257,151 +265,6 @@ func (s *server) audit(w http.ResponseWriter, r *http.Request) {
 		entries = []admin.AuditEntry{}
 	}
 	writeJSON(w, http.StatusOK, auditPage{Entries: entries, Next: next})
-}
-
-// confirmation is the part of an action's body that says whether to act:
-// a dry run, or the count the operator confirmed.
-type confirmation struct {
-	// DryRun counts the rows the action would change, and changes none.
-	DryRun bool `json:"dry_run"`
-	// Confirm is the count the operator saw and confirmed: the action
-	// goes ahead only if that many rows match now, and changes at most
-	// that many.
-	Confirm int64 `json:"confirm"`
-}
-
-// groupRequest is the body of a group's retry or purge.
-type groupRequest struct {
-	confirmation
-	// ClearError (retry) clears last_error.
-	ClearError bool `json:"clear_error"`
-}
-
-func (s *server) act(w http.ResponseWriter, r *http.Request) {
-	fp, name := strings.ToLower(r.PathValue("fp")), r.PathValue("action")
-	adm := s.adm.WithActor(callerOf(r).actor)
-	var act func(context.Context, admin.Filter, admin.ActionOptions) (admin.Result, error)
-	switch name {
-	case "retry":
-		act = adm.RetryFailed
-	case "purge":
-		act = adm.PurgeFailed
-	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no action %q: retry or purge", name))
-		return
-	}
-	var req groupRequest
-	if !decodeAction(w, r, name, &req) {
-		return
-	}
-	if !admin.IsFingerprint(fp) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("group %q is not a fingerprint (16 hex digits, as /api/groups gives)", fp))
-		return
-	}
-	f := admin.Filter{Group: fp}
-	count := func(ctx context.Context) (int64, error) { return adm.CountFailed(ctx, f) }
-	run := func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) {
-		o.ClearError = req.ClearError
-		return act(ctx, f, o)
-	}
-	runConfirmed(w, r, req.confirmation, "the group has", "failed rows", count, run)
-}
-
-// replayRequest is the body of POST /api/replay: the parts of
-// admin.ReplayFilter, named as the audit trail records them.
-type replayRequest struct {
-	confirmation
-	IDs     []string  `json:"ids"`
-	Topics  []string  `json:"topics"`
-	Created timeRange `json:"created"`
-	Sent    timeRange `json:"sent"`
-}
-
-// timeRange is an admin.TimeRange: RFC 3339 times, from included, to
-// excluded, either left out for an open bound.
-type timeRange struct {
-	From time.Time `json:"from"`
-	To   time.Time `json:"to"`
-}
-
-func (s *server) replay(w http.ResponseWriter, r *http.Request) {
-	var req replayRequest
-	if !decodeAction(w, r, "replay", &req) {
-		return
-	}
-	for _, id := range req.IDs {
-		if _, err := uuid.Parse(id); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not an event id", id))
-			return
-		}
-	}
-	f := admin.ReplayFilter{IDs: req.IDs, Topics: req.Topics,
-		Created: admin.TimeRange(req.Created), Sent: admin.TimeRange(req.Sent)}
-	adm := s.adm.WithActor(callerOf(r).actor)
-	count := func(ctx context.Context) (int64, error) { return adm.CountReplay(ctx, f) }
-	run := func(ctx context.Context, o admin.ActionOptions) (admin.Result, error) { return adm.Replay(ctx, f, o) }
-	runConfirmed(w, r, req.confirmation, "the filter matches", "sent rows", count, run)
-}
-
-// decodeAction decodes the body of a POST that acts into req, once it
-// has checked that the caller holds a write token and sent JSON; false
-// means it answered the request.
-func decodeAction(w http.ResponseWriter, r *http.Request, name string, req any) bool {
-	switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
-	case callerOf(r).role != Write:
-		writeError(w, http.StatusForbidden, name+" needs a write token")
-		return false
-	case mt != "application/json":
-		// A cross-site form can send only form or text types.
-		writeError(w, http.StatusUnsupportedMediaType, "the body must be Content-Type: application/json")
-		return false
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		writeError(w, http.StatusBadRequest, "the body: "+err.Error())
-		return false
-	}
-	return true
-}
-
-// runConfirmed answers a dry run of act, or runs act if count gives the
-// confirmed number now (409 with the count otherwise, "<subject> N <rows>
-// now"), with that number as its limit: rows that match from then on are
-// left alone (Result.Left counts them).
-func runConfirmed(w http.ResponseWriter, r *http.Request, c confirmation, subject, rows string,
-	count func(context.Context) (int64, error), act func(context.Context, admin.ActionOptions) (admin.Result, error)) {
-	if c.DryRun {
-		res, err := act(r.Context(), admin.ActionOptions{DryRun: true})
-		if err != nil {
-			writeAdminError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-		return
-	}
-	if c.Confirm <= 0 {
-		writeError(w, http.StatusBadRequest, `"confirm" is required: the number of rows the operator saw (a dry run counts them); nothing changed`)
-		return
-	}
-	n, err := count(r.Context())
-	if err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	if n != c.Confirm {
-		writeJSON(w, http.StatusConflict, errorBody{
-			Error: fmt.Sprintf("%s %d %s now, not the %d confirmed: nothing changed; look again and confirm the new count", subject, n, rows, c.Confirm),
-			Rows:  &n,
-		})
-		return
-	}
-	res, err := act(r.Context(), admin.ActionOptions{Limit: c.Confirm})
-	if err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
 }
 
 func nonEmpty(ss []string) []string {

@@ -547,3 +547,52 @@ func TestLoopbackWithoutTokens(t *testing.T) {
 		t.Errorf("::1: %d %s", rec.Code, rec.Body)
 	}
 }
+
+func TestPageNeedsNoTokenTheAPIDoes(t *testing.T) {
+	b := setup(t, false)
+	for path, want := range map[string]string{"/": "text/html; charset=utf-8", "/assets/console.js": "text/javascript; charset=utf-8", "/assets/console.css": "text/css; charset=utf-8"} {
+		resp, err := http.Get(b.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != want || len(body) == 0 {
+			t.Errorf("GET %s without a token: %d %q, %d bytes; want 200 %q", path, resp.StatusCode, resp.Header.Get("Content-Type"), len(body), want)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); path == "/" && !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("the page's Content-Security-Policy %q lets no script of its own run, or others", csp)
+		}
+	}
+	if code, _ := b.do(t, "GET", "/api/history", "", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/history without a token: %d, want 401", code)
+	}
+}
+
+func TestHistorySamplesTheBacklog(t *testing.T) {
+	pool, table := testdb.New(t)
+	adm, err := admin.New(pool, admin.Config{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := console.Handler(adm, nil)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	b := &bundle{ctx: context.Background(), pool: pool, table: table, adm: adm, url: ts.URL}
+	b.put(t, "pending", "orders", "", 3)
+	ctx, stop := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { srv.Sample(ctx, time.Millisecond); close(done) }()
+	var h struct {
+		Samples []console.Sample `json:"samples"`
+	}
+	await(t, "two samples", func() bool {
+		b.get(t, "/api/history", "", &h)
+		return len(h.Samples) >= 2
+	})
+	stop()
+	<-done
+	if s := h.Samples[0]; s.PendingDue != 3 || s.OldestDueSeconds == nil || !s.At.Before(h.Samples[1].At) {
+		t.Errorf("samples %+v, want 3 due rows, an oldest due age, oldest first", h.Samples)
+	}
+}

@@ -13,9 +13,10 @@ type Role string
 
 // The roles.
 const (
-	// Read reads status, failed rows (without payloads) and groups.
+	// Read reads status, failed rows (without payloads), groups and
+	// the audit trail.
 	Read Role = "read"
-	// Write also retries and purges, and reads payloads.
+	// Write also retries, purges and replays, and reads payloads.
 	Write Role = "write"
 )
 
