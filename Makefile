@@ -53,6 +53,11 @@ chaos-short-mariadb: prereqs
 # logs are kept in CHAOS_LOGDIR. Replay a run with OUTBOX_CHAOS_SEED.
 CHAOS_DURATION ?= 10m
 CHAOS_LOGDIR ?= /tmp/outbox-chaos-logs
+# The web console's screenshots in docs/operations.md, taken by its
+# browser tests.
+console-screenshots: prereqs
+	OUTBOX_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img go test -count=1 -run '^TestBrowser' ./internal/console
+
 chaos:
 	OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=long OUTBOX_CHAOS_DURATION=$(CHAOS_DURATION) OUTBOX_CHAOS_LOGDIR=$(CHAOS_LOGDIR) \
 		go test -count=1 -v -timeout 90m -run '^TestChaos$$' $(CHAOS_PKG)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make test` needs besides Go, checked before it spends minutes
-# compiling: the test database, kcat, PostgreSQL's server programs, and the
+# compiling: the test database, kcat, Chromium, PostgreSQL's server programs, and the
 # brokers of the sinks' tests (NATS with JetStream, RabbitMQ, Redis), and
 # MariaDB (or MySQL) for the MySQL store's tests.
 # Prints every missing piece with the command that installs or starts it,
@@ -34,6 +34,12 @@ command -v go >/dev/null 2>&1 ||
 command -v kcat >/dev/null 2>&1 ||
   say "kcat: not on PATH (the end-to-end Kafka test reads the topic back with it);
     install it: sudo apt-get install -y kcat   (macOS: brew install kcat)"
+
+# Chromium: the web console's tests drive it headless (OUTBOX_TEST_CHROMIUM
+# names another Chromium binary).
+[ -n "${OUTBOX_TEST_CHROMIUM:-}" ] || command -v chromium >/dev/null 2>&1 ||
+  say "chromium: not on PATH (the web console's tests drive it headless);
+    install it: sudo apt-get install -y chromium   (or set OUTBOX_TEST_CHROMIUM to a Chromium binary)"
 
 # initdb and postgres: the fault-injection harness (make chaos-short, run
 # by make test) starts a private PostgreSQL server it can crash and restart.
@@ -122,4 +128,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
   exit 1
 fi
-echo "prerequisites: go, kcat, PostgreSQL server programs in $server, test database answers, MariaDB answers on $mysql_addr"
+echo "prerequisites: go, kcat, chromium, PostgreSQL server programs in $server, test database answers, MariaDB answers on $mysql_addr"

@@ -80,6 +80,7 @@ func TestCheckPrereqsNamesWhatIsMissing(t *testing.T) {
 	for _, want := range []string{
 		"make test needs what is missing below",
 		"kcat: not on PATH", "sudo apt-get install -y kcat",
+		"chromium: not on PATH", "sudo apt-get install -y chromium",
 		"initdb, postgres: PostgreSQL's server programs are not installed", "sudo apt-get install -y postgresql",
 		"the test database does not answer: postgres://app:xxxxx@127.0.0.1:1/postgres: ", "pg_ctlcluster",
 		"make test OUTBOX_TEST_DATABASE_URL=",
@@ -112,7 +113,7 @@ func TestCheckPrereqsPassesWhenAllIsThere(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := fakePath(t, []string{"go", "psql"}, []string{"kcat"})
+	path := fakePath(t, []string{"go", "psql"}, []string{"kcat", "chromium"})
 	code, stdout, stderr := runCheck(t, "PATH="+path, "HOME="+t.TempDir(), "PG_SERVER_DIRS="+server,
 		"OUTBOX_TEST_DATABASE_URL="+testURL())
 	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "prerequisites: ") || !strings.Contains(stdout, server) {

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -96,9 +97,9 @@ func shoot(t *testing.T, ctx context.Context, name string) {
 	if d := os.Getenv("OUTBOX_CONSOLE_SCREENSHOTS"); d != "" {
 		dir = d
 	}
-	png := read(t, ctx, chromedp.FullScreenshot(90))
-	if len(png) < 1000 {
-		t.Fatalf("screenshot %s: %d bytes", name, len(png))
+	png := read(t, ctx, chromedp.FullScreenshot(100))
+	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("screenshot %s: %d bytes, not a PNG", name, len(png))
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
@@ -175,6 +176,9 @@ func TestBrowserShowsWhatSQLShows(t *testing.T) {
 		t.Errorf("groups page: topics %q (want %q among them), %d elements made of row text, script ran: %v", groupTopics, markupTopic, made, pwned)
 	}
 	shoot(t, ctx, "console-groups")
+	run(t, ctx, "a phone's screen", chromedp.EmulateViewport(390, 844))
+	shoot(t, ctx, "console-phone")
+	run(t, ctx, "a laptop's screen", chromedp.EmulateViewport(1280, 800))
 	run(t, ctx, "row", chromedp.Navigate(b.url+"/#/rows/"+ids[0]), chromedp.WaitVisible(css("#error")))
 	topic, shown := read(t, ctx, chromedp.TextContent(css("#topic"))), read(t, ctx, chromedp.TextContent(css("#error")))
 	made, pwned = rendered(t, ctx)
