@@ -21,7 +21,8 @@ import (
 // from 001: 001 creates the outbox table as PostgreSQL's 001-007 left it
 // (failed_at included, with the indexes a table without partial indexes
 // needs), 002 the jobs table of retention (PostgreSQL's 004), 003 the
-// audit trail (PostgreSQL's 007). PostgreSQL's other migrations have no
+// audit trail (PostgreSQL's 007), 005 ordered delivery by per-key
+// counters (docs/ordering.md#mysql-and-mariadb). PostgreSQL's other migrations have no
 // meaning here (002 and 005 ordered delivery by transaction id, 003
 // LISTEN/NOTIFY, 006 an id default in PL/pgSQL), and replaying that
 // history on a new dialect would only add steps; a later MySQL migration
@@ -525,6 +526,10 @@ func lockedMySQL(ctx context.Context, db *sql.DB, s set, table outbox.Table, fn 
 type mysqlShape struct {
 	// Table is the quoted table name.
 	Table string
+	// SchemaSQL and NameSQL are its database and name as SQL text values,
+	// for information_schema: a literal, or DATABASE() for the
+	// connection's database. Names are validated identifiers.
+	SchemaSQL, NameSQL string
 }
 
 // execMySQL renders a MySQL migration for table and runs its statements
@@ -538,7 +543,11 @@ func execMySQL(ctx context.Context, conn *sql.Conn, table outbox.Table, m Migrat
 		return fmt.Errorf("migrations: parse mysql/%03d_%s: %w", m.Version, m.Name, err)
 	}
 	var text strings.Builder
-	if err := t.Execute(&text, mysqlShape{Table: MySQLIdent(table)}); err != nil {
+	shape := mysqlShape{Table: MySQLIdent(table), SchemaSQL: "DATABASE()", NameSQL: "'" + mysqlBase(table) + "'"}
+	if table.Schema != "" {
+		shape.SchemaSQL = "'" + table.Schema + "'"
+	}
+	if err := t.Execute(&text, shape); err != nil {
 		return fmt.Errorf("migrations: render mysql/%03d_%s: %w", m.Version, m.Name, err)
 	}
 	for _, stmt := range splitMySQL(text.String()) {
