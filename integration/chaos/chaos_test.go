@@ -80,17 +80,10 @@ func TestChaos(t *testing.T) {
 		sinkTag = "sink=" + sinkName + " "
 		t.Logf("sink %s (replay: OUTBOX_CHAOS_SINK=%s OUTBOX_CHAOS_SEED=%d), topics %s (ordered) and %s", sinkName, sinkName, seed, ordered, plain)
 	}
-	// Likewise the PostgreSQL run's; another database names itself, and
-	// says when it runs without ordered topics.
+	// Likewise the PostgreSQL run's; another database names itself.
 	dbTag := ""
 	if dbName != "postgres" {
 		dbTag = "db=" + dbName + " "
-		if !db.ordered() {
-			t.Logf("database %s (replay: OUTBOX_CHAOS_DB=%s): no ordered topics (the relay refuses them on MySQL and MariaDB); "+
-				"the producer writes %s alone and the checker judges no order", dbName, dbName, plain)
-			dbTag += "ordered=skipped "
-			ordered = ""
-		}
 	}
 	t.Logf("profile %s, seed %d (replay: OUTBOX_CHAOS_SEED=%d), %d relays, %d faults: %v", p.name, seed, seed, p.relays, len(steps), steps)
 

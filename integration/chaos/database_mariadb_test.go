@@ -27,9 +27,8 @@ import (
 // elsewhere), so that the harness finds its sessions in the process list,
 // as it finds a PostgreSQL relay's by application_name.
 //
-// What the relay refuses on MySQL and MariaDB is left out: ordered topics
-// (the producer writes the plain topic alone) and lock claims (every slot
-// takes lease claims).
+// Lock claims, which the relay refuses on MySQL and MariaDB, are left
+// out: every slot takes lease claims.
 type mariadbDB struct {
 	srv    *mariadbtest.Server
 	db     *sql.DB // the harness's own connections (root), not proxied
@@ -64,8 +63,10 @@ func (d *mariadbDB) start(_ context.Context, t *testing.T) {
 	d.dbName = cfg.DBName
 }
 
-// migrate runs migrations.UpMySQL on the run's database, not proxied.
-func (d *mariadbDB) migrate(ctx context.Context, t *testing.T, _ string, _ bool) {
+// migrate runs migrations.UpMySQL on the run's database, not proxied,
+// and prepares it for ordered delivery (relay migrate up --ordered) when
+// ordered.
+func (d *mariadbDB) migrate(ctx context.Context, t *testing.T, _ string, ordered bool) {
 	applied, err := migrations.UpMySQL(ctx, d.db, outbox.Table{})
 	if err != nil {
 		t.Fatalf("migrations.UpMySQL: %v", err)
@@ -73,11 +74,15 @@ func (d *mariadbDB) migrate(ctx context.Context, t *testing.T, _ string, _ bool)
 	if len(applied) == 0 {
 		t.Fatal("migrations.UpMySQL applied nothing to a fresh database")
 	}
+	if ordered {
+		if _, err := migrations.PrepareOrderedMySQL(ctx, d.db, outbox.Table{}); err != nil {
+			t.Fatalf("migrations.PrepareOrderedMySQL: %v", err)
+		}
+	}
 }
 
 func (d *mariadbDB) where() string    { return "MariaDB on " + d.srv.Addr() + ", database " + d.dbName }
 func (d *mariadbDB) upstream() string { return d.srv.Addr() }
-func (d *mariadbDB) ordered() bool    { return false }
 func (d *mariadbDB) logTail() string  { return "" } // mariadbtest keeps the error log to itself
 
 func (d *mariadbDB) kinds(all []string) []string {
@@ -98,8 +103,8 @@ func quoteAccount(name string) string {
 }
 
 // relayArgs creates the process's user and names it in a mysql:// URL.
-// The relay gets lease claims and no ordered topics.
-func (d *mariadbDB) relayArgs(ctx context.Context, _ int, name, addr, _ string) (args, env []string, err error) {
+// The relay gets lease claims and the ordered topics.
+func (d *mariadbDB) relayArgs(ctx context.Context, _ int, name, addr, ordered string) (args, env []string, err error) {
 	account := quoteAccount(name)
 	if _, err := d.db.ExecContext(ctx, "CREATE USER IF NOT EXISTS "+account); err != nil {
 		return nil, nil, fmt.Errorf("create user %s: %w", account, err)
@@ -108,7 +113,7 @@ func (d *mariadbDB) relayArgs(ctx context.Context, _ int, name, addr, _ string) 
 		return nil, nil, fmt.Errorf("grant %s: %w", account, err)
 	}
 	url := fmt.Sprintf("mysql://%s@%s/%s", name, addr, d.dbName)
-	return []string{"--database-url", url, "--claim-mode", "lease"}, nil, nil
+	return []string{"--database-url", url, "--claim-mode", "lease", "--ordered-topics", ordered, "--shards", "8"}, nil, nil
 }
 
 // restart kills mariadbd like a crash and starts it on the same data;

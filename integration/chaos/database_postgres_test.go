@@ -59,7 +59,6 @@ func (d *postgresDB) migrate(ctx context.Context, t *testing.T, bin string, orde
 
 func (d *postgresDB) where() string               { return fmt.Sprintf("PostgreSQL on :%d", d.pg.Port()) }
 func (d *postgresDB) upstream() string            { return fmt.Sprintf("127.0.0.1:%d", d.pg.Port()) }
-func (d *postgresDB) ordered() bool               { return true }
 func (d *postgresDB) kinds(all []string) []string { return all }
 func (d *postgresDB) logTail() string             { return d.pg.LogTail(40) }
 

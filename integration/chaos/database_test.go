@@ -26,8 +26,6 @@ type database interface {
 	// upstream is the server's host:port, which the slots' proxies
 	// forward to.
 	upstream() string
-	// ordered reports whether the relays can be given ordered topics.
-	ordered() bool
 	// kinds renames the fault kinds that act on the database (pg-*) to
 	// this database's, leaving the others as they are.
 	kinds(all []string) []string

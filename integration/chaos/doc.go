@@ -44,10 +44,8 @@
 // that the harness finds its sessions in the process list. The pg-* faults
 // become mariadb-restart (SIGKILL mariadbd, start it again: InnoDB
 // recovers), mariadb-cut, mariadb-stall and mariadb-slow. The relay
-// refuses ordered topics and lock claims on MySQL and MariaDB, so that run
-// has neither: the producer writes the plain topic alone, every relay
-// takes lease claims, and the checker judges no order (the summary line
-// says ordered=skipped).
+// refuses lock claims on MySQL and MariaDB, so every relay there takes
+// lease claims.
 //
 // Faults, one at a time, each for a few seconds:
 //
