@@ -18,21 +18,18 @@ const mysqlOrderedVersion = 5
 // counter row and stores the new number in seq, with the key's SHA-256
 // and bucket. The counter row stays locked until the writer's transaction
 // ends: writers of one key take turns, and its numbers are dense and in
-// commit order. A key's counter row exists after its first event: the
-// UPDATE then locks that row alone, where an upsert's duplicate check
-// would lock the gaps around it too, and deadlock writers of neighbouring
-// keys. The SELECT reads the row this transaction just wrote.
+// commit order. One upsert, one lock request per key: an UPDATE first
+// would take a gap lock when the key is new, and two writers of new keys
+// in one gap would deadlock. The SELECT reads the row this transaction
+// just wrote.
 const mysqlOrderedTrigger = `CREATE TRIGGER %[1]s BEFORE INSERT ON %[2]s FOR EACH ROW
 BEGIN
     IF NEW.` + "`key`" + ` IS NOT NULL THEN
         SET NEW.khash = UNHEX(SHA2(NEW.` + "`key`" + `, 256));
         SET NEW.bucket = CONV(LEFT(SHA2(NEW.` + "`key`" + `, 256), 3), 16, 10) %% 1024;
-        UPDATE %[3]s SET seq = seq + 1 WHERE topic = NEW.topic AND khash = NEW.khash;
-        IF ROW_COUNT() = 0 THEN
-            INSERT INTO %[3]s (topic, khash, seq)
-            VALUES (NEW.topic, NEW.khash, 1)
-            ON DUPLICATE KEY UPDATE seq = seq + 1;
-        END IF;
+        INSERT INTO %[3]s (topic, khash, seq)
+        VALUES (NEW.topic, NEW.khash, 1)
+        ON DUPLICATE KEY UPDATE seq = seq + 1;
         SET NEW.seq = (SELECT seq FROM %[3]s WHERE topic = NEW.topic AND khash = NEW.khash);
     END IF;
 END`
