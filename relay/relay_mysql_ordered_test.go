@@ -204,3 +204,74 @@ func checkKeyOrder(t *testing.T, db *sql.DB, pub *orderPublisher) {
 		}
 	}
 }
+
+// An earlier write of a key commits after a later one began: the later
+// writer waits on the key's counter until the earlier commits, and a
+// running relay delivers the earlier first, delivering other keys
+// meanwhile.
+func TestOrderedOnMySQLEarlierCommitsLater(t *testing.T) {
+	db := orderedMySQL(t)
+	ctx := context.Background()
+	pub := &orderPublisher{got: map[string][]int64{}, tried: map[string]bool{}}
+	r, err := NewMySQL(db, pub, Config{ID: "r", PollInterval: 10 * time.Millisecond, Ordering: Ordering{Topics: []string{"orders"}, Shards: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+
+	t1, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer t1.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := writeKeyed(ctx, t1, "k"); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- writeTx(ctx, db, []string{"k"}, false) }()
+	// Other keys flow while k's writers are open.
+	if err := writeTx(ctx, db, []string{"other"}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		pub.mu.Lock()
+		defer pub.mu.Unlock()
+		return len(pub.got["other"]) == 1
+	})
+	select {
+	case err := <-second:
+		t.Fatalf("the later writer of k did not wait for the earlier: %v", err)
+	default:
+	}
+	if err := t1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return countStatus(t, db, "sent") == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	if fmt.Sprint(pub.got["k"]) != "[1 2]" {
+		t.Fatalf("k arrived as %v, want [1 2]: the earlier write first", pub.got["k"])
+	}
+}
+
+// waitFor waits up to a minute for cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+		time.Sleep(10 * time.Millisecond) // polls the sink's and the table's state
+	}
+}
