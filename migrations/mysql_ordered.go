@@ -18,7 +18,10 @@ const mysqlOrderedVersion = 5
 // counter row and stores the new number in seq, with the key's SHA-256
 // and bucket. The counter row stays locked until the writer's transaction
 // ends: writers of one key take turns, and its numbers are dense and in
-// commit order. The SELECT reads the row this transaction just wrote.
+// commit order. One upsert, one lock request per key: an UPDATE first
+// would take a gap lock when the key is new, and two writers of new keys
+// in one gap would deadlock. The SELECT reads the row this transaction
+// just wrote.
 const mysqlOrderedTrigger = `CREATE TRIGGER %[1]s BEFORE INSERT ON %[2]s FOR EACH ROW
 BEGIN
     IF NEW.` + "`key`" + ` IS NOT NULL THEN

@@ -117,15 +117,15 @@ func TestPrepareOrderedMySQL(t *testing.T) {
 	}
 }
 
-// waitLockWait waits until a session of db's database is running an
-// INSERT (the second writer, waiting for the counter row's lock: the
-// statement shown is the trigger's).
+// waitLockWait waits until a session of db's database runs a statement
+// on the counter table (the second writer's trigger, waiting for the
+// counter row's lock).
 func waitLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int
-		err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO %'").Scan(&n)
+		err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND INFO LIKE '%outbox_keys%'").Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}

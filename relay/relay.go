@@ -21,7 +21,7 @@ type Relay struct {
 	cfg    Config
 	prober publishers.Prober // pub, when it can be probed
 	store  store.Store       // every statement, on the caller's pool or database
-	shards store.Shards      // ordered delivery's statements; nil unless ordered topics are on (PostgreSQL)
+	shards store.Shards      // ordered delivery's statements; nil unless ordered topics are on
 	log    *slog.Logger
 	tokens *tokens // numbers claims (locked_by)
 	bell   *bell   // rung when an insert into the table commits
@@ -64,16 +64,17 @@ func New(pool *pgxpool.Pool, pub publishers.Publisher, cfg Config) (*Relay, erro
 }
 
 // ErrUnsupported is returned, wrapped, for what the relay offers on
-// PostgreSQL only (ordered delivery, lock claims, partitioned tables)
+// PostgreSQL only (lock claims, partitioned tables)
 // when it runs on another database.
 var ErrUnsupported = errors.New("not supported on this database")
 
 // NewMySQL returns a Relay that reads the outbox table of a MySQL 8.0 or
 // MariaDB 10.6 (or later) database through db, a go-sql-driver/mysql pool
 // opened with parseTime=true (docs/mysql.md), and publishes to pub. The
-// relay's promises are New's; what only PostgreSQL offers is refused with
-// an error wrapping ErrUnsupported: ordered topics
-// (docs/ordering.md#mysql-and-mariadb) and lock claims. It does not touch
+// relay's promises are New's, ordered topics included once the table is
+// prepared (docs/ordering.md#mysql-and-mariadb); lock claims, which only
+// PostgreSQL offers, are refused with an error wrapping ErrUnsupported.
+// It does not touch
 // the database; Run checks the server and the schema. The caller keeps
 // ownership of db and pub.
 func NewMySQL(db *sql.DB, pub publishers.Publisher, cfg Config) (*Relay, error) {
@@ -88,17 +89,15 @@ func NewMySQL(db *sql.DB, pub publishers.Publisher, cfg Config) (*Relay, error) 
 		return nil, err
 	}
 	cfg.Table.Schema = schema
-	switch {
-	case cfg.Ordering.enabled():
-		return nil, fmt.Errorf("relay: ordered topics on MySQL: %w (docs/ordering.md#mysql-and-mariadb)", ErrUnsupported)
-	case cfg.Claim == ClaimLock:
+	if cfg.Claim == ClaimLock {
 		return nil, fmt.Errorf("relay: lock claims on MySQL: %w", ErrUnsupported)
 	}
 	name := cfg.Table.Name
 	if schema != "" {
 		name = schema + "." + name
 	}
-	return newRelay(mysqlstore.New(db, mysqlstore.Config{Table: cfg.Table, Lease: cfg.Lease, Bounds: claimBytesOf(cfg)}), pub, cfg, name), nil
+	return newRelay(mysqlstore.New(db, mysqlstore.Config{Table: cfg.Table, Lease: cfg.Lease, Bounds: claimBytesOf(cfg),
+		Topics: cfg.Ordering.Topics, Shards: cfg.Ordering.Shards}), pub, cfg, name), nil
 }
 
 // newRelay returns the relay of cfg (defaults applied, valid) on st,

@@ -127,8 +127,7 @@ func countStatus(t *testing.T, db *sql.DB, status string) int {
 func TestNewMySQLRefusesWhatOnlyPostgreSQLOffers(t *testing.T) {
 	db := mysqlDB(t)
 	for name, cfg := range map[string]Config{
-		"ordered topics": {Ordering: Ordering{Topics: []string{"orders"}}},
-		"lock claims":    {Claim: ClaimLock},
+		"lock claims": {Claim: ClaimLock},
 	} {
 		if _, err := NewMySQL(db, nopPublisher{}, cfg); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%s: NewMySQL = %v, want ErrUnsupported", name, err)

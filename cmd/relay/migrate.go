@@ -165,9 +165,6 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		if partitionInterval != 0 {
 			return usageError("--partition-interval (%s) is not supported on MySQL/MariaDB: the table is not partitioned there (%s)", envName("partition-interval"), mysqlDocs)
 		}
-		if ordered {
-			return usageError("--ordered (%s) is not supported on MySQL/MariaDB: ordered topics run on PostgreSQL only (%s)", envName("ordered"), mysqlDocs)
-		}
 		db.driverLog = log.New(stderr, "relay: mysql driver: ", 0)
 		sqlDB, err := db.mysqlDB()
 		if err != nil {
@@ -177,7 +174,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		if err := awaitDatabase(ctx, sqlDB.PingContext, db.url, stderr); err != nil {
 			return err
 		}
-		return migrateMySQL(ctx, sub, sqlDB, table, inbox, stdout)
+		return migrateMySQL(ctx, sub, sqlDB, table, inbox, ordered, stdout)
 	}
 	pool, err := db.pool(ctx)
 	if err != nil {

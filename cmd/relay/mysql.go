@@ -189,9 +189,6 @@ func (d *dbFlags) open(ctx context.Context) (*database, error) {
 // each a usage error naming its flag.
 func mysqlRunProblems(f *flags, cfg relay.Config) error {
 	var errs problems
-	if len(cfg.Ordering.Topics) > 0 {
-		errs.add(usageError("--ordered-topics (%s) is not supported on MySQL/MariaDB: per-key ordered delivery needs PostgreSQL (docs/ordering.md#mysql-and-mariadb)", envName("ordered-topics")))
-	}
 	if cfg.Claim == relay.ClaimLock {
 		errs.add(usageError("--claim-mode lock (%s) is not supported on MySQL/MariaDB: use --claim-mode lease, the default (docs/ordering.md#mysql-and-mariadb)", envName("claim-mode")))
 	}
@@ -199,7 +196,7 @@ func mysqlRunProblems(f *flags, cfg relay.Config) error {
 }
 
 // migrateMySQL runs relay migrate's subcommand sub on MySQL.
-func migrateMySQL(ctx context.Context, sub string, db *sql.DB, table outbox.Table, inbox bool, stdout io.Writer) error {
+func migrateMySQL(ctx context.Context, sub string, db *sql.DB, table outbox.Table, inbox, ordered bool, stdout io.Writer) error {
 	label := mysqlLabel(table)
 	if inbox {
 		switch sub {
@@ -230,6 +227,17 @@ func migrateMySQL(ctx context.Context, sub string, db *sql.DB, table outbox.Tabl
 		}
 		for _, m := range applied {
 			fmt.Fprintf(stdout, "applied %03d_%s to %s\n", m.Version, m.Name, label)
+		}
+		if ordered {
+			created, err := migrations.PrepareOrderedMySQL(ctx, db, table)
+			if err != nil {
+				return err
+			}
+			if created {
+				fmt.Fprintf(stdout, "prepared %s for ordered delivery: every keyed insert now numbers its key's events (docs/ordering.md#mysql-and-mariadb)\n", label)
+			} else {
+				fmt.Fprintf(stdout, "%s is prepared for ordered delivery\n", label)
+			}
 		}
 	case "down":
 		m, ok, err := migrations.DownMySQL(ctx, db, table)

@@ -321,13 +321,11 @@ func TestMySQLRefusals(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"ordered topics", append(run, "--ordered-topics", "orders"), []string{"--ordered-topics (OUTBOX_ORDERED_TOPICS)", "docs/ordering.md#mysql-and-mariadb"}},
 		{"lock claims", append(run, "--claim-mode", "lock"), []string{"--claim-mode lock (OUTBOX_CLAIM_MODE)", "docs/ordering.md#mysql-and-mariadb"}},
 		{"table patterns", append(run, "--tables", "svc_*.outbox"), []string{"--tables (OUTBOX_TABLES)", "list each table"}},
 		{"no database", []string{"run", "--sink", "stdout", "--database-url", "mysql://app:hunter2@127.0.0.1:1/"}, []string{"names no database", "--schema"}},
 		{"bad parameter", []string{"migrate", "up", "--database-url", url + "?parseTime=maybe"}, []string{"invalid value for --database-url (OUTBOX_DATABASE_URL)"}},
 		{"partitions", []string{"migrate", "up", "--database-url", url, "--partition-interval", "24h"}, []string{"--partition-interval (OUTBOX_PARTITION_INTERVAL)", "not supported on MySQL"}},
-		{"ordered", []string{"migrate", "up", "--database-url", url, "--ordered"}, []string{"--ordered (OUTBOX_ORDERED)", "not supported on MySQL"}},
 		{"status without a database", []string{"status", "--database-url", "mysql://app:hunter2@127.0.0.1:1/"}, []string{"names no database", "--schema"}},
 		{"failed list, bad parameter", []string{"failed", "list", "--database-url", url + "?parseTime=maybe"}, []string{"invalid value for --database-url (OUTBOX_DATABASE_URL)"}},
 	} {

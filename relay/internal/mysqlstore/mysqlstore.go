@@ -24,6 +24,11 @@ type Store struct {
 	lease  time.Duration
 	bounds store.Bounds
 	q      statements
+	// all and topics name the ordered topics (every one, or those of the
+	// JSON array); shards is the shard count.
+	all    bool
+	topics string
+	shards int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -37,6 +42,11 @@ type Config struct {
 	Lease time.Duration
 	// Bounds bound what a claim reads.
 	Bounds store.Bounds
+	// Topics are the ordered topics ("*": every one; none: ordering off),
+	// whose keyed rows the unordered claim leaves to the ordered one.
+	Topics []string
+	// Shards is the number of shards of ordered delivery.
+	Shards int
 }
 
 //go:embed sql/*.sql
@@ -50,12 +60,20 @@ type statements struct {
 	backlog, backlogEstimate                                   string
 	claimJob, pickSent, deleteSent, recordBatch, finishJob     string
 	lookBelow                                                  string
+
+	// Ordered delivery's (ordered.go).
+	orderedRead, orderedProcessing, orderedWork, orderedTake     string
+	recordOrdered, recordOrderedRetried, recordOrderedFailed     string
+	recordOrderedShard, shardFree, shardLock, shardCountAttempt  string
+	shardLease, shardHeld, shardTake, shardHandBack, shardExtend string
+	shardCount, shardCreate, dueKeyless                          string
 }
 
 // loadStatements reads the MySQL statements for table. read records
 // each file it reads, for the test that every file is used.
 func loadStatements(table outbox.Table, read func(file string)) statements {
-	names := strings.NewReplacer("{{table}}", migrations.MySQLIdent(table), "{{jobs}}", migrations.MySQLRelated(table, "jobs"))
+	names := strings.NewReplacer("{{table}}", migrations.MySQLIdent(table), "{{jobs}}", migrations.MySQLRelated(table, "jobs"),
+		"{{shards}}", migrations.MySQLRelated(table, "shard_ranges"))
 	file := func(name string) string {
 		if read != nil {
 			read(name)
@@ -73,13 +91,22 @@ func loadStatements(table outbox.Table, read func(file string)) statements {
 		backlog: file("backlog"), backlogEstimate: file("backlog_estimate"),
 		claimJob: file("claim_job"), pickSent: file("pick_sent"), deleteSent: file("delete_sent"),
 		recordBatch: file("record_batch"), finishJob: file("finish_job"),
-		lookBelow: file("look_below"),
+		lookBelow:   file("look_below"),
+		orderedRead: file("ordered_read"), orderedProcessing: file("ordered_processing"), orderedWork: file("ordered_work"),
+		orderedTake: file("ordered_take"), recordOrdered: file("record_ordered"), recordOrderedRetried: file("record_ordered_retried"),
+		recordOrderedFailed: file("record_ordered_failed"), recordOrderedShard: file("record_ordered_shard"),
+		shardFree: file("shard_free"), shardLock: file("shard_lock"), shardCountAttempt: file("shard_count_attempt"),
+		shardLease: file("shard_lease"), shardHeld: file("shard_held"), shardTake: file("shard_take"),
+		shardHandBack: file("shard_hand_back"), shardExtend: file("shard_extend"), shardCount: file("shard_count"),
+		shardCreate: file("shard_create"), dueKeyless: file("due_keyless"),
 	}
 }
 
 // New returns the store of cfg.Table on db.
 func New(db *sql.DB, cfg Config) *Store {
-	return &Store{db: db, table: cfg.Table, lease: cfg.Lease, bounds: cfg.Bounds, q: loadStatements(cfg.Table, nil)}
+	all, topics := orderedTopics(cfg.Topics)
+	return &Store{db: db, table: cfg.Table, lease: cfg.Lease, bounds: cfg.Bounds, q: loadStatements(cfg.Table, nil),
+		all: all, topics: topics, shards: cfg.Shards}
 }
 
 // Ready checks that the database answers, that the server is one the
@@ -171,7 +198,7 @@ func (s *Store) claimOnce(ctx context.Context, owner string, limit int, rg store
 		return nil
 	}
 	if len(rg.Swept) > 0 {
-		if err := pick(expand(s.q.claimSwept, len(rg.Swept)), append(idArgs(rg.Swept), limit)...); err != nil {
+		if err := pick(expand(s.q.claimSwept, len(rg.Swept)), append(idArgs(rg.Swept), s.all, s.topics, limit)...); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -183,7 +210,7 @@ func (s *Store) claimOnce(ctx context.Context, owner string, limit int, rg store
 	}
 	if room() {
 		due, id := floorArgs(rg.From)
-		if err := pick(s.q.claimDue, due, due, id, limit-len(rows)); err != nil {
+		if err := pick(s.q.claimDue, s.all, s.topics, due, due, id, limit-len(rows)); err != nil {
 			return nil, nil, err
 		}
 	}

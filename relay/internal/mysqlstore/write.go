@@ -77,7 +77,7 @@ func (s *Store) Extend(ctx context.Context, owner string, ids []uuid.UUID) (fenc
 // the floor keeps the claims off the index entries it leaves behind.
 func (s *Store) LookBelow(ctx context.Context, from store.Floor, limit int) (ids [][16]byte, full bool, err error) {
 	due, id := floorArgs(from)
-	rs, err := s.db.QueryContext(ctx, s.q.lookBelow, limit, due, due, id, limit)
+	rs, err := s.db.QueryContext(ctx, s.q.lookBelow, limit, s.all, s.topics, due, due, id, limit)
 	if err != nil {
 		return nil, false, fmt.Errorf("look below the floor: %w", err)
 	}

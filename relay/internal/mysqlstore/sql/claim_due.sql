@@ -11,6 +11,7 @@ SELECT id, topic,
 FROM {{table}} FORCE INDEX (due_idx)
 WHERE status = 'pending'
   AND next_retry_at <= UTC_TIMESTAMP(6)
+  AND NOT (seq IS NOT NULL AND (? OR JSON_CONTAINS(?, JSON_QUOTE(topic))))
   AND (next_retry_at > ? OR (next_retry_at = ? AND id >= ?))
 ORDER BY next_retry_at, id
 LIMIT ?

@@ -13,6 +13,7 @@ SELECT id, topic,
        LEAST(attempt, 2147483646) + 1 AS attempt, created_at, next_retry_at
 FROM {{table}} FORCE INDEX (PRIMARY)
 WHERE id IN ({{ids}})
+  AND NOT (seq IS NOT NULL AND (? OR JSON_CONTAINS(?, JSON_QUOTE(topic))))
   AND ((status = 'pending' AND next_retry_at <= UTC_TIMESTAMP(6))
        OR (status = 'processing' AND locked_until < UTC_TIMESTAMP(6)))
 LIMIT ?

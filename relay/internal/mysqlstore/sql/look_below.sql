@@ -18,6 +18,7 @@ UNION ALL
  FROM {{table}} FORCE INDEX (due_idx)
  WHERE status = 'pending'
    AND next_retry_at <= UTC_TIMESTAMP(6)
+   AND NOT (seq IS NOT NULL AND (? OR JSON_CONTAINS(?, JSON_QUOTE(topic))))
    AND (next_retry_at < ? OR (next_retry_at = ? AND id < ?))
  ORDER BY next_retry_at, id
  LIMIT ?)

@@ -1,0 +1,2 @@
+-- shard_count: how many shards the shard table holds.
+SELECT COUNT(*) FROM {{shards}}
