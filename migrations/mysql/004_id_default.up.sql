@@ -26,9 +26,9 @@
 -- used, as PostgreSQL's 006 does.
 --
 -- Why an expression default and not a BEFORE INSERT trigger: it is one
--- statement, costs nothing when the id is given, needs no TRIGGER
--- privilege, and MySQL with a binary log (its default) refuses
--- CREATE TRIGGER without SUPER or log_bin_trust_function_creators.
+-- statement, costs nothing when the id is given, and needs no TRIGGER
+-- privilege; with a binary log (on by default in MySQL 8) CREATE TRIGGER
+-- may also need SUPER unless log_bin_trust_function_creators is set.
 --
 -- Both servers accept this statement as written: MODIFY with a column
 -- definition whose DEFAULT is a parenthesised expression (MySQL 8.0.13+,
