@@ -132,7 +132,7 @@ func TestMySQLUpDownStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 3 || LatestMySQL() != 3 {
+	if len(all) != 4 || LatestMySQL() != 4 {
 		t.Fatalf("AllMySQL = %d migrations, LatestMySQL = %d", len(all), LatestMySQL())
 	}
 
@@ -153,8 +153,8 @@ func TestMySQLUpDownStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("UpMySQL: %v", err)
 	}
-	if len(applied) != 3 {
-		t.Fatalf("UpMySQL applied %d, want 3", len(applied))
+	if len(applied) != 4 {
+		t.Fatalf("UpMySQL applied %d, want 4", len(applied))
 	}
 	if err := CheckMySQL(ctx, db, table); err != nil {
 		t.Fatalf("CheckMySQL after up: %v", err)
@@ -167,7 +167,7 @@ func TestMySQLUpDownStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(states) != 3 {
+	if len(states) != 4 {
 		t.Fatalf("StatusMySQL: %d states", len(states))
 	}
 	for _, s := range states {
@@ -185,7 +185,7 @@ func TestMySQLUpDownStatus(t *testing.T) {
 		t.Fatalf("retention job rows due: %d, %v; want 1", jobs, err)
 	}
 
-	for _, want := range []int{3, 2, 1} {
+	for _, want := range []int{4, 3, 2, 1} {
 		m, ok, err := DownMySQL(ctx, db, table)
 		if err != nil || !ok || m.Version != want {
 			t.Fatalf("DownMySQL = %03d, %v, %v; want %03d", m.Version, ok, err, want)
@@ -269,8 +269,8 @@ func TestMySQLUpRerunsUnrecordedMigration(t *testing.T) {
 	if err != nil {
 		t.Fatalf("UpMySQL over a half-recorded schema: %v", err)
 	}
-	if len(applied) != 2 || applied[0].Version != 2 || applied[1].Version != 3 {
-		t.Fatalf("applied %v, want 002 and 003", applied)
+	if len(applied) != 3 || applied[0].Version != 2 || applied[1].Version != 3 || applied[2].Version != 4 {
+		t.Fatalf("applied %v, want 002, 003 and 004", applied)
 	}
 	var jobs int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM outbox_jobs").Scan(&jobs); err != nil || jobs != 1 {
