@@ -17,6 +17,8 @@ import (
 	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
+// OrderedTopics gives one LIKE pattern per pattern, and all when one of
+// them is made of *s alone.
 func TestOrderedTopicsAll(t *testing.T) {
 	for _, c := range []struct {
 		patterns []string
