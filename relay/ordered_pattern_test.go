@@ -119,3 +119,13 @@ func TestOrderedPatternsTakeTheirTopicsKeyedRows(t *testing.T) {
 		}
 	}
 }
+
+// Ordering.Topics takes the patterns a route does: each * stands for any
+// run of characters (the invalid ones are in TestConfigValidate).
+func TestOrderingTopicsTakePatterns(t *testing.T) {
+	for _, topics := range [][]string{{"orders.*"}, {"*.created", "pay_in"}, {"*"}, {"a*b*c", "**"}} {
+		if err := (Config{Ordering: Ordering{Topics: topics}}).Validate(); err != nil {
+			t.Errorf("Ordering.Topics %q: %v; want them taken", topics, err)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func overlap(a, b string) bool {
 			switch {
 			case i == len(a) && j == len(b):
 				f[i][j] = true
-			case i < len(a) && a[i] == '*': // it matches nothing, or b[j] too
+			case i < len(a) && a[i] == '*': // a's * matches nothing, or b[j] too
 				f[i][j] = f[i+1][j] || j < len(b) && f[i][j+1]
 			case j < len(b) && b[j] == '*':
 				f[i][j] = f[i][j+1] || i < len(a) && f[i+1][j]
