@@ -105,7 +105,7 @@ func benchTable(b *testing.B, pool *pgxpool.Pool, table outbox.Table, n int64) {
 	_, err = pool.Exec(ctx, `INSERT INTO `+table.Ident()+`
 		(id, topic, key, payload, status, attempt, next_retry_at, locked_by, locked_until, last_error, created_at, sent_at, failed_at)
 		SELECT ('00000000-0000-7000-8000-' || lpad(to_hex(g), 12, '0'))::uuid,
-		       'topic-' || g % 20,
+		       'topic-' || (g + g / 1000) % 20,
 		       convert_to('customer-' || g % 5000, 'UTF8'),
 		       convert_to('{"order":' || g || ',"lines":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}],"note":"benchmark row"}', 'UTF8'),
 		       state,
