@@ -278,7 +278,7 @@ func TestREADMESaysHowToGetTheBinary(t *testing.T) {
 func TestREADMEQuickStartNamesWhatMakeTestNeeds(t *testing.T) {
 	t.Parallel()
 	text := sectionText(t, "Quick start")
-	for _, want := range []string{"kcat", "initdb", "postgres", "apt-get install -y postgresql kcat", "scripts/check-prereqs.sh", "OUTBOX_TEST_DATABASE_URL", "Go 1.26"} {
+	for _, want := range []string{"kcat", "initdb", "postgres", "apt-get install -y postgresql kcat chromium", "scripts/check-prereqs.sh", "OUTBOX_TEST_DATABASE_URL", "Go 1.26"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the quick start does not mention %q", want)
 		}

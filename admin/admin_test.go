@@ -636,11 +636,18 @@ func TestActionsOnUnmigratedTableNameMigrateUp(t *testing.T) {
 func TestAuditLogPagesNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	entries, next, err := b.adm.AuditLog(b.ctx, admin.AuditPage{})
+	testAuditLog(t, b.ctx, b.adm, b.put)
+}
+
+// testAuditLog checks AuditLog on adm's empty table, into which put
+// writes rows: entries of a retry, a purge and a replay come newest
+// first, page by page.
+func testAuditLog(t *testing.T, ctx context.Context, adm *admin.Admin, put func(*testing.T, ...row) []string) {
+	entries, next, err := adm.AuditLog(ctx, admin.AuditPage{})
 	if err != nil || entries == nil || len(entries) != 0 || next != 0 {
 		t.Fatalf("an empty trail = %v, %d, %v", entries, next, err)
 	}
-	ids := b.put(t,
+	ids := put(t,
 		row{topic: "orders", status: "failed", lastError: "a"},
 		row{topic: "orders", status: "failed", lastError: "b"},
 		row{topic: "payments", status: "failed", lastError: "c"},
@@ -649,13 +656,13 @@ func TestAuditLogPagesNewestFirst(t *testing.T) {
 	var results []admin.Result
 	for _, act := range []func() (admin.Result, error){
 		func() (admin.Result, error) {
-			return b.adm.RetryFailed(b.ctx, admin.Filter{Topics: []string{"orders"}}, admin.ActionOptions{})
+			return adm.RetryFailed(ctx, admin.Filter{Topics: []string{"orders"}}, admin.ActionOptions{})
 		},
 		func() (admin.Result, error) {
-			return b.adm.WithActor("carol").PurgeFailed(b.ctx, admin.Filter{IDs: ids[2:3]}, admin.ActionOptions{})
+			return adm.WithActor("carol").PurgeFailed(ctx, admin.Filter{IDs: ids[2:3]}, admin.ActionOptions{})
 		},
 		func() (admin.Result, error) {
-			return b.adm.Replay(b.ctx, admin.ReplayFilter{IDs: ids[3:]}, admin.ActionOptions{})
+			return adm.Replay(ctx, admin.ReplayFilter{IDs: ids[3:]}, admin.ActionOptions{})
 		},
 	} {
 		res, err := act()
@@ -665,11 +672,11 @@ func TestAuditLogPagesNewestFirst(t *testing.T) {
 		results = append(results, res)
 	}
 	want := []string{"ops@test replay 1", "carol failed.purge 1", "ops@test failed.retry 2"}
-	entries, next, err = b.adm.AuditLog(b.ctx, admin.AuditPage{Limit: 2})
+	entries, next, err = adm.AuditLog(ctx, admin.AuditPage{Limit: 2})
 	if err != nil || len(entries) != 2 || next != entries[1].ID {
 		t.Fatalf("page 1 = %+v, %d, %v", entries, next, err)
 	}
-	page2, next2, err := b.adm.AuditLog(b.ctx, admin.AuditPage{Before: next, Limit: 2})
+	page2, next2, err := adm.AuditLog(ctx, admin.AuditPage{Before: next, Limit: 2})
 	if err != nil || len(page2) != 1 || next2 != 0 {
 		t.Fatalf("page 2 = %+v, %d, %v", page2, next2, err)
 	}
@@ -685,7 +692,7 @@ func TestAuditLogPagesNewestFirst(t *testing.T) {
 		t.Errorf("the replay's filter %s: %v", entries[0].Filter, err)
 	}
 	// A page exactly as long as the rest of the trail is the last.
-	if all, next, err := b.adm.AuditLog(b.ctx, admin.AuditPage{Limit: 3}); err != nil || len(all) != 3 || next != 0 {
+	if all, next, err := adm.AuditLog(ctx, admin.AuditPage{Limit: 3}); err != nil || len(all) != 3 || next != 0 {
 		t.Errorf("a page of 3 = %d entries, next %d, %v", len(all), next, err)
 	}
 }

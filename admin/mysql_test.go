@@ -671,52 +671,5 @@ func TestMySQLStatusListsConnectedRelays(t *testing.T) {
 func TestMySQLAuditLogPagesNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := setupMySQL(t)
-	entries, next, err := b.adm.AuditLog(b.ctx, admin.AuditPage{})
-	if err != nil || entries == nil || len(entries) != 0 || next != 0 {
-		t.Fatalf("an empty trail = %v, %d, %v", entries, next, err)
-	}
-	ids := b.put(t,
-		row{topic: "orders", status: "failed", lastError: "a"},
-		row{topic: "orders", status: "failed", lastError: "b"},
-		row{topic: "payments", status: "failed", lastError: "c"},
-		row{topic: "orders", status: "sent", sent: ago(time.Hour)},
-	)
-	var results []admin.Result
-	for _, act := range []func() (admin.Result, error){
-		func() (admin.Result, error) {
-			return b.adm.RetryFailed(b.ctx, admin.Filter{Topics: []string{"orders"}}, admin.ActionOptions{})
-		},
-		func() (admin.Result, error) {
-			return b.adm.WithActor("carol").PurgeFailed(b.ctx, admin.Filter{IDs: ids[2:3]}, admin.ActionOptions{})
-		},
-		func() (admin.Result, error) {
-			return b.adm.Replay(b.ctx, admin.ReplayFilter{IDs: ids[3:]}, admin.ActionOptions{})
-		},
-	} {
-		res, err := act()
-		if err != nil {
-			t.Fatal(err)
-		}
-		results = append(results, res)
-	}
-	want := []string{"ops@test replay 1", "carol failed.purge 1", "ops@test failed.retry 2"}
-	entries, next, err = b.adm.AuditLog(b.ctx, admin.AuditPage{Limit: 2})
-	if err != nil || len(entries) != 2 || next != entries[1].ID {
-		t.Fatalf("page 1 = %+v, %d, %v", entries, next, err)
-	}
-	page2, next2, err := b.adm.AuditLog(b.ctx, admin.AuditPage{Before: next, Limit: 2})
-	if err != nil || len(page2) != 1 || next2 != 0 {
-		t.Fatalf("page 2 = %+v, %d, %v", page2, next2, err)
-	}
-	entries = append(entries, page2...)
-	for i, e := range entries {
-		res := results[len(results)-1-i]
-		if got := fmt.Sprintf("%s %s %d", e.Actor, e.Action, e.Rows); got != want[i] || e.ID != res.AuditID || !e.At.Equal(res.At) {
-			t.Errorf("entry %d = %q id %d at %v; want %q id %d at %v", i, got, e.ID, e.At, want[i], res.AuditID, res.At)
-		}
-	}
-	var filter map[string]any
-	if err := json.Unmarshal(entries[0].Filter, &filter); err != nil || fmt.Sprint(filter["ids"]) != fmt.Sprint(ids[3:]) {
-		t.Errorf("the replay's filter %s: %v", entries[0].Filter, err)
-	}
+	testAuditLog(t, b.ctx, b.adm, b.put)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
+	"github.com/outboxrelay/outboxrelay/relay"
 )
 
 // idTime is the unix time in milliseconds held in the first 48 bits of a
@@ -395,3 +396,100 @@ const fileNodes = `SELECT coalesce(
     (SELECT string_agg(pg_relation_filenode(relid)::text, ',' ORDER BY relid)
      FROM pg_partition_tree($1::regclass) WHERE isleaf),
     pg_relation_filenode($1::regclass)::text)`
+
+// MySQL migration 004 on MariaDB, on a table qualified with its database:
+// rows written in plain SQL without an id, between two batches of the Go
+// writer, get UUIDv7 ids that sort between the batches' by time and in
+// insertion order among themselves; two relays publish every row once,
+// the plain-SQL rows with their keys and payloads.
+func TestSQLWriterIDDefaultMariaDB(t *testing.T) {
+	t.Parallel()
+	m := newMariaDBBackend(t, "events")
+	ctx := context.Background()
+	dbMillis := func() int64 {
+		var ms int64
+		if err := m.db.QueryRow("SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000").Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	// byID reads the table's ids and payloads in id order.
+	byID := func() ([]uuid.UUID, []string) {
+		rows, err := m.db.Query("SELECT id, payload FROM " + m.ident + " ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var ids []uuid.UUID
+		var payloads []string
+		for rows.Next() {
+			var raw []byte
+			var payload string
+			if err := rows.Scan(&raw, &payload); err != nil {
+				t.Fatal(err)
+			}
+			id, err := uuid.FromBytes(raw)
+			if err != nil || id.Version() != 7 || id.Variant() != uuid.RFC4122 {
+				t.Fatalf("id %x of %s: %v; want a UUIDv7", raw, payload, err)
+			}
+			ids, payloads = append(ids, id), append(payloads, payload)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ids, payloads
+	}
+
+	// The clocks pass each batch's last millisecond before the next
+	// batch: ids of one millisecond from two sources have no order.
+	first := m.write(t, storeMessages(3, "orders", "go1")...)
+	await(t, 10*time.Second, func() bool { return dbMillis() > idTime(first[2].ID).UnixMilli() }, "the database clock stays in the Go writer's millisecond")
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // committed below
+	for _, stmt := range []string{
+		"INSERT INTO " + m.ident + " (topic, `key`, payload) VALUES ('orders', 'k1', 'sql-0')",
+		"INSERT INTO " + m.ident + " (topic, `key`, payload) VALUES ('orders', 'k2', 'sql-1'), ('orders', 'k1', 'sql-2')",
+	} {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := byID()
+	plain := ids[3:] // after go1's three
+	await(t, 10*time.Second, func() bool { return time.Now().UnixMilli() > idTime(plain[2]).UnixMilli() }, "the Go clock stays in the database's millisecond")
+	m.write(t, storeMessages(3, "orders", "go2")...)
+	want := []string{"go1-0", "go1-1", "go1-2", "sql-0", "sql-1", "sql-2", "go2-0", "go2-1", "go2-2"}
+	if _, got := byID(); !slices.Equal(got, want) {
+		t.Fatalf("payloads in id order: %v, want %v", got, want)
+	}
+
+	sk := &sink{}
+	for i := range 2 {
+		startStoreRelay(t, m, sk, relay.Config{ID: fmt.Sprintf("relay-%d", i)})
+	}
+	await(t, 60*time.Second, func() bool { return countStatus(t, m, "sent") == len(want) }, "not every row sent: %v", m.statuses(t))
+	acked := sk.ackedByID()
+	if len(acked) != len(want) {
+		t.Errorf("%d distinct events published, want %d", len(acked), len(want))
+	}
+	for id, n := range acked {
+		if n != 1 {
+			t.Errorf("event %s published %d times, want once", id, n)
+		}
+	}
+	published := map[uuid.UUID]string{}
+	for _, msg := range sk.ackedMessages() {
+		published[msg.ID] = string(msg.Key) + "/" + string(msg.Payload)
+	}
+	for i, want := range []string{"k1/sql-0", "k2/sql-1", "k1/sql-2"} {
+		if got := published[plain[i]]; got != want {
+			t.Errorf("plain-SQL row %s published as %q, want %q", plain[i], got, want)
+		}
+	}
+}

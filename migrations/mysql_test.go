@@ -132,7 +132,7 @@ func TestMySQLUpDownStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) == 0 || LatestMySQL() != all[len(all)-1].Version {
+	if len(all) != 5 || LatestMySQL() != 5 {
 		t.Fatalf("AllMySQL = %d migrations, LatestMySQL = %d", len(all), LatestMySQL())
 	}
 

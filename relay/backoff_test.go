@@ -159,6 +159,8 @@ func TestConfigValidate(t *testing.T) {
 		{"ID", func(c *Config) { c.ID = strings.Repeat("r", 201) }},
 		{"Claim", func(c *Config) { c.Claim = "optimistic" }},
 		{"Claim", func(c *Config) { c.Claim = "LOCK" }},
+		{"Ordering.Topics", func(c *Config) { c.Ordering.Topics = []string{"orders.*", "orders/*"} }},
+		{"Ordering.Topics", func(c *Config) { c.Ordering.Topics = []string{"*", ""} }},
 	}
 	for _, c := range cases {
 		t.Run(c.field, func(t *testing.T) {

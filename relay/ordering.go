@@ -2,10 +2,11 @@ package relay
 
 import (
 	"fmt"
-	"slices"
+	"strings"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/relay/internal/pgstore"
+	"github.com/outboxrelay/outboxrelay/relay/internal/store"
 )
 
 // HeadOfLine says what happens to the later events of a key while its
@@ -29,9 +30,11 @@ const Buckets = pgstore.Buckets
 // Ordering configures per-key ordered delivery. Every replica serving a
 // table must use the same Topics and Shards.
 type Ordering struct {
-	// Topics whose keyed events are delivered in per-key order; "*" means
-	// every topic. Events without a key are never ordered. Defaults to none:
-	// ordering off.
+	// Topics whose keyed events are delivered in per-key order: topics,
+	// or patterns in which each * stands for any run of characters, dots
+	// included, as in a route (publishers/route): "orders.*" matches
+	// "orders.created"; "*" means every topic. Events without a key are
+	// never ordered. Defaults to none: ordering off.
 	Topics []string
 	// Shards is the number of shards keys are spread over: an ordered loop
 	// leases one shard at a time and publishes its rows in order. Between
@@ -55,18 +58,20 @@ type Ordering struct {
 func (o Ordering) enabled() bool { return len(o.Topics) > 0 }
 
 // allTopics reports whether every topic is ordered.
-func (o Ordering) allTopics() bool { return slices.Contains(o.Topics, "*") }
+func (o Ordering) allTopics() bool {
+	all, _ := store.OrderedTopics(o.Topics)
+	return all
+}
 
 func (o Ordering) validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Field: "Ordering." + field, Reason: fmt.Sprintf(format, args...)}
 	}
 	for _, t := range o.Topics {
-		if t == "*" {
-			continue
-		}
-		if err := outbox.ValidateTopic(t); err != nil {
-			return bad("Topics", "%v", err)
+		// A pattern is valid when its *s, each taken for one character,
+		// leave a valid topic: route patterns follow the same rule.
+		if err := outbox.ValidateTopic(strings.ReplaceAll(t, "*", "x")); err != nil {
+			return bad("Topics", "%q matches no valid topic: %v", t, err)
 		}
 	}
 	switch {

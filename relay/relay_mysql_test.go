@@ -8,15 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/outboxrelay/outboxrelay/internal/mariadbtest"
 	"github.com/outboxrelay/outboxrelay/migrations"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// recordingPublisher keeps the ids of the messages it was given.
+// recordingPublisher keeps the ids of the messages it was given, and the
+// messages.
 type recordingPublisher struct {
 	mu   sync.Mutex
 	seen map[string]int
+	msgs []outbox.Message
 }
 
 func (p *recordingPublisher) Publish(_ context.Context, msgs []outbox.Message) error {
@@ -25,6 +29,7 @@ func (p *recordingPublisher) Publish(_ context.Context, msgs []outbox.Message) e
 	for _, m := range msgs {
 		p.seen[m.ID.String()]++
 	}
+	p.msgs = append(p.msgs, msgs...)
 	return nil
 }
 
@@ -100,6 +105,80 @@ func TestRunOnMySQL(t *testing.T) {
 	}
 	if len(pub.seen) != n {
 		t.Errorf("published %d distinct events, want %d", len(pub.seen), n)
+	}
+}
+
+// Run on MariaDB publishes events written in plain SQL without an id
+// (migration 004's default): each once, with the id the database made,
+// a UUIDv7, and the key and payload written.
+func TestRunOnMySQLPlainSQL(t *testing.T) {
+	db := mysqlDB(t)
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // committed below
+	for _, stmt := range []string{
+		"INSERT INTO outbox (topic, `key`, payload) VALUES ('orders', 'k1', 'p0')",
+		"INSERT INTO outbox (topic, `key`, payload) VALUES ('orders', 'k1', 'p1'), ('orders', 'k2', 'p2'), ('orders', NULL, 'p3')",
+	} {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uuid.UUID]string{} // id: key/payload
+	rows, err := db.QueryContext(ctx, "SELECT id, COALESCE(`key`, ''), payload FROM outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id []byte
+		var key, payload string
+		if err := rows.Scan(&id, &key, &payload); err != nil {
+			t.Fatal(err)
+		}
+		u, err := uuid.FromBytes(id)
+		if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
+			t.Fatalf("id %x made by the database: %v, version %d, variant %v; want a UUIDv7", id, err, u.Version(), u.Variant())
+		}
+		want[u] = key + "/" + payload
+	}
+	if err := rows.Err(); err != nil || len(want) != 4 {
+		t.Fatalf("%d rows, %v; want 4", len(want), err)
+	}
+
+	pub := &recordingPublisher{seen: map[string]int{}}
+	r, err := NewMySQL(db, pub, Config{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for countStatus(t, db, "sent") < len(want) && time.Now().Before(deadline) && len(done) == 0 {
+		time.Sleep(20 * time.Millisecond) // polls the table's state: nothing to await but the rows
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if got := countStatus(t, db, "sent"); got != len(want) {
+		t.Fatalf("%d rows sent, want %d", got, len(want))
+	}
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	if len(pub.msgs) != len(want) {
+		t.Fatalf("published %d messages, want %d", len(pub.msgs), len(want))
+	}
+	for _, m := range pub.msgs {
+		if got := string(m.Key) + "/" + string(m.Payload); want[m.ID] != got || pub.seen[m.ID.String()] != 1 {
+			t.Errorf("published %s %q %d times; the table holds %q", m.ID, got, pub.seen[m.ID.String()], want[m.ID])
+		}
 	}
 }
 

@@ -151,7 +151,7 @@ func (r *relayFlags) register(f *flags) {
 	f.Duration(&r.outageMin, "outage-backoff-min", d.OutageBackoffMin, "first wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
 	f.Duration(&r.outageMax, "outage-backoff-max", d.OutageBackoffMax, "longest wait before trying again while the database is unreachable (and between one-event probes of a sink that cannot be probed otherwise)")
 	f.Duration(&r.probeInterval, "probe-interval", d.ProbeInterval, "while the sink is down, the wait between probes that publish nothing (Kafka: an ApiVersions request); the relay resumes within about this long of the sink's return")
-	f.String(&r.orderedTopics, "ordered-topics", strings.Join(d.Ordering.Topics, ","), "comma-separated topics whose keyed events are delivered in per-key order, or * for all (default: none)")
+	f.String(&r.orderedTopics, "ordered-topics", strings.Join(d.Ordering.Topics, ","), "comma-separated topics or patterns (each * any run of characters, as in --route: orders.*) whose keyed events are delivered in per-key order; * for all (default: none)")
 	f.Int(&r.shards, "shards", d.Ordering.Shards, "ordered delivery: shards keys are spread over; every replica must use the same value")
 	f.Int(&r.orderedLoops, "ordered-loops", d.Ordering.Loops, "ordered delivery: shards one replica serves at once, each by a loop that claims, publishes and records one batch at a time")
 	f.Int(&r.shardBudget, "shard-budget", 0, fmt.Sprintf("ordered delivery: rows claimed from one shard before handing it back (default %d x --batch-min)", relay.DefaultShardBudgetBatches))

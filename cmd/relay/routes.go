@@ -93,7 +93,7 @@ func sinksOf(rules []route.Rule) []string {
 
 // checkRoutes reports what can be known wrong with rules before start: a
 // sink that is not registered, a sink whose flags are bad, and an ordered
-// topic that no rule matches.
+// topic or pattern that no rule matches (none of its topics has a rule).
 func (o *runOptions) checkRoutes(rules []route.Rule, rc relay.Config) error {
 	var errs problems
 	for _, name := range sinksOf(rules) {
@@ -103,12 +103,9 @@ func (o *runOptions) checkRoutes(rules []route.Rule, rc relay.Config) error {
 		}
 		errs.add(o.sinks.check(name, rc))
 	}
-	for _, topic := range rc.Ordering.Topics {
-		if topic == "*" {
-			continue
-		}
-		if _, ok := route.Find(rules, topic); !ok {
-			errs.add(usageError("--ordered-topics names %q, which no --route rule matches; add one (or a catch-all \"*=SINK\")", topic))
+	for _, pattern := range rc.Ordering.Topics {
+		if !slices.ContainsFunc(rules, func(r route.Rule) bool { return r.Overlaps(pattern) }) {
+			errs.add(usageError("--ordered-topics names %q, which no --route rule matches; add one (or a catch-all \"*=SINK\")", pattern))
 		}
 	}
 	return errs.err()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,48 @@ func TestRouteUsageErrors(t *testing.T) {
 		code, _, stderr := invoke(context.Background(), map[string]string{"OUTBOX_DATABASE_URL": "postgres://nobody@127.0.0.1:1/x"}, append([]string{"run"}, c.args...)...)
 		if code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("run %q: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// --ordered-topics takes the patterns --route does: a pattern is refused
+// when no rule matches any of its topics, or when it matches no valid
+// topic; one that shares a topic with some rule is taken as it is.
+func TestOrderedTopicPatternsAgainstRoutes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		routes  []string
+		ordered string
+		want    string // in the usage error; "" for none
+	}{
+		{[]string{"orders.*=stdout"}, "orders.*", ""},
+		{[]string{"orders.*=stdout"}, "orders.c*,orders.paid", ""},
+		{[]string{"orders.created=stdout"}, "orders.*", ""},
+		{[]string{"orders.*=stdout", "billing.*=stdout"}, "*.created", ""},
+		{[]string{"orders.*=stdout"}, "*", ""},
+		{[]string{"orders.*=stdout"}, "billing.*", `--ordered-topics names "billing.*", which no --route rule matches`},
+		{[]string{"orders.*=stdout"}, "*.created,orders-*", `--ordered-topics names "orders-*", which no --route rule matches`},
+		{[]string{"*=stdout"}, "orders/*", `invalid value for --ordered-topics (OUTBOX_ORDERED_TOPICS): "orders/*" matches no valid topic`},
+		{[]string{"*=stdout"}, "*,.", `invalid value for --ordered-topics (OUTBOX_ORDERED_TOPICS): "." matches no valid topic`},
+	} {
+		f := newFlags("relay run", "", io.Discard, func(string) string { return "" })
+		var o runOptions
+		o.register(f)
+		args := []string{"--database-url", "postgres://app@127.0.0.1:1/postgres", "--ordered-topics", c.ordered}
+		for _, r := range c.routes {
+			args = append(args, "--route", r)
+		}
+		if err := f.parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.config()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("routes %q, --ordered-topics %q: %v; want no error", c.routes, c.ordered, err)
+		case c.want == "" && strings.Join(cfg.relay.Ordering.Topics, ",") != c.ordered:
+			t.Errorf("routes %q, --ordered-topics %q: Ordering.Topics = %q", c.routes, c.ordered, cfg.relay.Ordering.Topics)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("routes %q, --ordered-topics %q: %v; want an error with %q", c.routes, c.ordered, err, c.want)
 		}
 	}
 }

@@ -17,10 +17,10 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// The console serves an Admin on MySQL/MariaDB as on PostgreSQL: a group
-// retried within its confirmed count, audited as the token's name.
-func TestMySQLGroupRetry(t *testing.T) {
-	t.Parallel()
+// setupMySQL serves the console on a migrated MariaDB table with alice
+// (write) and bob (read).
+func setupMySQL(t *testing.T) (*sql.DB, *bundle) {
+	t.Helper()
 	ctx := context.Background()
 	db, _ := mariadbtest.DB(t)
 	table := outbox.Table{Name: "outbox"}
@@ -31,13 +31,21 @@ func TestMySQLGroupRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := console.ParseTokens("alice:write:" + writeSecret)
+	tokens, err := console.ParseTokens("alice:write:" + writeSecret + " bob:read:" + readSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(console.Handler(adm, tokens))
 	t.Cleanup(srv.Close)
-	b := &bundle{ctx: ctx, url: srv.URL}
+	return db, &bundle{ctx: ctx, url: srv.URL}
+}
+
+// The console serves an Admin on MySQL/MariaDB as on PostgreSQL: a group
+// retried within its confirmed count, audited as the token's name.
+func TestMySQLGroupRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, b := setupMySQL(t)
 
 	put := func(lastError string) string {
 		id := uuid.Must(uuid.NewV7())
@@ -99,22 +107,7 @@ func TestMySQLGroupRetry(t *testing.T) {
 func TestMySQLReplayAndAudit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, _ := mariadbtest.DB(t)
-	table := outbox.Table{Name: "outbox"}
-	if _, err := migrations.UpMySQL(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
-	adm, err := admin.NewMySQL(db, admin.Config{Table: table, Actor: "console"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := console.ParseTokens("alice:write:" + writeSecret + " bob:read:" + readSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(console.Handler(adm, tokens))
-	t.Cleanup(srv.Close)
-	b := &bundle{ctx: ctx, url: srv.URL}
+	db, b := setupMySQL(t)
 	var ids []string
 	for range 2 {
 		id := uuid.Must(uuid.NewV7())

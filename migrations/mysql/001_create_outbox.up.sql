@@ -10,7 +10,8 @@
 -- on PostgreSQL (a case-insensitive dedup_key would refuse "A" beside "a",
 -- and a case-insensitive fence would let one token stand for another).
 --
--- id is a UUIDv7 in 16 bytes, given by the writer: there is no default.
+-- id is a UUIDv7 in 16 bytes, given by the writer: there is no default
+-- (004 adds one, for writers in plain SQL).
 -- `key` is a reserved word and always quoted.
 --
 -- MySQL has no partial indexes, and InnoDB appends the primary key to

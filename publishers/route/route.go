@@ -70,6 +70,10 @@ func (r Rule) String() string {
 // Matches reports whether topic matches the rule's pattern.
 func (r Rule) Matches(topic string) bool { return match(r.Pattern, topic) }
 
+// Overlaps reports whether some topic matches both the rule's pattern and
+// pattern, a topic or a pattern with * as in Rule.Pattern.
+func (r Rule) Overlaps(pattern string) bool { return overlap(r.Pattern, pattern) }
+
 // DestinationFor returns where the rule sends a message of topic.
 func (r Rule) DestinationFor(topic string) string {
 	if r.Destination == "" {
@@ -98,6 +102,31 @@ func match(pattern, s string) bool {
 		s = s[i+len(p):]
 	}
 	return len(s) >= len(last) && strings.HasSuffix(s, last)
+}
+
+// overlap reports whether some string matches both patterns a and b, in
+// time proportional to len(a) * len(b).
+func overlap(a, b string) bool {
+	// f[i][j] reports whether some string matches both a[i:] and b[j:].
+	f := make([][]bool, len(a)+1)
+	for i := range f {
+		f[i] = make([]bool, len(b)+1)
+	}
+	for i := len(a); i >= 0; i-- {
+		for j := len(b); j >= 0; j-- {
+			switch {
+			case i == len(a) && j == len(b):
+				f[i][j] = true
+			case i < len(a) && a[i] == '*': // a's * matches nothing, or b[j] too
+				f[i][j] = f[i+1][j] || j < len(b) && f[i][j+1]
+			case j < len(b) && b[j] == '*':
+				f[i][j] = f[i][j+1] || i < len(a) && f[i+1][j]
+			case i < len(a) && j < len(b):
+				f[i][j] = a[i] == b[j] && f[i+1][j+1]
+			}
+		}
+	}
+	return f[0][0]
 }
 
 // Find returns the first of rules whose pattern matches topic.

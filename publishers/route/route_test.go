@@ -70,6 +70,59 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+// Overlaps holds when some topic matches both patterns. Beside the cases,
+// every pair of short patterns over "a", "b" and "*" is checked against
+// match on every string of up to 6 of "a" and "b".
+func TestOverlaps(t *testing.T) {
+	for _, c := range []struct {
+		rule, pattern string
+		want          bool
+	}{
+		{"orders.*", "orders.*", true},
+		{"orders.*", "orders.created", true},
+		{"orders.created", "orders.*", true},
+		{"orders.*", "*.created", true},
+		{"*", "billing.*", true},
+		{"orders.*", "billing.*", false},
+		{"orders.*", "orders", false},
+		{"a*b", "b*a", false},
+		{"*a", "*b", false},
+		{"a*", "*b", true},
+	} {
+		if got := (Rule{Pattern: c.rule}).Overlaps(c.pattern); got != c.want {
+			t.Errorf("rule %q overlaps %q = %v, want %v", c.rule, c.pattern, got, c.want)
+		}
+	}
+	words := func(alphabet string, n int) []string {
+		out := []string{""}
+		for prev := out; n > 0; n-- {
+			var next []string
+			for _, w := range prev {
+				for _, c := range alphabet {
+					next = append(next, w+string(c))
+				}
+			}
+			out, prev = append(out, next...), next
+		}
+		return out
+	}
+	patterns, topics := words("ab*", 4), words("ab", 6)
+	for _, a := range patterns {
+		for _, b := range patterns {
+			want := false
+			for _, s := range topics {
+				if match(a, s) && match(b, s) {
+					want = true
+					break
+				}
+			}
+			if got := overlap(a, b); got != want {
+				t.Fatalf("overlap(%q, %q) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}
+
 // memSink records what it was given, and fails the topics in fail.
 type memSink struct {
 	mu     sync.Mutex

@@ -23,7 +23,8 @@ type Store struct {
 	pool  *pgxpool.Pool
 	table outbox.Table
 	lease time.Duration
-	// all and topics name the ordered topics (orderedTopics).
+	// all and topics name the ordered topics: every one, or those some
+	// LIKE pattern of topics matches (store.OrderedTopics).
 	all    bool
 	topics []string
 	shards int
@@ -44,8 +45,9 @@ type Config struct {
 	Lease time.Duration
 	// Bounds bound what a claim reads.
 	Bounds store.Bounds
-	// Topics are the ordered topics ("*": every one; none: ordering off)
-	// and Shards their shard count (relay.Ordering).
+	// Topics are the ordered topics, as topics or patterns ("*": every
+	// one; none: ordering off), and Shards their shard count
+	// (relay.Ordering).
 	Topics []string
 	Shards int
 }
@@ -61,7 +63,7 @@ var (
 
 // New returns the store of cfg.Table on pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	all, topics := orderedTopics(cfg.Topics)
+	all, topics := store.OrderedTopics(cfg.Topics)
 	return &Store{
 		pool: pool, table: cfg.Table, lease: cfg.Lease, bounds: cfg.Bounds,
 		all: all, topics: topics, shards: cfg.Shards,
@@ -134,18 +136,4 @@ func (s *Store) Listen(ctx context.Context, connected, notified func()) error {
 		}
 		notified()
 	}
-}
-
-// orderedTopics returns the parameters naming the ordered topics: all of
-// them ("*" among topics), or these.
-func orderedTopics(ordered []string) (all bool, topics []string) {
-	topics = []string{}
-	for _, t := range ordered {
-		if t == "*" {
-			all = true
-		} else {
-			topics = append(topics, t)
-		}
-	}
-	return all, topics
 }

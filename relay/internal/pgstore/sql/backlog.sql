@@ -7,7 +7,8 @@
 --   - oldest_due_ms: now() - next_retry_at of the pending row due
 --     longest, in ms, 0 when none is due: the first entry of pending_idx.
 --   - keys_blocked: with ordered delivery (@any_ordered), the keys of
---     ordered topics (@all_ordered: every topic, @ordered_topics: these)
+--     ordered topics (@all_ordered: every topic, @ordered_topics: those
+--     these LIKE patterns match)
 --     with a pending row waiting for a retry after a failed publish
 --     (last_error set, next_retry_at ahead). Such a row is its key's
 --     earliest unfinished event (a key's later events are published only
@@ -58,5 +59,5 @@ SELECT
     ) AS delayed
     WHERE last_error IS NOT NULL
       AND bucket IS NOT NULL
-      AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[]))
+      AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[]))
     ) AS keys_blocked

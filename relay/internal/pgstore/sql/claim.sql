@@ -9,7 +9,8 @@
 --
 -- Each branch uses its own partial index; SKIP LOCKED lets replicas claim
 -- side by side without waiting on each other. Rows of ordered topics
--- (@all_ordered: every topic, @ordered_topics: these) that have a key are
+-- (@all_ordered: every topic, @ordered_topics: those these LIKE
+-- patterns match) that have a key are
 -- the ordered claim's (ordered_take.sql); with @all_ordered the filter
 -- folds to "bucket IS NULL", which keyless_idx matches. The swept rows are
 -- taken by primary key if they are still due or lapsed (IS TRUE keeps the
@@ -62,7 +63,7 @@ WITH picked AS (
           AND locked_until < now()
           AND (@lapsed_within_ms::bigint IS NULL OR locked_until >= now() - @lapsed_within_ms * interval '1 millisecond')
           AND (@bound::uuid IS NULL OR id >= @bound)
-          AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
+          AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[])))
         ORDER BY locked_until
         LIMIT @limit
         FOR UPDATE SKIP LOCKED
@@ -75,7 +76,7 @@ WITH picked AS (
           AND next_retry_at <= now()
           AND (next_retry_at, id) >= (@from_due, @from_id)
           AND (@bound::uuid IS NULL OR id >= @bound)
-          AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
+          AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[])))
         ORDER BY next_retry_at, id
         LIMIT @limit
         FOR UPDATE SKIP LOCKED

@@ -23,7 +23,7 @@ SELECT id, topic, key, payload, headers, least(attempt, 2147483646) + 1, created
             FROM {{table}}
             WHERE status = 'processing'
               AND locked_until < now()
-              AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
+              AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[])))
             ORDER BY locked_until
             LIMIT @limit
             FOR UPDATE SKIP LOCKED
@@ -35,7 +35,7 @@ SELECT id, topic, key, payload, headers, least(attempt, 2147483646) + 1, created
             FROM {{table}}
             WHERE status = 'pending'
               AND next_retry_at <= now()
-              AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
+              AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[])))
             ORDER BY next_retry_at, id
             LIMIT @limit
             FOR UPDATE SKIP LOCKED

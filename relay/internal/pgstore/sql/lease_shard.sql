@@ -56,7 +56,7 @@ WITH taken AS (
                                    ((c.shard + 1) * 1024 + @shards - 1) / @shards - 1) AS b (bucket)
               CROSS JOIN LATERAL (
                   SELECT o.next_retry_at <= now()
-                         AND (@all_ordered::bool OR o.topic = ANY(@ordered_topics::text[])) AS due,
+                         AND (@all_ordered::bool OR o.topic LIKE ANY(@ordered_topics::text[])) AS due,
                          row_number() OVER (ORDER BY o.tx, o.id) AS n
                   FROM {{table}} AS o
                   WHERE o.bucket = b.bucket::smallint
@@ -77,7 +77,7 @@ WITH taken AS (
                 AND o.locked_until < now()
                 AND o.bucket * @shards / 1024 = c.shard
                 AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-                AND (@all_ordered::bool OR o.topic = ANY(@ordered_topics::text[]))
+                AND (@all_ordered::bool OR o.topic LIKE ANY(@ordered_topics::text[]))
           ))
     LIMIT 1
 ),

@@ -20,7 +20,7 @@ SELECT id, 0 FROM (
     FROM {{table}}
     WHERE status = 'processing'
       AND locked_until < now()
-      AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
+      AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[])))
     ORDER BY locked_until
     LIMIT @limit
 ) AS lapsed
@@ -31,7 +31,7 @@ SELECT id, 1 FROM (
     WHERE status = 'pending'
       AND next_retry_at <= now()
       AND (next_retry_at, id) < (@from_due, @from_id)
-      AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
+      AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[])))
     ORDER BY next_retry_at, id
     LIMIT @limit
 ) AS below
@@ -43,7 +43,7 @@ SELECT id, 2 FROM (
       AND id < @bound
       AND status = 'pending'
       AND next_retry_at <= now()
-      AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic = ANY(@ordered_topics::text[])))
+      AND NOT (bucket IS NOT NULL AND (@all_ordered::bool OR topic LIKE ANY(@ordered_topics::text[])))
     ORDER BY next_retry_at, id
     LIMIT @limit
 ) AS older

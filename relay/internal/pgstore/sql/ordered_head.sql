@@ -2,12 +2,13 @@
 -- which only reads: up to @window of the pending rows of shard @shard
 -- (buckets @first_bucket to @last_bucket), its oldest first, below the
 -- visibility horizon, and its processing rows of the ordered topics
--- (@all_topics, or @topics) (in_flight: rows of claims made before
--- migration 009, which marked their rows). A row is ready when it is of
--- an ordered topic and due (pending and next_retry_at passed, or
--- processing with a lapsed lease); the relay computes each key's run of
--- ready rows from them (Store.ClaimOrdered). Each row's tuple id
--- (ctid) tells the take where to fetch it (ordered_take.sql).
+-- (@all_topics, or those the LIKE patterns @topics match) (in_flight:
+-- rows of claims made before migration 009, which marked their rows). A
+-- row is ready when it is of an ordered topic and due (pending and
+-- next_retry_at passed, or processing with a lapsed lease); the relay
+-- computes each key's run of ready rows from them (Store.ClaimOrdered).
+-- Each row's tuple id (ctid) tells the take where to fetch it
+-- (ordered_take.sql).
 --
 -- The read starts at the oldest of the buckets' first pending rows of
 -- any topic from the shard row's floor_tx, below which no row is pending:
@@ -38,7 +39,7 @@ processing AS (
     SELECT o.bucket, o.id, o.topic, o.key, o.tx, o.ctid,
            o.locked_until < now()
            AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready,
-           @all_topics::bool OR o.topic = ANY(@topics::text[]) AS ordered
+           @all_topics::bool OR o.topic LIKE ANY(@topics::text[]) AS ordered
     FROM {{table}} AS o
     WHERE o.status = 'processing'
       AND o.bucket BETWEEN @first_bucket AND @last_bucket
@@ -71,7 +72,7 @@ LEFT JOIN (
     FROM (
         SELECT o.bucket, o.id, o.topic, o.key, o.tx, o.ctid,
                o.next_retry_at <= now()
-               AND (@all_topics::bool OR o.topic = ANY(@topics::text[])) AS ready
+               AND (@all_topics::bool OR o.topic LIKE ANY(@topics::text[])) AS ready
         FROM {{table}} AS o
         WHERE (o.tx, o.id) >= (SELECT tx, id FROM start)
           AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
