@@ -22,9 +22,10 @@ import (
 // (failed_at included, with the indexes a table without partial indexes
 // needs), 002 the jobs table of retention (PostgreSQL's 004), 003 the
 // audit trail (PostgreSQL's 007), 005 ordered delivery by per-key
-// counters (docs/ordering.md#mysql-and-mariadb). PostgreSQL's other migrations have no
-// meaning here (002 and 005 ordered delivery by transaction id, 003
-// LISTEN/NOTIFY, 006 an id default in PL/pgSQL), and replaying that
+// counters (docs/ordering.md#mysql-and-mariadb). PostgreSQL's other
+// migrations have no meaning here (002 and 005 ordered delivery by
+// transaction id, 003 LISTEN/NOTIFY, 006 an id default in PL/pgSQL), and
+// replaying that
 // history on a new dialect would only add steps; a later MySQL migration
 // takes the next MySQL number whatever PostgreSQL's is then.
 //
