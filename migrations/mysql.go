@@ -25,9 +25,9 @@ import (
 // counters (docs/ordering.md#mysql-and-mariadb). PostgreSQL's other
 // migrations have no meaning here (002 and 005 ordered delivery by
 // transaction id, 003 LISTEN/NOTIFY, 006 an id default in PL/pgSQL), and
-// replaying that
-// history on a new dialect would only add steps; a later MySQL migration
-// takes the next MySQL number whatever PostgreSQL's is then.
+// replaying that history on a new dialect would only add steps; a later
+// MySQL migration takes the next MySQL number whatever PostgreSQL's is
+// then.
 //
 // MySQL commits every DDL statement at once, so a migration cannot run in
 // a transaction as on PostgreSQL: each statement of a migration is
