@@ -27,8 +27,8 @@ import (
 // Each case is written once against storeBackend and runs as the subtests
 // "postgres" and "mariadb" with the same assertions, so a promise the
 // relay makes on one database is checked on the other. What only
-// PostgreSQL offers (ordered topics, lock claims, LISTEN wake-ups,
-// partitions) stays in the PostgreSQL-only tests.
+// PostgreSQL offers (lock claims, LISTEN wake-ups, partitions) stays in
+// the PostgreSQL-only tests.
 
 // storeBackend is one store's side of the suite: a fresh, migrated outbox
 // table of the test's own and the few things a test does to it besides
@@ -67,6 +67,8 @@ type storeBackend interface {
 	// backdateSent sets sent_at of ids to ago before the database's now,
 	// leaving their status alone.
 	backdateSent(t *testing.T, ids []uuid.UUID, ago time.Duration)
+	// prepareOrdered runs what `relay migrate up --ordered` runs.
+	prepareOrdered(t *testing.T)
 }
 
 // storeRow is a row's state as the relay left it.
@@ -628,5 +630,19 @@ WHERE id IN (`+list+`)`, append([]any{ago.Microseconds()}, args...)...)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
 		t.Fatalf("backdated %d rows (%v), want %d", n, err, len(ids))
+	}
+}
+
+func (p *postgresBackend) prepareOrdered(t *testing.T) {
+	t.Helper()
+	if _, err := migrations.PrepareOrdered(context.Background(), p.pool, p.table); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *mariadbBackend) prepareOrdered(t *testing.T) {
+	t.Helper()
+	if _, err := migrations.PrepareOrderedMySQL(context.Background(), m.db, m.table); err != nil {
+		t.Fatal(err)
 	}
 }

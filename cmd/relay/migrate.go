@@ -122,7 +122,8 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	var ordered bool
 	f.Bool(&ordered, "ordered", false,
 		"up: also prepare the table for ordered delivery: its primary key's pages (each partition's, and those of "+
-			"partitions created later) are built and split half full; idempotent (docs/ordering.md#the-primary-key-half-full)")
+			"partitions created later) are built and split half full; idempotent (docs/ordering.md#the-primary-key-half-full); "+
+			"on MySQL/MariaDB, required: it creates the trigger that numbers each key's events (docs/ordering.md#mysql-and-mariadb)")
 	var inbox bool
 	f.Bool(&inbox, "inbox", false,
 		"migrate the inbox table of package inbox (docs/consumers.md) instead of the outbox table: "+

@@ -1,8 +1,10 @@
 // Package mysqlstore is the relay's store for MySQL 8.0.13+ and MariaDB
-// 10.6+: the lease path and the retention janitor (store.Store), with the
+// 10.6+: the lease path and the retention janitor (store.Store), and
+// ordered delivery (store.Shards, ordered.go: per-key numbers a trigger
+// gives in commit order, docs/ordering.md#mysql-and-mariadb), with the
 // PostgreSQL store's semantics, over database/sql (go-sql-driver/mysql).
-// Each statement is a file in sql/; {{table}} and {{jobs}} name the
-// outbox table and its jobs table
+// Each statement is a file in sql/; {{table}}, {{jobs}} and {{shards}}
+// name the outbox table, its jobs table and its shard table
 // (migrations.MySQLIdent). As on PostgreSQL, durations travel as
 // milliseconds and every time is computed by the database, here with
 // UTC_TIMESTAMP(6) (DATETIME columns have no zone; NOW() would follow the

@@ -20,7 +20,7 @@ type Row struct {
 	Attempt   int
 	CreatedAt Time
 	Size      int64
-	Tx        int64 // writing transaction; ordered claims only
+	Tx        int64 // ordered claims only: the writing transaction (PostgreSQL), or the key's seq (MySQL)
 	Due       Time  // next_retry_at; lease claims only
 	// TID is where the lease claim left the row (its tuple id), for a
 	// mark-sent by tuple id, or where the ordered claim read it, for the

@@ -81,7 +81,7 @@ const (
 
 // Shards is ordered delivery's part of a store (docs/ordering.md): shard
 // leases, claims in key order under a shard's lease, and write-backs
-// fenced by it. Only PostgreSQL's store has it.
+// fenced by it. Both stores have it.
 type Shards interface {
 	// EnsureShards creates the shard rows when there are none, and checks
 	// that there are shards of them.
