@@ -396,7 +396,7 @@ func TestClaimsUnderAHeldSnapshotReadBoundedPages(t *testing.T) {
 		t.Errorf("a mark-sent of %d rows read %d pages; plan: %+v", perCycle, marked, markedPlan)
 	}
 	// 3x, not more: index entries that scans mark dead (LP_DEAD hints)
-	// shorten the walk on a busy machine (76 pages against 18 seen).
+	// shorten the walk on a busy machine.
 	if walked < 3*marked {
 		t.Errorf("testing status = 'processing', a mark-sent read %d pages, as written %d: the test no longer tells them apart; plans: %+v\n%+v", walked, marked, walkedPlan, markedPlan)
 	}
