@@ -44,27 +44,10 @@ func TestMySQLOrderedSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("relay migrate up --ordered: %v\n%s", err, out)
 	}
 
-	type proc struct {
-		cmd    *exec.Cmd
-		stderr *lockedBuilder
-	}
-	var procs []proc
-	for i := range 3 {
-		cmd := exec.Command(bin, "run", "--ordered-topics", "*", "--shards", "8", "--batch-size", "5", "--poll-interval", "20ms",
-			"--lease", "2s", "--relay-id", fmt.Sprintf("my-%d", i), "--log-format", "json")
-		cmd.Env = env
-		p := proc{cmd: cmd, stderr: &lockedBuilder{b: &strings.Builder{}}}
-		cmd.Stderr = p.stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, p)
-	}
-	defer func() {
-		for _, p := range procs {
-			_ = p.cmd.Process.Kill()
-		}
-	}()
+	procs := startRelays(t, bin, env, 3, func(i int) []string {
+		return []string{"--ordered-topics", "*", "--shards", "8", "--batch-size", "5", "--poll-interval", "20ms",
+			"--lease", "2s", "--relay-id", fmt.Sprintf("my-%d", i), "--log-format", "json"}
+	})
 
 	// Each writer commits the events of its keys in turn, one per
 	// transaction: a key's write order is its commit order.

@@ -176,27 +176,10 @@ func TestMySQLRunDeliversEveryEventOnce(t *testing.T) {
 	const total = 1500
 	want := writeMySQL(t, db, outbox.Table{}, topic, total)
 
-	type proc struct {
-		cmd    *exec.Cmd
-		stderr *lockedBuilder
-	}
-	var procs []proc
-	for i := range 2 {
-		cmd := exec.Command(bin, "run", "--batch-size", "50", "--poll-interval", "20ms", "--relay-id", fmt.Sprintf("my-%d", i),
-			"--log-format", "json", "--metrics-addr", "127.0.0.1:0")
-		cmd.Env = env
-		p := proc{cmd: cmd, stderr: &lockedBuilder{b: &strings.Builder{}}}
-		cmd.Stderr = p.stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, p)
-	}
-	defer func() {
-		for _, p := range procs {
-			_ = p.cmd.Process.Kill()
-		}
-	}()
+	procs := startRelays(t, bin, env, 2, func(i int) []string {
+		return []string{"--batch-size", "50", "--poll-interval", "20ms", "--relay-id", fmt.Sprintf("my-%d", i),
+			"--log-format", "json", "--metrics-addr", "127.0.0.1:0"}
+	})
 
 	deadline := time.Now().Add(60 * time.Second)
 	for countMySQL(t, db, "outbox", "sent") < total {
@@ -550,4 +533,33 @@ func TestMySQLRunRetriesUnreachableDatabase(t *testing.T) {
 	if !strings.Contains(errOut.String(), "mysql://app:xxxxx@127.0.0.1:1/shop") {
 		t.Fatalf("logs do not show the masked URL:\n%s", errOut.String())
 	}
+}
+
+// proc is a `relay run` process and what it wrote to stderr.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuilder
+}
+
+// startRelays starts n `relay run` processes with env and the arguments
+// args gives each, and kills those still running when the test ends.
+func startRelays(t *testing.T, bin string, env []string, n int, args func(i int) []string) []proc {
+	t.Helper()
+	var procs []proc
+	for i := range n {
+		cmd := exec.Command(bin, append([]string{"run"}, args(i)...)...)
+		cmd.Env = env
+		p := proc{cmd: cmd, stderr: &lockedBuilder{b: &strings.Builder{}}}
+		cmd.Stderr = p.stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			_ = p.cmd.Process.Kill()
+		}
+	})
+	return procs
 }
