@@ -277,9 +277,10 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 // Writers in plain SQL (no id, the database's default; migration 004) get
-// the same order on MariaDB: single-row and multi-row INSERTs of several
-// keys, in transactions one after another, reach the sink in each key's
-// write order, which the payload numbers.
+// the same order on MariaDB, the topic ordered by a pattern (orders.*):
+// single-row and multi-row INSERTs of several keys, in transactions one
+// after another, reach the sink in each key's write order, which the
+// payload numbers.
 func TestOrderedOnMySQLPlainSQL(t *testing.T) {
 	db := orderedMySQL(t)
 	ctx := context.Background()
@@ -291,7 +292,7 @@ func TestOrderedOnMySQLPlainSQL(t *testing.T) {
 			if i > 0 {
 				q += ", "
 			}
-			q += "('orders', ?, ?)"
+			q += "('orders.created', ?, ?)"
 			args = append(args, fmt.Sprintf("k%d", k), fmt.Sprint(next[k]))
 			next[k]++
 		}
@@ -325,7 +326,7 @@ func TestOrderedOnMySQLPlainSQL(t *testing.T) {
 	}
 	pub := &orderPublisher{got: map[string][]int64{}, tried: map[string]bool{}, flaky: func(outbox.Message) bool { return rand.IntN(4) == 0 }}
 	runRelays(t, db, pub, 2, Config{BatchSize: 5, BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
-		Ordering: Ordering{Topics: []string{"orders"}, Shards: 4, Loops: 2}})
+		Ordering: Ordering{Topics: []string{"orders.*"}, Shards: 4, Loops: 2}})
 	for k := range keys {
 		got := pub.got[fmt.Sprintf("k%d", k)]
 		for i, n := range got {

@@ -27,18 +27,12 @@ var errNotPrepared = errors.New("ordered topics on MySQL/MariaDB need the table 
 // shard s of P owns those with bucket * P / buckets = s.
 const buckets = 1024
 
-// orderedTopics returns the parameters naming the ordered topics: all of
-// them ("*" among topics), or these as a JSON array.
-func orderedTopics(ordered []string) (all bool, topics string) {
-	list := []string{}
-	for _, t := range ordered {
-		if t == "*" {
-			all = true
-		} else {
-			list = append(list, t)
-		}
-	}
-	b, _ := json.Marshal(list) // strings always marshal
+// orderedTopics returns the parameters naming the ordered topics: all
+// of them, or those matching one of the JSON array's LIKE patterns
+// (store.OrderedTopics), which the statements read with JSON_TABLE.
+func orderedTopics(ordered []string) (all bool, like string) {
+	all, patterns := store.OrderedTopics(ordered)
+	b, _ := json.Marshal(patterns) // strings always marshal
 	return all, string(b)
 }
 

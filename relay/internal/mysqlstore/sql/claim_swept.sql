@@ -13,7 +13,7 @@ SELECT id, topic,
        LEAST(attempt, 2147483646) + 1 AS attempt, created_at, next_retry_at
 FROM {{table}} FORCE INDEX (PRIMARY)
 WHERE id IN ({{ids}})
-  AND NOT (seq IS NOT NULL AND (? OR JSON_CONTAINS(?, JSON_QUOTE(topic))))
+  AND NOT (seq IS NOT NULL AND (? OR EXISTS (SELECT 1 FROM JSON_TABLE(?, '$[*]' COLUMNS (p VARCHAR(1024) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS o WHERE topic LIKE o.p)))
   AND ((status = 'pending' AND next_retry_at <= UTC_TIMESTAMP(6))
        OR (status = 'processing' AND locked_until < UTC_TIMESTAMP(6)))
 LIMIT ?

@@ -18,7 +18,7 @@ UNION ALL
  FROM {{table}} FORCE INDEX (due_idx)
  WHERE status = 'pending'
    AND next_retry_at <= UTC_TIMESTAMP(6)
-   AND NOT (seq IS NOT NULL AND (? OR JSON_CONTAINS(?, JSON_QUOTE(topic))))
+   AND NOT (seq IS NOT NULL AND (? OR EXISTS (SELECT 1 FROM JSON_TABLE(?, '$[*]' COLUMNS (p VARCHAR(1024) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS o WHERE topic LIKE o.p)))
    AND (next_retry_at < ? OR (next_retry_at = ? AND id < ?))
  ORDER BY next_retry_at, id
  LIMIT ?)
