@@ -25,6 +25,7 @@ const (
 FROM {{table}} FORCE INDEX (due_idx)
 WHERE status = 'pending'
   AND next_retry_at <= UTC_TIMESTAMP(6)
+  AND NOT (seq IS NOT NULL AND (? OR EXISTS (SELECT 1 FROM JSON_TABLE(?, '$[*]' COLUMNS (p VARCHAR(1024) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS o WHERE topic LIKE o.p)))
   AND (next_retry_at > ? OR (next_retry_at = ? AND id >= ?))
 ORDER BY next_retry_at, id
 LIMIT ?
@@ -292,7 +293,8 @@ func (l mysqlCeilingLoop) run(ctx context.Context, c *sql.Conn, owner string, n 
 // lock runs the claim's SELECT ... FOR UPDATE SKIP LOCKED and reads its
 // rows' sizes, as the relay does; it returns their ids.
 func (l mysqlCeilingLoop) lock(ctx context.Context, tx *sql.Tx) ([]any, error) {
-	rows, err := tx.QueryContext(ctx, l.claim, mysqlCeilingFloor, mysqlCeilingFloor, make([]byte, 16), l.batch)
+	// No ordered topics, as the relay's burn-down runs.
+	rows, err := tx.QueryContext(ctx, l.claim, false, "[]", mysqlCeilingFloor, mysqlCeilingFloor, make([]byte, 16), l.batch)
 	if err != nil {
 		return nil, err
 	}
