@@ -186,6 +186,9 @@ func TestBrowserShowsWhatSQLShows(t *testing.T) {
 	if topic != markupTopic || shown != wantShown || made != 0 || pwned {
 		t.Errorf("row page: topic %q, error %q (want %q), %d elements made of row text, script ran: %v", topic, shown, wantShown, made, pwned)
 	}
+	if headers := read(t, ctx, chromedp.TextContent(css("#headers"))); headers != "{\n  \"h\": \"v\"\n}" {
+		t.Errorf("headers shown as %q, want the JSON indented over lines", headers)
+	}
 	run(t, ctx, "payload", chromedp.Click(css("#show-payload")), chromedp.WaitVisible(css("#payload")))
 	if payload := read(t, ctx, chromedp.TextContent(css("#payload"))); payload != "payload 0" {
 		t.Errorf("payload shown %q, want %q", payload, "payload 0")

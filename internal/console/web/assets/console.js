@@ -22,10 +22,12 @@ function h(tag, attrs, ...kids) {
   return el;
 }
 
-// visible shows control characters (escape sequences, NUL, newlines) as
-// \u escapes instead of letting them vanish or reflow the page.
-const visible = (s) =>
-  String(s ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+// visible shows control characters (escape sequences, NUL, newlines
+// unless lines) as \u escapes instead of letting them vanish or reflow
+// the page.
+const visible = (s, lines = false) =>
+  String(s ?? "").replace(lines ? /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g : /[\u0000-\u001f\u007f-\u009f]/g,
+    (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 
 const num = (n) => (n == null ? "—" : Number(n).toLocaleString("en"));
 const when = (t) => (t ? new Date(t).toISOString().slice(0, 19).replace("T", " ") + " UTC" : "—");
@@ -39,12 +41,13 @@ function age(s) {
   return (s / 86400).toFixed(1) + " d";
 }
 
-// text decodes JSON's base64 bytes as UTF-8, or says they are binary.
-function text(b64) {
+// text decodes JSON's base64 bytes as UTF-8 (lines kept when lines), or
+// says they are binary.
+function text(b64, lines = false) {
   if (b64 == null) return "(none)";
   const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
   try {
-    return visible(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    return visible(new TextDecoder("utf-8", { fatal: true }).decode(bytes), lines);
   } catch {
     return `(${bytes.length} bytes, not UTF-8; base64: ${b64})`;
   }
@@ -208,7 +211,7 @@ async function rowDetail(gen, params, id) {
   async function showPayload() {
     try {
       const full = await api(`/api/failed/${encodeURIComponent(id)}?payload=1`);
-      payload.replaceChildren(h("pre", { id: "payload" }, text(full.payload)));
+      payload.replaceChildren(h("pre", { id: "payload" }, text(full.payload, true)));
     } catch (e) {
       fail(e, gen, payload);
     }
@@ -217,9 +220,9 @@ async function rowDetail(gen, params, id) {
   show(h("h1", {}, "Failed row"),
     h("dl", {},
       field("Id", r.id), field("Topic", h("span", { id: "topic" }, visible(r.topic))), field("Key", text(r.key)),
-      field("Headers", h("pre", {}, visible(JSON.stringify(r.headers, null, 2)))),
+      field("Headers", h("pre", { id: "headers" }, visible(JSON.stringify(r.headers, null, 2), true))),
       field("Attempts", r.attempt), field("Created", when(r.created_at)), field("Failed", when(r.failed_at)),
-      field("Error", h("pre", { id: "error" }, visible(r.last_error))),
+      field("Error", h("pre", { id: "error" }, visible(r.last_error, true))),
       field("Payload", payload)));
 }
 
