@@ -41,6 +41,10 @@ type Binding struct {
 	Name string
 	// Prefix starts the header of each attribute: ce_ for ce_id on Kafka.
 	Prefix string
+	// PercentEncode is set for HTTP, whose binding (3.1.3.2) has the
+	// attribute headers' values percent-encoded: space, '"', '%' and every
+	// byte outside printable ASCII.
+	PercentEncode bool
 	// NoBinary is set for a protocol that cannot carry binary mode (no
 	// headers, or too few); it then takes structured mode only.
 	NoBinary bool
@@ -55,7 +59,7 @@ var (
 	Kafka = Binding{Name: "Kafka", Prefix: "ce_"}
 	// HTTP follows the HTTP protocol binding 1.0: ce- headers and
 	// Content-Type (the webhook sink).
-	HTTP = Binding{Name: "HTTP", Prefix: "ce-"}
+	HTTP = Binding{Name: "HTTP", Prefix: "ce-", PercentEncode: true}
 	// NATS follows the NATS protocol binding 1.0.1: ce- headers.
 	NATS = Binding{Name: "NATS", Prefix: "ce-"}
 	// AMQP follows the AMQP protocol binding 1.0 on AMQP 0-9-1 (RabbitMQ):

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -36,7 +37,7 @@ func (c Config) Convert(m outbox.Message) (outbox.Message, error) {
 		return m, nil
 	}
 	attrs := map[string]string{"specversion": "1.0", "id": m.ID.String(), "source": c.source(), "type": m.Topic}
-	if len(m.Key) > 0 && utf8.Valid(m.Key) {
+	if text(m.Key) {
 		attrs["subject"] = string(m.Key)
 	}
 	if !m.CreatedAt.IsZero() {
@@ -75,9 +76,13 @@ func (c Config) Convert(m outbox.Message) (outbox.Message, error) {
 	out.Headers = headers
 	if c.Mode == ModeBinary {
 		for name, value := range attrs {
-			if name != "datacontenttype" {
-				headers[c.Binding.Prefix+name] = value
+			if name == "datacontenttype" {
+				continue
 			}
+			if c.Binding.PercentEncode {
+				value = percentEncode(value)
+			}
+			headers[c.Binding.Prefix+name] = value
 		}
 		if contentType != "" {
 			headers[HeaderContentType] = contentType
@@ -138,4 +143,33 @@ func validName(name string) bool {
 		}
 	}
 	return true
+}
+
+// text reports whether key can be the subject: non-empty valid UTF-8
+// without control characters or white space at its ends, which every
+// sink's headers carry intact.
+func text(key []byte) bool {
+	if len(key) == 0 || !utf8.Valid(key) || strings.TrimSpace(string(key)) != string(key) {
+		return false
+	}
+	for _, r := range string(key) {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// percentEncode encodes v as the HTTP binding's header values are (3.1.3.2):
+// each byte of a space, '"', '%' or outside printable ASCII as %XX.
+func percentEncode(v string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c > '~' || c == '"' || c == '%' {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -172,3 +172,30 @@ func assertJSON(t *testing.T, got []byte, want string) {
 		t.Errorf("envelope\n%s\nwant\n%s", got, want)
 	}
 }
+
+// On HTTP the attribute headers are percent-encoded (HTTP binding
+// 3.1.3.2); the plain headers and the other bindings' are not. A key that
+// is not text is no subject.
+func TestHTTPPercentEncoding(t *testing.T) {
+	m := outbox.Message{ID: uuid.New(), Topic: "t", Key: []byte("a b"),
+		Headers: map[string]string{"pct": "100%", "name": `"Zoë"`}}
+	got, err := Config{Mode: ModeBinary, Binding: HTTP}.Convert(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"ce-subject": "a%20b", "ce-pct": "100%25", "ce-name": "%22Zo%C3%AB%22", "pct": "100%", "name": `"Zoë"`}
+	for name, v := range want {
+		if got.Headers[name] != v {
+			t.Errorf("%s: %q; want %q", name, got.Headers[name], v)
+		}
+	}
+	if got, _ := (Config{Mode: ModeBinary, Binding: Kafka}).Convert(m); got.Headers["ce_subject"] != "a b" {
+		t.Errorf("Kafka: ce_subject %q", got.Headers["ce_subject"])
+	}
+	for _, key := range []string{" k", "k\n", "\x00", ""} {
+		m.Key = []byte(key)
+		if got, _ := (Config{Mode: ModeBinary, Binding: Kafka}).Convert(m); got.Headers["ce_subject"] != "" {
+			t.Errorf("key %q: subject %q", key, got.Headers["ce_subject"])
+		}
+	}
+}

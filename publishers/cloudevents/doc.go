@@ -9,7 +9,8 @@
 //	id               the event id (the outbox-event-id header's value)
 //	source           Config.Source (relay run: --cloudevents-source, default /outboxrelay)
 //	type             the event's topic
-//	subject          the key, when it is non-empty valid UTF-8
+//	subject          the key, when it is text: valid UTF-8, no control
+//	                 characters, no white space at its ends
 //	time             the event's created_at, RFC 3339
 //	datacontenttype  the event's content-type header, when it has one
 //	extensions       each event header whose name is a valid attribute
@@ -22,7 +23,10 @@
 //
 // In ModeBinary the payload is sent as it is and the attributes travel as
 // headers named by the sink's Binding (Kafka: ce_id, HTTP: ce-id, ...),
-// datacontenttype as the content-type header. In ModeStructured the
+// datacontenttype as the content-type header; on HTTP, the values are
+// percent-encoded as its binding says (3.1.3.2), which the Go and Java SDKs
+// do not decode (sdk-go issue 1331): plain ASCII values are unchanged.
+// In ModeStructured the
 // payload becomes the JSON event format's envelope, with the content-type
 // header application/cloudevents+json: the payload is its "data" when the
 // content type is JSON (or absent) and the payload is valid JSON, its
