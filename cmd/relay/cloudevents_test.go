@@ -7,13 +7,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxrelay/outboxrelay/internal/kafkatest"
@@ -21,6 +24,8 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
+	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
 )
 
 // ceEvents writes the events the CloudEvents tests send, on topic: JSON
@@ -184,37 +189,116 @@ func TestRunCloudEventsOnKafkaBinary(t *testing.T) {
 			t.Errorf("event %s did not arrive", m.ID)
 			continue
 		}
-		e := event.New()
-		for _, h := range r.Headers {
-			v := string(h.Value)
-			switch name, isAttr := strings.CutPrefix(h.Key, "ce_"); {
-			case h.Key == "content-type":
-				e.SetDataContentType(v)
-			case !isAttr:
-			case name == "specversion":
-				e.SetSpecVersion(v)
-			case name == "id":
-				e.SetID(v)
-			case name == "source":
-				e.SetSource(v)
-			case name == "type":
-				e.SetType(v)
-			case name == "subject":
-				e.SetSubject(v)
-			case name == "time":
-				ts, err := time.Parse(time.RFC3339Nano, v)
-				if err != nil {
-					t.Errorf("event %s: ce_time %q: %v", m.ID, v, err)
-				}
-				e.SetTime(ts)
-			default:
-				e.SetExtension(name, v)
-			}
+		h := map[string]string{}
+		for _, kh := range r.Headers {
+			h[kh.Key] = string(kh.Value)
 		}
-		e.DataEncoded = r.Value
+		e := eventFromHeaders(t, h, "ce_", r.Value)
 		checkEvent(t, e, m, "/outboxrelay")
 		if !bytes.Equal(r.Key, m.Key) {
 			t.Errorf("event %s: key %q; want %q", m.ID, r.Key, m.Key)
+		}
+	}
+}
+
+// eventFromHeaders decodes a binary-mode event by its binding's rules:
+// the attributes from the headers named prefix+NAME, datacontenttype from
+// content-type, data as it is.
+func eventFromHeaders(t *testing.T, h map[string]string, prefix string, data []byte) event.Event {
+	t.Helper()
+	e := event.New()
+	for key, v := range h {
+		switch name, isAttr := strings.CutPrefix(key, prefix); {
+		case key == "content-type":
+			e.SetDataContentType(v)
+		case !isAttr:
+		case name == "specversion":
+			e.SetSpecVersion(v)
+		case name == "id":
+			e.SetID(v)
+		case name == "source":
+			e.SetSource(v)
+		case name == "type":
+			e.SetType(v)
+		case name == "subject":
+			e.SetSubject(v)
+		case name == "time":
+			ts, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				t.Errorf("%stime %q: %v", prefix, v, err)
+			}
+			e.SetTime(ts)
+		default:
+			e.SetExtension(name, v)
+		}
+	}
+	e.DataEncoded = data
+	return e
+}
+
+// relay run with --cloudevents binary and routes to NATS and RabbitMQ:
+// NATS messages carry the attributes as ce- headers and datacontenttype
+// as content-type (NATS binding 1.0.1, 3.1); RabbitMQ messages as
+// cloudEvents_ headers and the content_type property (the AMQP binding,
+// its application properties being 0-9-1's headers table).
+func TestRunCloudEventsOnNATSAndRabbitMQBinary(t *testing.T) {
+	t.Parallel()
+	natsURL := os.Getenv("OUTBOX_TEST_NATS_URL")
+	if natsURL == "" {
+		natsURL = natssink.DefaultURL
+	}
+	rabbitURL := os.Getenv("OUTBOX_TEST_RABBITMQ_URL")
+	if rabbitURL == "" {
+		rabbitURL = rabbitmq.DefaultURL
+	}
+	tag := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	js := natsStream(t, natsURL)
+	natsTopic, stream := "relayce."+tag+".orders", "RELAYCE_"+tag
+	createNATSStream(t, js, stream, natsTopic)
+	ch := rabbitChannel(t, rabbitURL)
+	exchange, queue := "outboxrelay-ce-"+tag, "rmqce."+tag+".orders"
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeDirect, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-expires": int32(600_000)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false) })
+	if err := ch.QueueBind(queue, queue, exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	pool, table := testdb.New(t)
+	toNATS, toRabbit := ceEvents(t, pool, table, natsTopic), ceEvents(t, pool, table, queue)
+	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema,
+		"OUTBOX_NATS_URL": natsURL, "OUTBOX_RABBITMQ_URL": rabbitURL, "OUTBOX_RABBITMQ_EXCHANGE": exchange}
+	runUntilSent(t, pool, table, len(toNATS)+len(toRabbit), env, "--cloudevents", "binary",
+		"--route", "relayce.*=nats", "--route", "rmqce.*=rabbitmq")
+
+	got := map[string]event.Event{}
+	for _, msg := range readNATSStream(t, js, stream) {
+		h := map[string]string{}
+		for key, v := range msg.Headers() {
+			h[strings.ToLower(key)] = v[0]
+		}
+		got[h["outbox-event-id"]] = eventFromHeaders(t, h, "ce-", msg.Data())
+	}
+	for _, d := range getAll(t, ch, queue) {
+		h := map[string]string{}
+		for key, v := range d.Headers {
+			if s, ok := v.(string); ok && key != "content-type" {
+				h[key] = s
+			}
+		}
+		if d.ContentType != "" {
+			h["content-type"] = d.ContentType // the property, not the header
+		}
+		got[h["outbox-event-id"]] = eventFromHeaders(t, h, "cloudEvents_", d.Body)
+	}
+	for _, m := range append(toNATS, toRabbit...) {
+		if e, ok := got[m.ID.String()]; !ok {
+			t.Errorf("event %s (%s) did not arrive", m.ID, m.Topic)
+		} else {
+			checkEvent(t, e, m, "/outboxrelay")
 		}
 	}
 }
