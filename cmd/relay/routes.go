@@ -19,12 +19,12 @@ import (
 // routeFlags are --route and --routes-file: rules that send each topic to
 // a sink, for a relay that feeds several (publishers/route).
 type routeFlags struct {
-	rules []string // --route, each PATTERN=SINK[:DESTINATION]
+	rules []string // --route, each PATTERN=SINK[+cloudevents=MODE][:DESTINATION]
 	file  string   // --routes-file
 }
 
 func (r *routeFlags) register(f *flags) {
-	f.Strings(&r.rules, "route", "send the topics matching PATTERN (* stands for any run of characters) to SINK, at DESTINATION ({topic} is the event's topic; default {topic}); the first matching rule wins; repeat the flag for more rules (the variable takes them separated by spaces or newlines); a topic no rule matches fails with a reason; replaces --sink")
+	f.Strings(&r.rules, "route", "send the topics matching PATTERN (* stands for any run of characters) to SINK, at DESTINATION ({topic} is the event's topic; default {topic}); the first matching rule wins; repeat the flag for more rules (the variable takes them separated by spaces or newlines); a topic no rule matches fails with a reason; replaces --sink; SINK+cloudevents=binary|structured|off sets the rule's --cloudevents")
 	f.String(&r.file, "routes-file", "", "read more --route rules from this file, one per line, after those of --route; # starts a comment")
 }
 
