@@ -71,7 +71,8 @@ var (
 	// records whose headers are a map.
 	RedisStreams = Binding{Name: "Redis streams", Prefix: "ce_"}
 	// MQTT follows the MQTT protocol binding 1.0 for MQTT 5: user
-	// properties named as the attributes, no prefix.
+	// properties named as the attributes, no prefix (an event header of
+	// an attribute's name gives way to the attribute).
 	MQTT = Binding{Name: "MQTT", Prefix: ""}
 	// PubSub follows the Google Cloud Pub/Sub binding: ce- attributes.
 	PubSub = Binding{Name: "Pub/Sub", Prefix: "ce-"}

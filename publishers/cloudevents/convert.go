@@ -29,6 +29,11 @@ const HeaderAttributePrefix = "ce-"
 // relayOwned are the attributes the relay sets, which ce- headers may not.
 var relayOwned = map[string]bool{"id": true, "specversion": true, "datacontenttype": true, "data": true}
 
+// core are the names of the spec's own attributes: a plain header of one
+// of these names is no extension (ce-NAME sets the attribute).
+var core = map[string]bool{"id": true, "source": true, "specversion": true, "type": true, "datacontenttype": true,
+	"dataschema": true, "subject": true, "time": true, "data": true}
+
 // Convert returns m as the CloudEvent c.Mode calls for (m itself when the
 // mode is off), or an error when m's headers ask for an invalid event.
 // m is not changed.
@@ -64,7 +69,7 @@ func (c Config) Convert(m outbox.Message) (outbox.Message, error) {
 			attrs[attr] = value
 		default:
 			headers[name] = value
-			if validName(name) && !relayOwned[name] && attrs[name] == "" {
+			if validName(name) && !core[name] {
 				attrs[name] = value // an extension; the header stays too
 			}
 		}

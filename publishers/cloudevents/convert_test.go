@@ -216,3 +216,16 @@ func BenchmarkConvert(b *testing.B) {
 		})
 	}
 }
+
+// A plain header named as one of the spec's attributes is no extension:
+// only ce-NAME sets an attribute.
+func TestPlainHeadersDoNotSetCoreAttributes(t *testing.T) {
+	m := outbox.Message{ID: uuid.New(), Topic: "orders", Headers: map[string]string{"type": "x", "time": "yesterday", "subject": "s"}}
+	got, err := Config{Mode: ModeBinary, Binding: Kafka}.Convert(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := got.Headers; h["ce_type"] != "orders" || h["ce_time"] != "" || h["ce_subject"] != "" || h["type"] != "x" {
+		t.Errorf("headers %v", h)
+	}
+}

@@ -14,7 +14,8 @@
 //	time             the event's created_at, RFC 3339
 //	datacontenttype  the event's content-type header, when it has one
 //	extensions       each event header whose name is a valid attribute
-//	                 name (a-z and 0-9, at most 20 characters)
+//	                 name (a-z and 0-9, at most 20 characters) but for
+//	                 the spec's own (type, source, ...)
 //
 // An event header named ce-NAME sets the attribute NAME instead (ce-type,
 // ce-source, ce-subject, ce-time, ce-dataschema, or an extension); it is
