@@ -163,7 +163,7 @@ func newRowPath(tb testing.TB) *rowPath {
 		if name == "nats" || name == "rabbitmq" {
 			dest = prefix + ".{topic}"
 		}
-		routed, err := route.New([]route.Rule{{Pattern: "*", Sink: name, Destination: dest}}, map[string]route.Sink{name: m.Publisher(name, traced)})
+		routed, err := route.New([]route.Rule{{Pattern: "*", Sink: name, Destination: dest}}, map[string]route.Sink{name: m.Publisher(name, traced)}, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -21,6 +21,7 @@ type runOptions struct {
 	db                  dbFlags
 	sinks               sinkFlagSet
 	routes              routeFlags
+	ce                  ceFlags
 	rules               []route.Rule // parsed by config
 	rf                  relayFlags
 	sink                string
@@ -38,6 +39,7 @@ func (o *runOptions) register(f *flags) {
 	o.db.register(f, "")
 	o.sinks.register(f)
 	o.routes.register(f)
+	o.ce.register(f)
 	o.rf.register(f)
 	f.String(&o.pprofAddr, "pprof-addr", "", "serve Go's profiles (net/http/pprof, without /debug/pprof/cmdline) on this loopback address, e.g. 127.0.0.1:6060; off when empty")
 	f.Bool(&o.pprofRemote, "pprof-allow-remote", false, "let --pprof-addr be an address that is not loopback, e.g. :6060: whoever reaches it can read the profiles and make the relay spend CPU on them")
@@ -95,6 +97,7 @@ func (o *runOptions) config() (runConfig, error) {
 	default:
 		errs.add(usageError("invalid value for --sink (%s): %q; use %s", envName("sink"), o.sink, sinkNames()))
 	}
+	errs.add(o.ce.check(o.sink, o.rules))
 	_, err = newLogger(io.Discard, o.logFormat, o.logLevel)
 	errs.add(err)
 	errs.add(o.mf.check())

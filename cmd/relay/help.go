@@ -32,6 +32,7 @@ func runSections() []helpSection {
 		{"retention", "the janitor of sent rows", []string{"keep-sent", "janitor-interval", "janitor-batch", "janitor-vacuum"}},
 		{"observe", "metrics, profiles, the observer's file", []string{"metrics-backlog-interval", "metrics-backlog-limit", "metrics-max-topics",
 			"observe-file", "pprof-addr", "pprof-allow-remote"}},
+		{"cloudevents", "events as CloudEvents 1.0", []string{"cloudevents", "cloudevents-source"}},
 		{"tuning", "claims, polling, outages: the defaults rarely need a change", []string{"batch-min", "batch-bytes", "poll-interval", "poll-min",
 			"listen", "outage-backoff-min", "outage-backoff-max", "probe-interval"}},
 	}

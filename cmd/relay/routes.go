@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/sinks"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	"github.com/outboxrelay/outboxrelay/publishers/route"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -18,12 +19,12 @@ import (
 // routeFlags are --route and --routes-file: rules that send each topic to
 // a sink, for a relay that feeds several (publishers/route).
 type routeFlags struct {
-	rules []string // --route, each PATTERN=SINK[:DESTINATION]
+	rules []string // --route, each PATTERN=SINK[+cloudevents=MODE][:DESTINATION]
 	file  string   // --routes-file
 }
 
 func (r *routeFlags) register(f *flags) {
-	f.Strings(&r.rules, "route", "send the topics matching PATTERN (* stands for any run of characters) to SINK, at DESTINATION ({topic} is the event's topic; default {topic}); the first matching rule wins; repeat the flag for more rules (the variable takes them separated by spaces or newlines); a topic no rule matches fails with a reason; replaces --sink")
+	f.Strings(&r.rules, "route", "send the topics matching PATTERN (* stands for any run of characters) to SINK, at DESTINATION ({topic} is the event's topic; default {topic}); the first matching rule wins; repeat the flag for more rules (the variable takes them separated by spaces or newlines); a topic no rule matches fails with a reason; replaces --sink; SINK+cloudevents=binary|structured|off sets the rule's --cloudevents")
 	f.String(&r.file, "routes-file", "", "read more --route rules from this file, one per line, after those of --route; # starts a comment")
 }
 
@@ -120,7 +121,9 @@ func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slo
 			_ = s.Close()
 		}
 	}
+	events := map[string]cloudevents.Config{}
 	for _, name := range sinksOf(rules) {
+		events[name] = o.ce.config(name)
 		pub, err := o.sinks.open(name, rc, logger.With("sink", name), stdout)
 		if err != nil {
 			closeAll()
@@ -128,7 +131,7 @@ func (o *runOptions) openRoutes(rules []route.Rule, rc relay.Config, logger *slo
 		}
 		opened[name] = o.metrics.wrap(name, o.tracing.wrap(name, pub))
 	}
-	rt, err := route.New(rules, opened)
+	rt, err := route.New(rules, opened, events)
 	if err != nil {
 		closeAll()
 		return nil, usageError("--route (%s): %v", envName("route"), err)
@@ -151,7 +154,15 @@ func (o *runOptions) openSink(rc relay.Config, logger *slog.Logger, stdout io.Wr
 		return o.openRoutes(o.rules, rc, logger, stdout)
 	}
 	pub, err := o.sinks.open(o.sink, rc, logger, stdout)
-	return o.metrics.wrap(o.sink, o.tracing.wrap(o.sink, pub)), err
+	if err != nil {
+		return nil, err
+	}
+	pub = o.metrics.wrap(o.sink, o.tracing.wrap(o.sink, pub))
+	if ce := o.ce.config(o.sink); ce.Mode.On() {
+		logger.Info("cloudevents", "mode", ce.Mode, "source", ce.Source, "binding", ce.Binding.Name)
+		return cloudevents.Wrap(pub, ce) // checked by config
+	}
+	return pub, nil
 }
 
 // sinkName describes where events go, for the log: the sink, or

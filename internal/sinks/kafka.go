@@ -15,6 +15,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	"github.com/outboxrelay/outboxrelay/publishers/kafka"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -24,7 +25,8 @@ import (
 func init() { register(kafkaSink) }
 
 var kafkaSink = Sink{
-	Name: "kafka",
+	Name:        "kafka",
+	CloudEvents: cloudevents.Kafka,
 	Flags: func(f Flags) Settings {
 		k := &kafkaFlags{}
 		k.register(f)

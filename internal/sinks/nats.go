@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	natssink "github.com/outboxrelay/outboxrelay/publishers/nats"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -24,8 +25,9 @@ import (
 func init() { register(natsSink) }
 
 var natsSink = Sink{
-	Name:  "nats",
-	About: "NATS JetStream",
+	Name:        "nats",
+	CloudEvents: cloudevents.NATS,
+	About:       "NATS JetStream",
 	Flags: func(f Flags) Settings {
 		n := &natsFlags{}
 		n.register(f)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	"github.com/outboxrelay/outboxrelay/publishers/rabbitmq"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -23,8 +24,9 @@ import (
 func init() { register(rabbitmqSink) }
 
 var rabbitmqSink = Sink{
-	Name:  "rabbitmq",
-	About: "AMQP 0-9-1, publisher confirms",
+	Name:        "rabbitmq",
+	CloudEvents: cloudevents.AMQP,
+	About:       "AMQP 0-9-1, publisher confirms",
 	Flags: func(f Flags) Settings {
 		r := &rabbitmqFlags{}
 		r.register(f)

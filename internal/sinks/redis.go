@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	"github.com/outboxrelay/outboxrelay/publishers/redisstream"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -22,8 +23,9 @@ import (
 func init() { register(redisSink) }
 
 var redisSink = Sink{
-	Name:  "redis",
-	About: "Redis streams, one XADD per event",
+	Name:        "redis",
+	CloudEvents: cloudevents.RedisStreams,
+	About:       "Redis streams, one XADD per event",
 	Flags: func(f Flags) Settings {
 		r := &redisFlags{}
 		r.register(f)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
@@ -34,6 +35,9 @@ type Sink struct {
 	// About describes it in --sink's help, after its name ("JSON lines,
 	// for debugging"); "" for none.
 	About string
+	// CloudEvents is how the sink carries CloudEvents (relay run's
+	// --cloudevents); the zero Binding carries none.
+	CloudEvents cloudevents.Binding
 	// Flags registers the sink's flags on f, all named after the sink
 	// (--kafka-brokers), and returns the settings they fill.
 	Flags func(f Flags) Settings

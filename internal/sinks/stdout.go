@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	stdoutsink "github.com/outboxrelay/outboxrelay/publishers/stdout"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -13,9 +14,10 @@ import (
 func init() { register(stdoutSink) }
 
 var stdoutSink = Sink{
-	Name:  "stdout",
-	About: "JSON lines, for debugging",
-	Flags: func(Flags) Settings { return stdoutSettings{} },
+	Name:        "stdout",
+	CloudEvents: cloudevents.Stdout,
+	About:       "JSON lines, for debugging",
+	Flags:       func(Flags) Settings { return stdoutSettings{} },
 }
 
 type stdoutSettings struct{}

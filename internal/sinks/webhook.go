@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 	"github.com/outboxrelay/outboxrelay/publishers/webhook"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
@@ -24,8 +25,9 @@ import (
 func init() { register(webhookSink) }
 
 var webhookSink = Sink{
-	Name:  "webhook",
-	About: "HTTP POST per event, Standard Webhooks signatures",
+	Name:        "webhook",
+	CloudEvents: cloudevents.HTTP,
+	About:       "HTTP POST per event, Standard Webhooks signatures",
 	Flags: func(f Flags) Settings {
 		w := &webhookFlags{}
 		w.register(f)

@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"fmt"
+	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -18,8 +19,10 @@ const HeaderKey = "outbox-key"
 // payload as body; the message's headers as string values, followed by
 // HeaderKey (when it has a key) and outbox.HeaderEventID; the event id as
 // message_id as well; created_at as timestamp (AMQP keeps whole seconds);
-// persistent delivery mode. It fails, naming the header, for a header name
-// that an AMQP table cannot carry (empty or longer than 255 bytes).
+// persistent delivery mode; the content-type header (in any case) as the
+// content_type property as well. It fails, naming the header, for a
+// header name that an AMQP table cannot carry (empty or longer than 255
+// bytes).
 func toPublishing(m *outbox.Message) (amqp.Publishing, error) {
 	headers := make(amqp.Table, len(m.Headers)+2)
 	for name, value := range m.Headers {
@@ -34,6 +37,12 @@ func toPublishing(m *outbox.Message) (amqp.Publishing, error) {
 		headers[name] = value
 	}
 	id := m.ID.String()
+	contentType := ""
+	for name, value := range m.Headers {
+		if strings.EqualFold(name, "content-type") {
+			contentType = value // the event's own content type is the message's
+		}
+	}
 	if m.Key != nil {
 		headers[HeaderKey] = string(m.Key)
 	}
@@ -42,6 +51,7 @@ func toPublishing(m *outbox.Message) (amqp.Publishing, error) {
 		Headers:      headers,
 		DeliveryMode: amqp.Persistent,
 		MessageId:    id,
+		ContentType:  contentType,
 		Timestamp:    m.CreatedAt,
 		Body:         m.Payload,
 	}, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 )
 
 // Rule sends the messages whose topic matches Pattern to the sink named
@@ -30,20 +31,38 @@ type Rule struct {
 	// terms (a Kafka topic, a NATS subject, a webhook URL, ...), with
 	// {topic} standing for the message's topic. Empty means "{topic}".
 	Destination string
+	// CloudEvents is how the rule's messages travel as CloudEvents
+	// (publishers/cloudevents): binary, structured or off; empty means
+	// as New's events say for the sink.
+	CloudEvents cloudevents.Mode
 }
 
 // ParseRule parses "PATTERN=SINK" or "PATTERN=SINK:DESTINATION", e.g.
 // "orders.*=kafka:orders" or "*=nats:events.{topic}". The destination is
 // everything after the first colon, so it may hold colons itself (a URL).
+// The sink may be followed by "+cloudevents=MODE" (binary, structured or
+// off): "orders.*=kafka+cloudevents=binary:orders".
 func ParseRule(s string) (Rule, error) {
 	pattern, target, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok {
 		return Rule{}, fmt.Errorf("route %q: want PATTERN=SINK or PATTERN=SINK:DESTINATION", s)
 	}
 	sink, dest, _ := strings.Cut(target, ":")
+	sink, option, hasOption := strings.Cut(sink, "+")
 	r := Rule{Pattern: strings.TrimSpace(pattern), Sink: strings.TrimSpace(sink), Destination: strings.TrimSpace(dest)}
+	if hasOption {
+		mode, ok := strings.CutPrefix(strings.TrimSpace(option), ceOption)
+		m, err := cloudevents.ParseMode(mode)
+		if !ok || err != nil || m == "" {
+			return Rule{}, fmt.Errorf("route %q: after the sink, want +%sbinary, +%sstructured or +%soff", s, ceOption, ceOption, ceOption)
+		}
+		r.CloudEvents = m
+	}
 	return r, r.validate()
 }
+
+// ceOption starts a rule's CloudEvents mode, after its sink and a '+'.
+const ceOption = "cloudevents="
 
 // validate reports a rule that cannot match or has no sink.
 func (r Rule) validate() error {
@@ -61,10 +80,14 @@ func (r Rule) validate() error {
 
 // String returns the rule in the form ParseRule reads.
 func (r Rule) String() string {
-	if r.Destination == "" {
-		return r.Pattern + "=" + r.Sink
+	s := r.Pattern + "=" + r.Sink
+	if r.CloudEvents != "" {
+		s += "+" + ceOption + string(r.CloudEvents)
 	}
-	return r.Pattern + "=" + r.Sink + ":" + r.Destination
+	if r.Destination != "" {
+		s += ":" + r.Destination
+	}
+	return s
 }
 
 // Matches reports whether topic matches the rule's pattern.
@@ -129,6 +152,16 @@ func overlap(a, b string) bool {
 	return f[0][0]
 }
 
+// events returns how the rule's messages travel as CloudEvents, from the
+// sink's configuration in events and the rule's mode.
+func (r Rule) events(events map[string]cloudevents.Config) cloudevents.Config {
+	c := events[r.Sink]
+	if r.CloudEvents != "" {
+		c.Mode = r.CloudEvents
+	}
+	return c
+}
+
 // Find returns the first of rules whose pattern matches topic.
 func Find(rules []Rule, topic string) (Rule, bool) {
 	for _, r := range rules {
@@ -163,16 +196,21 @@ var ErrNoRoute = errors.New("no route for the topic")
 // publishers.Publisher; when every sink can be probed it is also a
 // publishers.Prober (see New).
 type Router struct {
-	rules []Rule
-	sinks map[string]Sink
+	rules  []Rule
+	sinks  map[string]Sink
+	events map[string]cloudevents.Config
 }
 
 // New returns a router over sinks, by name, with rules tried in order.
-// Every sink a rule names must be in sinks. The result implements
+// Every sink a rule names must be in sinks. events, by sink name (nil for
+// none), says how each sink's messages travel as CloudEvents: a rule's
+// CloudEvents mode, when set, takes the place of the sink's Mode. A
+// message is converted before its topic becomes its destination, so its
+// type attribute is its own topic. The result implements
 // publishers.Prober when every sink does: its Probe succeeds when any sink
 // answers, so that one sink's outage does not hold back the others (their
 // messages keep flowing; the dead sink's are retried until it is back).
-func New(rules []Rule, sinks map[string]Sink) (Sink, error) {
+func New(rules []Rule, sinks map[string]Sink, events map[string]cloudevents.Config) (Sink, error) {
 	if len(rules) == 0 {
 		return nil, errors.New("route: no rules")
 	}
@@ -183,8 +221,11 @@ func New(rules []Rule, sinks map[string]Sink) (Sink, error) {
 		if sinks[r.Sink] == nil {
 			return nil, fmt.Errorf("route %s: no sink named %q", r, r.Sink)
 		}
+		if err := r.events(events).Check(); err != nil {
+			return nil, fmt.Errorf("route %s: %w", r, err)
+		}
 	}
-	rt := &Router{rules: rules, sinks: sinks}
+	rt := &Router{rules: rules, sinks: sinks, events: events}
 	for _, s := range sinks {
 		if _, ok := s.(prober); !ok {
 			return rt, nil
@@ -213,6 +254,11 @@ func (rt *Router) Publish(ctx context.Context, msgs []outbox.Message) error {
 		if sh == nil {
 			sh = &share{}
 			shares[r.Sink] = sh
+		}
+		m, err := r.events(rt.events).Convert(m)
+		if err != nil {
+			results[i] = publishers.Permanent(err)
+			continue
 		}
 		m.Topic = r.DestinationFor(m.Topic)
 		sh.msgs, sh.index = append(sh.msgs, m), append(sh.index, i)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/cloudevents"
 )
 
 func TestParseRule(t *testing.T) {
@@ -19,15 +20,20 @@ func TestParseRule(t *testing.T) {
 		want Rule
 		err  string
 	}{
-		{"orders.*=kafka:orders", Rule{"orders.*", "kafka", "orders"}, ""},
-		{"*=nats:events.{topic}", Rule{"*", "nats", "events.{topic}"}, ""},
-		{"billing.*=webhook:https://hooks.example.com/in/{topic}", Rule{"billing.*", "webhook", "https://hooks.example.com/in/{topic}"}, ""},
-		{" audit = stdout ", Rule{"audit", "stdout", ""}, ""},
+		{"orders.*=kafka:orders", Rule{"orders.*", "kafka", "orders", ""}, ""},
+		{"*=nats:events.{topic}", Rule{"*", "nats", "events.{topic}", ""}, ""},
+		{"billing.*=webhook:https://hooks.example.com/in/{topic}", Rule{"billing.*", "webhook", "https://hooks.example.com/in/{topic}", ""}, ""},
+		{" audit = stdout ", Rule{"audit", "stdout", "", ""}, ""},
 		{"orders.*", Rule{}, "want PATTERN=SINK"},
 		{"=kafka", Rule{}, "must not be empty"},
 		{"orders=", Rule{}, "must not be empty"},
 		{"orders/x=kafka", Rule{}, "matches no valid topic"},
 		{"orders=kafka:{key}", Rule{}, "no other {...}"},
+		{"orders.*=kafka+cloudevents=binary:orders", Rule{"orders.*", "kafka", "orders", cloudevents.ModeBinary}, ""},
+		{"*=webhook+cloudevents=structured:https://h.example/{topic}", Rule{"*", "webhook", "https://h.example/{topic}", cloudevents.ModeStructured}, ""},
+		{"audit=stdout+cloudevents=off", Rule{"audit", "stdout", "", cloudevents.ModeOff}, ""},
+		{"orders=kafka+binary", Rule{}, "+cloudevents=binary"},
+		{"orders=kafka+cloudevents=json", Rule{}, "+cloudevents=structured"},
 	} {
 		got, err := ParseRule(c.in)
 		if c.err != "" {
@@ -170,7 +176,7 @@ func TestRouterPublish(t *testing.T) {
 		{Pattern: "orders.*", Sink: "nats"}, // shadowed
 		{Pattern: "billing.*", Sink: "nats", Destination: "events.{topic}"},
 		{Pattern: "down", Sink: "nats", Destination: "events.down"},
-	}, map[string]Sink{"kafka": kafka, "nats": nats})
+	}, map[string]Sink{"kafka": kafka, "nats": nats}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,10 +218,10 @@ func payloads(msgs []outbox.Message) []string {
 }
 
 func TestNewRefusesRulesWithoutSinks(t *testing.T) {
-	if _, err := New(nil, map[string]Sink{"kafka": &memSink{}}); err == nil {
+	if _, err := New(nil, map[string]Sink{"kafka": &memSink{}}, nil); err == nil {
 		t.Error("New with no rules succeeded")
 	}
-	if _, err := New([]Rule{{Pattern: "*", Sink: "nats"}}, map[string]Sink{"kafka": &memSink{}}); err == nil || !strings.Contains(err.Error(), `no sink named "nats"`) {
+	if _, err := New([]Rule{{Pattern: "*", Sink: "nats"}}, map[string]Sink{"kafka": &memSink{}}, nil); err == nil || !strings.Contains(err.Error(), `no sink named "nats"`) {
 		t.Errorf("New with a rule naming a missing sink: %v", err)
 	}
 }
@@ -226,7 +232,7 @@ func TestRouterProbe(t *testing.T) {
 	down := publishers.Unavailable(errors.New("refused"))
 	up, dead := probingSink{&memSink{}}, probingSink{&memSink{probe: down}}
 	rules := []Rule{{Pattern: "a", Sink: "up"}, {Pattern: "b", Sink: "dead"}}
-	rt, err := New(rules, map[string]Sink{"up": up, "dead": dead})
+	rt, err := New(rules, map[string]Sink{"up": up, "dead": dead}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,11 +243,11 @@ func TestRouterProbe(t *testing.T) {
 	if err := p.Probe(context.Background()); err != nil {
 		t.Errorf("Probe with one sink up = %v; want nil", err)
 	}
-	rt, _ = New(rules, map[string]Sink{"up": dead, "dead": dead})
+	rt, _ = New(rules, map[string]Sink{"up": dead, "dead": dead}, nil)
 	if err := rt.(prober).Probe(context.Background()); !errors.Is(err, publishers.ErrUnavailable) {
 		t.Errorf("Probe with every sink down = %v; want unavailable", err)
 	}
-	rt, _ = New(rules, map[string]Sink{"up": up, "dead": &memSink{}})
+	rt, _ = New(rules, map[string]Sink{"up": up, "dead": &memSink{}}, nil)
 	if _, ok := rt.(prober); ok {
 		t.Error("a router with a sink that cannot be probed claims to be a prober")
 	}
@@ -269,7 +275,7 @@ func TestRouterKeyBatches(t *testing.T) {
 		{"one answering false", yes, no, false},
 		{"one without KeyBatcher", yes, &memSink{}, false},
 	} {
-		rt, err := New(rules, map[string]Sink{"one": tc.one, "two": tc.two})
+		rt, err := New(rules, map[string]Sink{"one": tc.one, "two": tc.two}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,5 +283,46 @@ func TestRouterKeyBatches(t *testing.T) {
 		if got := ok && kb.KeyBatches(); got != tc.want {
 			t.Errorf("%s: router answers %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A rule's CloudEvents mode takes the place of its sink's; the type is the
+// event's own topic, not its destination; a message whose headers ask for
+// an invalid event fails permanently; binary mode on a sink that cannot
+// carry it is refused.
+func TestRouterCloudEvents(t *testing.T) {
+	kafka, nats := &memSink{}, &memSink{}
+	events := map[string]cloudevents.Config{
+		"kafka": {Mode: cloudevents.ModeBinary, Binding: cloudevents.Kafka},
+		"nats":  {Binding: cloudevents.NATS},
+	}
+	rt, err := New([]Rule{
+		{Pattern: "orders.*", Sink: "kafka", Destination: "orders"},
+		{Pattern: "plain", Sink: "kafka", CloudEvents: cloudevents.ModeOff},
+		{Pattern: "*", Sink: "nats", Destination: "events", CloudEvents: cloudevents.ModeStructured},
+	}, map[string]Sink{"kafka": kafka, "nats": nats}, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := msg("audit", "c")
+	bad.Headers = map[string]string{"ce-id": "mine"}
+	in := []outbox.Message{msg("orders.created", "a"), msg("plain", "b"), msg("billing.paid", "c"), bad}
+	res := publishers.PerMessage(rt.Publish(context.Background(), in), len(in))
+	if res[0] != nil || res[1] != nil || res[2] != nil || !publishers.IsPermanent(res[3]) {
+		t.Fatalf("results %v", res)
+	}
+	if h := kafka.got[0].Headers; h["ce_type"] != "orders.created" || kafka.got[0].Topic != "orders" {
+		t.Errorf("binary: %s headers %v", kafka.got[0].Topic, h)
+	}
+	if kafka.got[1].Headers["ce_type"] != "" {
+		t.Errorf("+cloudevents=off converted: %v", kafka.got[1].Headers)
+	}
+	if p := string(nats.got[0].Payload); !strings.Contains(p, `"type":"billing.paid"`) || nats.got[0].Headers["content-type"] != cloudevents.ContentTypeStructured {
+		t.Errorf("structured: %s %v", p, nats.got[0].Headers)
+	}
+	_, err = New([]Rule{{Pattern: "*", Sink: "kinesis", CloudEvents: cloudevents.ModeBinary}},
+		map[string]Sink{"kinesis": &memSink{}}, map[string]cloudevents.Config{"kinesis": {Binding: cloudevents.Kinesis}})
+	if err == nil || !strings.Contains(err.Error(), "use structured") {
+		t.Errorf("binary on kinesis: %v", err)
 	}
 }

@@ -34,7 +34,10 @@ const (
 	// is not such text.
 	HeaderKeyBase64 = "Outbox-Key-Base64"
 	// HeaderPrefix starts the name under which each of the message's
-	// headers is sent: "trace-id" becomes "Outbox-Header-trace-id".
+	// headers is sent: "trace-id" becomes "Outbox-Header-trace-id". A
+	// header named content-type also sets the request's Content-Type (in
+	// place of Config.ContentType); traceparent, tracestate and the
+	// CloudEvents attributes (ce-*) are also sent under their own names.
 	HeaderPrefix = "Outbox-Header-"
 	// headerIdempotencyKey carries the event id as well, as the
 	// structured-field string (in double quotes) that the draft IETF
@@ -94,9 +97,15 @@ func (p *Publisher) prepare(m *outbox.Message) (request, error) {
 		}
 		seen[canonical] = name
 		h[HeaderPrefix+name] = []string{value}
-		if name == headerTraceparent || name == headerTracestate {
+		switch lower := strings.ToLower(name); {
+		case lower == "content-type":
+			// The event's own content type is the request's.
+			h["Content-Type"] = []string{value}
+		case name == headerTraceparent || name == headerTracestate, strings.HasPrefix(lower, "ce-"):
 			// Also under its own name, where HTTP tracing middleware
-			// looks for it (the W3C Trace Context header names).
+			// looks for it (the W3C Trace Context header names), and
+			// where CloudEvents readers look for the attributes (the
+			// HTTP binding's ce- headers, publishers/cloudevents).
 			h[canonical] = []string{value}
 		}
 	}
