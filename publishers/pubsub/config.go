@@ -80,8 +80,10 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// validate returns every invalid field, joined, each a *ConfigError.
-func (cfg Config) validate() error {
+// Validate returns every invalid field of cfg, defaults applied, joined
+// (errors.Join), each a *ConfigError. New calls it.
+func (cfg Config) Validate() error {
+	cfg = cfg.withDefaults()
 	var errs []error
 	bad := func(field, reason string) { errs = append(errs, &ConfigError{Field: field, Reason: reason}) }
 	if cfg.Project == "" {

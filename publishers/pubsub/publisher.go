@@ -31,7 +31,7 @@ type Publisher struct {
 // wraps ErrInvalidConfig.
 func New(cfg Config) (*Publisher, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c, err := dial(cfg) // fails early without credentials
