@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,10 +25,20 @@ type pubsubReader struct {
 	project, endpoint string
 	stop              func() // the embedded fake's; nil with an endpoint
 
-	mu    sync.Mutex
-	log   map[string][]Record    // by topic, in the order pulled
-	pulls map[string]*sync.Mutex // by topic: one puller at a time
+	mu       sync.Mutex
+	log      map[string][]Record    // by topic, in the order pulled
+	pulls    map[string]*sync.Mutex // by topic: one puller at a time
+	lastFail time.Time              // of a pull or acknowledgement
 }
+
+// pubsubAckDeadline is the reader subscription's: a message pulled but
+// not acknowledged (its answer or acknowledgement lost to a fault) comes
+// back after it, and holds back its key's later messages until then.
+const pubsubAckDeadline = 10 * time.Second
+
+// pubsubCall bounds one pull or acknowledgement; it waits for a
+// connection that is not ready yet rather than fail at once.
+var pubsubCall = []gax.CallOption{gax.WithGRPCOptions(grpc.WaitForReady(true))}
 
 func (r *pubsubReader) names(topic string) (topicName, subName string) {
 	return "projects/" + r.project + "/topics/" + topic, "projects/" + r.project + "/subscriptions/" + topic + "-outboxrelay-reader"
@@ -43,7 +56,7 @@ func (r *pubsubReader) Prepare(ctx context.Context, topic string) (string, error
 		return "", fmt.Errorf("pubsub: delete subscription %s: %w", subName, err)
 	}
 	if _, err := r.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: subName, Topic: topicName, EnableMessageOrdering: true, AckDeadlineSeconds: 60,
+		Name: subName, Topic: topicName, EnableMessageOrdering: true, AckDeadlineSeconds: int32(pubsubAckDeadline / time.Second),
 	}); err != nil {
 		return "", fmt.Errorf("pubsub: create subscription %s: %w", subName, err)
 	}
@@ -64,13 +77,15 @@ func (r *pubsubReader) where() string {
 }
 
 // Read hands what was pulled already, then pulls and acknowledges more;
-// without follow it stops at the first empty pull.
+// without follow it stops at the first empty pull, or, after a failed
+// pull or acknowledgement, once the messages it may have left outstanding
+// came back.
 func (r *pubsubReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
 	if ready != nil {
 		ready() // the subscription holds everything since Prepare
 	}
 	next := 0
-	for {
+	deliver := func() {
 		r.mu.Lock()
 		recs := r.log[topic][next:]
 		r.mu.Unlock()
@@ -78,27 +93,39 @@ func (r *pubsubReader) Read(ctx context.Context, topic string, follow bool, got 
 			got(rec)
 		}
 		next += len(recs)
-		n, err := r.pull(ctx, topic, !follow)
-		switch {
-		case ctx.Err() != nil && follow:
-			return nil
-		case err != nil:
-			return err
-		case n == 0 && !follow:
-			r.mu.Lock()
-			recs := r.log[topic][next:]
-			r.mu.Unlock()
-			for _, rec := range recs {
-				got(rec)
+	}
+	for {
+		deliver()
+		if ctx.Err() != nil {
+			if follow {
+				return nil
 			}
+			return ctx.Err()
+		}
+		r.mu.Lock()
+		settling := time.Since(r.lastFail) < pubsubAckDeadline+2*time.Second
+		r.mu.Unlock()
+		n, err := r.pull(ctx, topic, !follow && !settling)
+		switch {
+		case err != nil && !follow:
+			return err
+		case err != nil: // following: try again shortly
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		case n == 0 && !follow && !settling:
+			deliver()
 			return nil
 		}
 	}
 }
 
 // pull pulls once, appends what came to the topic's log and acknowledges
-// it; it returns how many messages came.
-func (r *pubsubReader) pull(ctx context.Context, topic string, immediately bool) (int, error) {
+// it; it returns how many messages came. Neither call is cut short by
+// ctx: a pull answered but cancelled would leave its messages outstanding
+// until the ack deadline.
+func (r *pubsubReader) pull(ctx context.Context, topic string, immediately bool) (n int, err error) {
 	r.mu.Lock()
 	lock := r.pulls[topic]
 	if lock == nil {
@@ -108,10 +135,19 @@ func (r *pubsubReader) pull(ctx context.Context, topic string, immediately bool)
 	r.mu.Unlock()
 	lock.Lock()
 	defer lock.Unlock()
+	defer func() {
+		if err != nil {
+			r.mu.Lock()
+			r.lastFail = time.Now()
+			r.mu.Unlock()
+		}
+	}()
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	_, subName := r.names(topic)
-	res, err := r.client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{
+	res, err := r.client.SubscriptionAdminClient.Pull(callCtx, &pubsubpb.PullRequest{
 		Subscription: subName, MaxMessages: 1000, ReturnImmediately: immediately, //nolint:staticcheck // the fakes honour it
-	})
+	}, pubsubCall...)
 	if err != nil {
 		return 0, fmt.Errorf("pubsub: pull %s: %w", subName, err)
 	}
@@ -131,8 +167,8 @@ func (r *pubsubReader) pull(ctx context.Context, topic string, immediately bool)
 		ids[i] = rm.GetAckId()
 	}
 	r.mu.Unlock()
-	if err := r.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: subName, AckIds: ids}); err != nil {
-		return 0, fmt.Errorf("pubsub: acknowledge on %s: %w", subName, err)
+	if err := r.client.SubscriptionAdminClient.Acknowledge(callCtx, &pubsubpb.AcknowledgeRequest{Subscription: subName, AckIds: ids}, pubsubCall...); err != nil {
+		return len(msgs), fmt.Errorf("pubsub: acknowledge on %s: %w", subName, err)
 	}
 	return len(msgs), nil
 }
