@@ -3,6 +3,7 @@ package sinks
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -72,6 +73,8 @@ func (r *pubsubReader) where() string {
 		return "embedded fake (pstest) on " + r.endpoint
 	case r.endpoint != "":
 		return "emulator " + r.endpoint
+	case os.Getenv(pubsubsink.EmulatorHostEnv) != "":
+		return "emulator " + os.Getenv(pubsubsink.EmulatorHostEnv)
 	}
 	return "Google Cloud"
 }
