@@ -6,8 +6,9 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/leakcheck"
 )
 
-// A closed Publisher must leave no goroutine of the Pub/Sub client
-// running (its publish scheduler and bundlers).
+// A closed Publisher, and the tests' own clients and fakes, must leave no
+// gRPC goroutine running (the client's publish scheduler ends once
+// flushed).
 func TestMain(m *testing.M) {
-	leakcheck.Main(m, "cloud.google.com/go/pubsub/v2.(*Publisher)", "cloud.google.com/go/pubsub/v2/internal/scheduler")
+	leakcheck.Main(m, leakcheck.GRPCClient, leakcheck.GRPCSerializer, leakcheck.PStest)
 }

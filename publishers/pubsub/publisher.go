@@ -181,6 +181,7 @@ func (p *Publisher) drop(c *conn) {
 	defer p.mu.Unlock()
 	if p.cur == c {
 		p.cur = nil
+		p.logger.Debug("pubsub: the service was unreachable; the next call makes a new client")
 		go c.close()
 	}
 }
