@@ -29,8 +29,8 @@
 //	webhook   the sink's receiver in the test process, behind a front that
 //	          answers a share of the POSTs 503
 //
-// broker-errors runs against Kafka, Pub/Sub and the webhook; the other brokers have
-// no such switch and leave it out.
+// broker-errors runs against Kafka, Pub/Sub and the webhook; the other
+// brokers have no such switch and leave it out.
 //
 // The harness owns every component it breaks: a private PostgreSQL server
 // (internal/pgserver) it can crash and restart, a kfake broker, and TCP
