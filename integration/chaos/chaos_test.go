@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	defer os.RemoveAll(dir)
 	leakcheck.Main(m, leakcheck.KafkaGo, leakcheck.PgxPool, leakcheck.Puddle, leakcheck.KFake,
 		"github.com/nats-io/nats.go", "github.com/rabbitmq/amqp091-go", "github.com/redis/go-redis/",
-		"github.com/go-sql-driver/mysql", "database/sql.")
+		"github.com/go-sql-driver/mysql", "database/sql.", leakcheck.GRPCClient, leakcheck.GRPCSerializer, leakcheck.PStest)
 }
 
 // malformedRows are inserted by hand during the run, as a buggy application

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/internal/kfakebroker"
@@ -49,6 +52,7 @@ var setups = map[string]setup{
 		args:  []string{"--rabbitmq-url", envOr("OUTBOX_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")},
 		flags: []string{"--rabbitmq-publish-timeout", publishTimeout.String(), "--rabbitmq-dial-timeout", "2s"},
 	},
+	"pubsub": {broker: pubsubBroker, flags: []string{"--pubsub-publish-timeout", publishTimeout.String()}},
 	"redis": {
 		args:  []string{"--redis-url", "redis://" + envOr("OUTBOX_TEST_REDIS_ADDR", "127.0.0.1:6379") + "/0"},
 		flags: []string{"--redis-timeout", publishTimeout.String(), "--redis-dial-timeout", "2s"},
@@ -142,4 +146,30 @@ func refusingFront(t *testing.T, addr string, r *refuser) string {
 		tr.CloseIdleConnections()
 	})
 	return ln.Addr().String()
+}
+
+// pubsubBroker is the Google client's fake (pstest) in the test process,
+// behind the fault proxy, refusing r's share of publish requests with
+// ResourceExhausted (a quota: transient) during broker-errors.
+func pubsubBroker(t *testing.T, r *refuser) (*faultproxy.Proxy, []string) {
+	srv := pstest.NewServerWithAddress("127.0.0.1:0", pstest.ServerReactorOption{FuncName: "Publish", Reactor: pubsubRefusal{r}})
+	proxy, err := faultproxy.Start(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proxy.Close()
+		_ = srv.Close()
+	})
+	return proxy, []string{"--pubsub-endpoint", proxy.Addr(), "--pubsub-project", "outboxrelay-chaos"}
+}
+
+// pubsubRefusal is a pstest reactor that refuses r's share of publishes.
+type pubsubRefusal struct{ r *refuser }
+
+func (p pubsubRefusal) React(any) (bool, any, error) {
+	if !p.r.refuse() {
+		return false, nil, nil
+	}
+	return true, nil, status.Error(codes.ResourceExhausted, "refused by the chaos harness (broker-errors)")
 }

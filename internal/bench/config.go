@@ -89,7 +89,7 @@ type Config struct {
 	// publish to, one of Sinks. Defaults to "kafka".
 	Sink string
 	// SinkURL is the sink's --<sink>-url (nats-url, rabbitmq-url,
-	// redis-url): its server, given to the relays in their environment
+	// redis-url; pubsub-endpoint, a host:port): its server, given to the relays in their environment
 	// (OUTBOX_NATS_URL, ...). Defaults to the sink's default, the local
 	// server; the webhook sink's receiver runs in the harness's process on
 	// a loopback port.
@@ -351,8 +351,12 @@ func (c Config) sinkArgs() ([]string, error) {
 	sk, _ := sinks.Named(c.Sink)
 	_, fs, _ := sk.Parse()
 	var args []string
+	urlFlag := c.Sink + "-url"
+	if f := serverFlag(fs, c.Sink); f != nil {
+		urlFlag = f.Name
+	}
 	for _, f := range []struct{ field, flag, value string }{
-		{"SinkURL", c.Sink + "-url", c.SinkURL},
+		{"SinkURL", urlFlag, c.SinkURL},
 		{"Brokers", "kafka-brokers", strings.Join(c.Brokers, ",")},
 	} {
 		switch {

@@ -92,12 +92,21 @@ func (s *sink) read(ctx context.Context, topic string, follow bool, a *arrivals,
 // --<sink>-url (password hidden) and --kafka-brokers, where it has them.
 func (s *sink) reportSettings(st *Settings) {
 	st.Sink, st.EmbeddedBroker = s.name, s.broker != nil
-	if f := s.fs.Lookup(s.name + "-url"); f != nil {
+	if f := serverFlag(s.fs, s.name); f != nil {
 		st.SinkURL = redactURL(f.Value.String())
 	}
 	if f := s.fs.Lookup("kafka-brokers"); f != nil {
 		st.Brokers = strings.Split(f.Value.String(), ",")
 	}
+}
+
+// serverFlag is the flag that names the sink's server: --<sink>-url, or
+// --<sink>-endpoint (pubsub's host:port); nil when it has neither.
+func serverFlag(fs *flag.FlagSet, sink string) *flag.Flag {
+	if f := fs.Lookup(sink + "-url"); f != nil {
+		return f
+	}
+	return fs.Lookup(sink + "-endpoint")
 }
 
 // close releases the reader and stops the embedded broker.

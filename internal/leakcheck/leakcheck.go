@@ -22,6 +22,14 @@ const (
 	PgxPool = "github.com/jackc/pgx/v5/pgxpool."
 	Puddle  = "github.com/jackc/puddle/"
 	KFake   = "github.com/twmb/franz-go/pkg/kfake"
+	// GRPCClient marks a gRPC client connection's goroutines (the Pub/Sub
+	// client's): its transports, resolver and balancer.
+	GRPCClient = "google.golang.org/grpc/internal/transport.(*http2Client)"
+	// GRPCSerializer marks the callback goroutine each gRPC client
+	// connection keeps until it is closed.
+	GRPCSerializer = "google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer)"
+	// PStest marks the Pub/Sub fake's server goroutines (pstest).
+	PStest = "cloud.google.com/go/internal/testutil.(*Server)"
 )
 
 // Main runs the tests and, when they pass, waits up to 10 seconds for the
