@@ -34,17 +34,18 @@ chaos-short: prereqs
 	OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^(TestChaos|TestJudgeEffects)$$' $(CHAOS_PKG)
 
 # The short profile against another sink: the broker of this machine
-# (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379; the
-# webhook run has its own receiver) behind a fault proxy, a destination of
-# the run's own. broker-errors runs against Kafka and the webhook only.
-.PHONY: chaos-short-nats chaos-short-rabbitmq chaos-short-redis chaos-short-webhook
-chaos-short-nats chaos-short-rabbitmq chaos-short-redis chaos-short-webhook: chaos-short-%: prereqs
+# (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379) or one
+# the run starts (the webhook's receiver, Pub/Sub's pstest) behind a fault
+# proxy, a destination of the run's own (integration/chaos/doc.go).
+CHAOS_SINKS := nats rabbitmq redis webhook pubsub
+.PHONY: $(addprefix chaos-short-,$(CHAOS_SINKS))
+$(addprefix chaos-short-,$(CHAOS_SINKS)): chaos-short-%: prereqs
 	OUTBOX_CHAOS_SINK=$* OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
 
 # The short profile on MariaDB instead of PostgreSQL: a private mariadbd
 # (mariadb-server's binaries) behind the fault proxies, mariadb-* faults in
-# place of pg-*, no ordered topic (the relay refuses them on MySQL and
-# MariaDB). CHAOS_SINK picks the sink as for chaos-short.
+# place of pg-*, lease claims only. CHAOS_SINK picks the sink as for
+# chaos-short.
 .PHONY: chaos-short-mariadb
 chaos-short-mariadb: prereqs
 	OUTBOX_CHAOS_DB=mariadb OUTBOX_CHAOS_SINK=$(CHAOS_SINK) OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
