@@ -13,8 +13,13 @@ test: prereqs vet unit partitioned chaos-short chaos-short-mariadb
 
 # What the tests need besides Go (the database, kcat, PostgreSQL's server
 # programs): each missing piece is named with the command that installs it.
-prereqs:
+prereqs: scripts/emulators/node_modules
 	@scripts/check-prereqs.sh
+
+# The cloud services' emulators (internal/emulators), from the npm registry.
+scripts/emulators/node_modules: scripts/emulators/package-lock.json
+	npm ci --prefix scripts/emulators --no-audit --no-fund
+	@touch $@
 
 # -timeout: a package's tests on a busy 2-core machine can take longer than
 # go test's default 10 minutes (deploy did).

@@ -42,6 +42,12 @@ command -v kcat >/dev/null 2>&1 ||
   say "chromium: not on PATH (the web console's tests drive it headless);
     install it: sudo apt-get install -y chromium   (or set OUTBOX_TEST_CHROMIUM to a Chromium binary)"
 
+# Node.js: the cloud services' emulators (scripts/emulators, installed by
+# make with npm ci) run on it.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
+  say "node, npm: not on PATH (the SQS and Kinesis sinks' tests run emulators on Node.js);
+    install them: sudo apt-get install -y nodejs npm"
+
 # initdb and postgres: the fault-injection harness (make chaos-short, run
 # by make test) starts a private PostgreSQL server it can crash and restart.
 server_dirs() {
