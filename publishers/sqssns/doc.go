@@ -9,8 +9,9 @@
 // '-', a final ".fifo" stays) whose URL GetQueueUrl finds once. SNS takes
 // a topic ARN, or a name appended to Config.TopicARNPrefix.
 //
-// Message: the payload is the body (it must be UTF-8 text of the
-// characters SQS allows, or the message fails permanently); the headers
+// Message: the payload is the body; a payload that is not UTF-8 text of
+// the characters SQS allows is sent in base64 with the attribute
+// outbox-body-encoding=base64. The headers
 // are String message attributes, with the event id as outbox-event-id and
 // the key, byte for byte, as the Binary attribute outbox-key. SQS and SNS
 // take at most 10 attributes: an event with more than 8 headers (9

@@ -2,6 +2,7 @@ package sqssns
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +17,10 @@ const (
 	// AttrKey carries the outbox key, byte for byte, as a Binary attribute;
 	// a message without key has none.
 	AttrKey = "outbox-key"
+	// AttrBodyEncoding is "base64" on a message whose body is its payload
+	// in standard base64: a payload that is not text SQS allows (see
+	// validBody). Other messages do not have it.
+	AttrBodyEncoding = "outbox-body-encoding"
 	// MaxAttributes is the most message attributes SQS and SNS take: the
 	// event id, the key and the headers together.
 	MaxAttributes = 10
@@ -46,16 +51,17 @@ type entry struct {
 }
 
 // toEntry converts m for a destination (fifo: a .fifo queue or topic). The
-// body is the payload, which must be valid UTF-8 of the characters SQS
-// allows; the attributes are the headers, outbox.HeaderEventID and
+// body is the payload (in base64 with AttrBodyEncoding when it is not text
+// SQS allows); the attributes are the headers, outbox.HeaderEventID and
 // AttrKey. It returns a permanent error when m cannot be carried intact.
 func toEntry(m *outbox.Message, fifo bool, maxBytes int) (entry, error) {
+	e := entry{body: string(m.Payload), attrs: make(map[string]attribute, len(m.Headers)+3)}
 	if !validBody(m.Payload) {
-		return entry{}, fmt.Errorf("%w: the payload is not UTF-8 text of the characters SQS and SNS allow", ErrInvalidMessage)
+		e.body = base64.StdEncoding.EncodeToString(m.Payload)
+		e.attrs[AttrBodyEncoding] = attribute{value: "base64"}
 	}
-	e := entry{body: string(m.Payload), attrs: make(map[string]attribute, len(m.Headers)+2)}
 	for name, value := range m.Headers {
-		if name == outbox.HeaderEventID || name == AttrKey {
+		if name == outbox.HeaderEventID || name == AttrKey || name == AttrBodyEncoding {
 			continue // reserved; the event's own win
 		}
 		if !validAttrName(name) {
