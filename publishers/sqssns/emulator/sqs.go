@@ -95,6 +95,12 @@ func (s *Server) sqs(r *http.Request, op string, req *sqsRequest) (any, error) {
 		}
 		delete(s.qs, q.name)
 		return struct{}{}, nil
+	case "GetQueueAttributes":
+		q := s.queueNamed(req.QueueURL)
+		if q == nil {
+			return nil, errNoQueue
+		}
+		return map[string]map[string]string{"Attributes": {"QueueArn": sqsARNPrefix + q.name}}, nil
 	case "DeleteMessageBatch", "DeleteMessage":
 		return map[string][]any{"Successful": {}, "Failed": {}}, nil
 	case "SendMessageBatch":
