@@ -255,6 +255,9 @@ func (r *awsReader) Read(ctx context.Context, topic string, follow bool, got fun
 			got(rec)
 			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
 		}
+		if len(del) == 0 {
+			continue
+		}
 		if _, err := r.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("%s: delete from %s: %w", r.a.name, url, err)
 		}
