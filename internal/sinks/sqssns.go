@@ -145,7 +145,9 @@ func (a *awsFlags) Reader() (Reader, error) {
 			return nil, err
 		}
 	}
-	opts := []func(*awsconfig.LoadOptions) error{}
+	// No retries: the emulator hands a message out once (no visibility
+	// timeout), so a retried ReceiveMessage would hide a lost answer's.
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRetryMaxAttempts(1)}
 	if a.region != "" {
 		opts = append(opts, awsconfig.WithRegion(a.region))
 	}
