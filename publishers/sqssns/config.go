@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 )
 
@@ -91,7 +93,14 @@ func (c *Config) awsConfig() (aws.Config, error) {
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("%w: load AWS configuration: %w", ErrInvalidConfig, err)
 	}
-	cfg.HTTPClient = newHTTPClient(c.Timeout)
+	// The SDK's transport (with AWS_CA_BUNDLE's roots, when set), in a
+	// client of the sink's own: Timeout, and Close closes its connections.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		tr = bc.GetTransport()
+	}
+	tr.MaxIdleConnsPerHost = 64
+	cfg.HTTPClient = &http.Client{Transport: tr, Timeout: c.Timeout}
 	return cfg, nil
 }
 

@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -55,7 +57,8 @@ type clients struct {
 func newClients(t testing.TB, endpoint string) *clients {
 	// No retries: the emulator hands a message out once, so a retried
 	// ReceiveMessage would hide what the lost answer held.
-	ac, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRetryMaxAttempts(1))
+	ac, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRetryMaxAttempts(1),
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.DisableKeepAlives = true })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +115,10 @@ func (c *clients) topic(t testing.TB, fifo bool) (string, string) {
 func (c *clients) read(t testing.TB, topic, url string) []publisherstest.Record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for {
-		out, err := c.sqs.ReceiveMessage(testCtx(t), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+		out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
 			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"}})
 		if err != nil {
 			t.Fatal(err)

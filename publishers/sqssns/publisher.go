@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -32,13 +31,6 @@ type Publisher struct {
 	svc    service
 	client *http.Client
 	once   sync.Once
-}
-
-// newHTTPClient is the SDK's HTTP client: Timeout on each request.
-func newHTTPClient(timeout time.Duration) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: tr, Timeout: timeout}
 }
 
 // newPublisher returns a Publisher of svc; ac holds its HTTP client.

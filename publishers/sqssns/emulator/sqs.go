@@ -3,7 +3,9 @@ package emulator
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,7 +44,10 @@ type sqsRequest struct {
 func (s *Server) serveSQS(w http.ResponseWriter, r *http.Request, op string) {
 	var req sqsRequest
 	var out any
-	err := json.NewDecoder(r.Body).Decode(&req)
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
 	if err != nil {
 		err = &sqsError{http.StatusBadRequest, "InvalidParameterValue", err.Error()}
 	} else {
@@ -58,7 +63,9 @@ func (s *Server) serveSQS(w http.ResponseWriter, r *http.Request, op string) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"__type": "com.amazonaws.sqs#" + e.code, "message": e.msg})
 		return
 	}
-	_ = json.NewEncoder(w).Encode(out)
+	b, _ := json.Marshal(out)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
 }
 
 // sqs runs one SQS operation.
