@@ -208,3 +208,23 @@ func runAWSSink(t *testing.T, sink string) {
 		}
 	}
 }
+
+// Every bad --sqs-* and --sns-* flag is reported, all at once, each naming
+// the flag and its variable.
+func TestSQSAndSNSSinkBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, sink := range []string{"sqs", "sns"} {
+		code, _, stderr := invoke(context.Background(), map[string]string{"OUTBOX_" + strings.ToUpper(sink) + "_TIMEOUT": "0s"},
+			"run", "--sink", sink, "--database-url", "postgres://postgres@127.0.0.1:1/postgres",
+			"--"+sink+"-endpoint", "ftp://host", "--"+sink+"-max-message-bytes", "-1")
+		if code != 2 {
+			t.Fatalf("%s: exit %d, want 2; stderr:\n%s", sink, code, stderr)
+		}
+		for _, flag := range []string{"endpoint", "max-message-bytes", "timeout"} {
+			name := fmt.Sprintf("--%s-%s (OUTBOX_%s_%s)", sink, flag, strings.ToUpper(sink), strings.ToUpper(strings.ReplaceAll(flag, "-", "_")))
+			if !strings.Contains(stderr, name) {
+				t.Errorf("stderr does not name %s:\n%s", name, stderr)
+			}
+		}
+	}
+}
