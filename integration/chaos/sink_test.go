@@ -117,7 +117,11 @@ func (s *sink) start(ctx context.Context, t *testing.T) *faultproxy.Proxy {
 	t.Cleanup(func() { _ = s.reader.Close() })
 	s.env, s.relayFlags = sinks.Changed(fs), append([]string{"--sink", s.name}, s.setup.flags...)
 	if s.proxy == nil {
-		s.proxyURL(t, fs.Lookup(s.name+"-url"))
+		fl := fs.Lookup(s.name + "-url")
+		if fl == nil {
+			fl = fs.Lookup(s.name + "-endpoint") // sqs, sns
+		}
+		s.proxyURL(t, fl)
 	}
 	for _, topic := range []string{s.ordered, s.plain} {
 		desc, err := s.reader.Prepare(ctx, topic)
@@ -169,7 +173,7 @@ func (s *sink) proxyURL(t *testing.T, fl *flag.Flag) {
 	t.Cleanup(func() { s.proxy.Close() })
 	// The host replaced in the text: parsing and printing would escape a
 	// webhook URL's {topic}.
-	s.relayFlags = append(s.relayFlags, "--"+s.name+"-url", strings.Replace(raw, u.Host, s.proxy.Addr(), 1))
+	s.relayFlags = append(s.relayFlags, "--"+fl.Name, strings.Replace(raw, u.Host, s.proxy.Addr(), 1))
 }
 
 // keep returns the function that keeps what the reader reads of topic.

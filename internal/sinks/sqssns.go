@@ -1,0 +1,293 @@
+package sinks
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/publishers"
+	"github.com/outboxrelay/outboxrelay/publishers/sqssns"
+	"github.com/outboxrelay/outboxrelay/publishers/sqssns/emulator"
+	"github.com/outboxrelay/outboxrelay/relay"
+)
+
+// The sqs and sns sinks (publishers/sqssns); their flags are --sqs-* and
+// --sns-*.
+func init() {
+	register(Sink{Name: "sqs", About: "Amazon SQS queues, SendMessageBatch", Flags: awsFlagsOf("sqs")})
+	register(Sink{Name: "sns", About: "Amazon SNS topics, PublishBatch", Flags: awsFlagsOf("sns")})
+}
+
+// awsFlags are the flags of the sqs or sns sink.
+type awsFlags struct {
+	name string // "sqs" or "sns"
+	cfg  sqssns.Config
+
+	endpoint, region, arnPrefix string
+	maxBytes                    int
+	timeout                     time.Duration
+}
+
+func awsFlagsOf(name string) func(Flags) Settings {
+	return func(f Flags) Settings {
+		a := &awsFlags{name: name}
+		f.String(&a.endpoint, name+"-endpoint", "", "endpoint replacing AWS's, http://host:port of an emulator (default: AWS's of the region)")
+		f.String(&a.region, name+"-region", "", "AWS region (default: the SDK's chain, AWS_REGION or the shared config); credentials always come from the chain")
+		f.Int(&a.maxBytes, name+"-max-message-bytes", sqssns.DefaultMaxMessageBytes, "largest message sent, body and attributes; a larger event fails permanently")
+		f.Duration(&a.timeout, name+"-timeout", sqssns.DefaultTimeout, "bound on each request to AWS")
+		if name == "sns" {
+			f.String(&a.arnPrefix, "sns-topic-arn-prefix", "", "turns a topic that is not an ARN into one: prefix+name (arn:aws:sns:REGION:ACCOUNT:)")
+		}
+		return a
+	}
+}
+
+// Check builds the sqssns.Config and reports every problem, naming flags.
+func (a *awsFlags) Check(relay.Config) error {
+	var errs problems
+	if a.maxBytes <= 0 {
+		errs.add(invalid(a.name+"-max-message-bytes", "must be positive"))
+	}
+	if a.timeout <= 0 {
+		errs.add(invalid(a.name+"-timeout", "must be positive"))
+	}
+	a.cfg = sqssns.Config{Endpoint: a.endpoint, Region: a.region, TopicARNPrefix: a.arnPrefix,
+		MaxMessageBytes: max(a.maxBytes, 0), Timeout: max(a.timeout, 0)}
+	if _, err := a.open(); err != nil {
+		for _, e := range joined(err) {
+			var ce *sqssns.ConfigError
+			if errors.As(e, &ce) && ce.Field == "Endpoint" {
+				errs.add(invalid(a.name+"-endpoint", ce.Reason))
+			} else if ce == nil {
+				errs.add(usage("invalid AWS configuration for --sink %s: %v", a.name, e))
+			}
+		}
+	}
+	return errs.err()
+}
+
+// open returns the publisher; it does not connect.
+func (a *awsFlags) open() (*sqssns.Publisher, error) {
+	if a.name == "sns" {
+		return sqssns.NewSNS(a.cfg)
+	}
+	return sqssns.NewSQS(a.cfg)
+}
+
+// Open returns the publisher and logs its configuration (it holds no
+// secret: credentials stay in the SDK's chain).
+func (a *awsFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publishers.Publisher, error) {
+	p, err := a.open()
+	if err != nil {
+		return nil, err
+	}
+	logger.Info(a.name+" sink", "config", p.Config())
+	return p, nil
+}
+
+// Embed starts the in-memory emulator (publishers/sqssns/emulator) and
+// points --sqs-endpoint or --sns-endpoint at it; for the SDK's chain it
+// sets placeholder credentials and region in this process's environment
+// when it has none.
+func (a *awsFlags) Embed() (func(), error) {
+	s, err := emulator.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator", "AWS_REGION": "us-east-1"} {
+		if os.Getenv(k) == "" {
+			_ = os.Setenv(k, v)
+		}
+	}
+	a.endpoint = s.URL()
+	if a.name == "sns" && a.arnPrefix == "" {
+		a.arnPrefix = emulator.TopicARNPrefix
+	}
+	return func() { _ = s.Close() }, nil
+}
+
+// awsReader reads what the sqs or sns sink published from an SQS queue
+// named after the topic (sqssns.Name); for sns, Prepare subscribes it to
+// the topic with raw delivery. Reading deletes the messages from the
+// queue, so the reader keeps what it read, and each Read hands that over
+// again before reading on.
+type awsReader struct {
+	a    *awsFlags
+	stop func() // the embedded emulator's; nil with an endpoint given
+	sqs  *sqs.Client
+	sns  *sns.Client
+	mu   sync.Mutex
+	urls map[string]string   // topic -> queue URL
+	got  map[string][]Record // topic -> what Read read
+}
+
+// Reader returns a Reader of --<sink>-endpoint; without one it embeds the
+// emulator (Embed).
+func (a *awsFlags) Reader() (Reader, error) {
+	r := &awsReader{a: a, urls: map[string]string{}, got: map[string][]Record{}}
+	if a.endpoint == "" {
+		var err error
+		if r.stop, err = a.Embed(); err != nil {
+			return nil, err
+		}
+	}
+	// No retries: the emulator hands a message out once (no visibility
+	// timeout), so a retried ReceiveMessage would hide a lost answer's.
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRetryMaxAttempts(1)}
+	if a.region != "" {
+		opts = append(opts, awsconfig.WithRegion(a.region))
+	}
+	ac, err := awsconfig.LoadDefaultConfig(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: load AWS configuration: %w", a.name, err)
+	}
+	var ep *string
+	if a.endpoint != "" {
+		ep = aws.String(a.endpoint)
+	}
+	r.sqs = sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = ep })
+	r.sns = sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = ep })
+	return r, nil
+}
+
+// Prepare creates the queue (FIFO for a .fifo topic) and, for sns, the
+// topic, the queue subscribed to it. A queue that exists keeps what it
+// holds.
+func (r *awsReader) Prepare(ctx context.Context, topic string) (string, error) {
+	name := sqssns.Name(topic)
+	fifo := strconv.FormatBool(len(name) > 5 && name[len(name)-5:] == ".fifo")
+	qattrs := map[string]string{}
+	if fifo == "true" {
+		qattrs["FifoQueue"] = fifo
+	}
+	q, err := r.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: qattrs})
+	if err != nil {
+		return "", fmt.Errorf("cannot create SQS queue %s (pass --%s-endpoint, or AWS credentials and region): %w", name, r.a.name, err)
+	}
+	r.mu.Lock()
+	r.urls[topic] = aws.ToString(q.QueueUrl)
+	r.mu.Unlock()
+	if r.a.name == "sqs" {
+		return fmt.Sprintf("sqs:      %s, queue %s", r.endpointName(), name), nil
+	}
+	tattrs := map[string]string{}
+	if fifo == "true" {
+		tattrs["FifoTopic"] = fifo
+	}
+	t, err := r.sns.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(name), Attributes: tattrs})
+	if err != nil {
+		return "", fmt.Errorf("cannot create SNS topic %s: %w", name, err)
+	}
+	qa, err := r.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{"QueueArn"}})
+	if err != nil {
+		return "", fmt.Errorf("cannot read the ARN of SQS queue %s: %w", name, err)
+	}
+	_, err = r.sns.Subscribe(ctx, &sns.SubscribeInput{TopicArn: t.TopicArn, Protocol: aws.String("sqs"),
+		Endpoint: aws.String(qa.Attributes["QueueArn"]), Attributes: map[string]string{"RawMessageDelivery": "true"}})
+	if err != nil {
+		return "", fmt.Errorf("cannot subscribe SQS queue %s to SNS topic %s: %w", name, aws.ToString(t.TopicArn), err)
+	}
+	return fmt.Sprintf("sns:      %s, topic %s, read from queue %s", r.endpointName(), aws.ToString(t.TopicArn), name), nil
+}
+
+func (r *awsReader) endpointName() string {
+	if r.a.endpoint == "" {
+		return "AWS"
+	}
+	return r.a.endpoint
+}
+
+// Read hands over what earlier Reads read, then receives (and deletes)
+// up to 10 messages at a time; with follow it long-polls until ctx ends.
+func (r *awsReader) Read(ctx context.Context, topic string, follow bool, got func(Record), ready func()) error {
+	r.mu.Lock()
+	url, seen := r.urls[topic], append([]Record(nil), r.got[topic]...)
+	r.mu.Unlock()
+	if ready != nil {
+		ready()
+	}
+	for _, rec := range seen {
+		got(rec)
+	}
+	wait := int32(0)
+	if follow {
+		wait = 1
+	}
+	for {
+		out, err := r.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: wait,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"SentTimestamp"}})
+		switch {
+		case ctx.Err() != nil && follow:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			return fmt.Errorf("%s: receive from %s: %w", r.a.name, url, err)
+		case len(out.Messages) == 0 && !follow:
+			return nil
+		}
+		var del []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range out.Messages {
+			rec := Record{EventID: aws.ToString(m.MessageAttributes[outbox.HeaderEventID].StringValue),
+				Key: string(m.MessageAttributes[sqssns.AttrKey].BinaryValue), Payload: aws.ToString(m.Body)}
+			if aws.ToString(m.MessageAttributes[sqssns.AttrBodyEncoding].StringValue) == "base64" {
+				b, _ := base64.StdEncoding.DecodeString(rec.Payload)
+				rec.Payload = string(b)
+			}
+			ms, _ := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64)
+			rec.Time = time.UnixMilli(ms)
+			r.mu.Lock()
+			rec.Offset = int64(len(r.got[topic]))
+			r.got[topic] = append(r.got[topic], rec)
+			r.mu.Unlock()
+			got(rec)
+			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		if len(del) == 0 {
+			continue
+		}
+		if _, err := r.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: delete from %s: %w", r.a.name, url, err)
+		}
+	}
+}
+
+// Remove deletes the queue and, for sns, the topic.
+func (r *awsReader) Remove(ctx context.Context, topic string) error {
+	r.mu.Lock()
+	url := r.urls[topic]
+	r.mu.Unlock()
+	if url != "" {
+		if _, err := r.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
+			return fmt.Errorf("%s: delete queue %s: %w", r.a.name, url, err)
+		}
+	}
+	if r.a.name == "sns" && r.a.arnPrefix != "" {
+		if _, err := r.sns.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: aws.String(r.a.arnPrefix + sqssns.Name(topic))}); err != nil {
+			return fmt.Errorf("sns: delete topic: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close stops the embedded emulator, if any.
+func (r *awsReader) Close() error {
+	if r.stop != nil {
+		r.stop()
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package sqssns_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/outboxrelay/outboxrelay/internal/leakcheck"
+	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
+	"github.com/outboxrelay/outboxrelay/publishers/sqssns"
+	"github.com/outboxrelay/outboxrelay/publishers/sqssns/emulator"
+)
+
+// The SDK's standard chain finds these placeholders (the emulator checks
+// no signature) unless the environment names real ones.
+func TestMain(m *testing.M) {
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator",
+		"AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"} {
+		if os.Getenv(k) == "" {
+			_ = os.Setenv(k, v)
+		}
+	}
+	leakcheck.Main(m, "github.com/outboxrelay/outboxrelay/publishers/sqssns.", "net/http.")
+}
+
+// startEmulator starts an emulator for the test.
+func startEmulator(t testing.TB) *emulator.Server {
+	s, err := emulator.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// clients are the test's own SQS and SNS clients of an endpoint.
+type clients struct {
+	sqs *sqs.Client
+	sns *sns.Client
+	mu  sync.Mutex
+	got map[string][]publisherstest.Record // per queue URL, what Read received
+}
+
+func newClients(t testing.TB, endpoint string) *clients {
+	// No retries: the emulator hands a message out once, so a retried
+	// ReceiveMessage would hide what the lost answer held.
+	ac, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRetryMaxAttempts(1),
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.DisableKeepAlives = true })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &clients{
+		sqs: sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) }),
+		sns: sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = aws.String(endpoint) }),
+		got: map[string][]publisherstest.Record{},
+	}
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// queue creates a fresh queue (FIFO when fifo) and returns its name and URL.
+func (c *clients) queue(t testing.TB, fifo bool) (string, string) {
+	name := fmt.Sprintf("test-%08x", rand.Uint32())
+	attrs := map[string]string{}
+	if fifo {
+		name += ".fifo"
+		attrs["FifoQueue"] = "true"
+	}
+	out, err := c.sqs.CreateQueue(testCtx(t), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, aws.ToString(out.QueueUrl)
+}
+
+// topic creates a fresh topic with a queue subscribed to it (raw
+// delivery) and returns the topic's ARN and the queue's URL.
+func (c *clients) topic(t testing.TB, fifo bool) (string, string) {
+	qname, url := c.queue(t, fifo)
+	attrs := map[string]string{}
+	if fifo {
+		attrs["FifoTopic"] = "true"
+	}
+	out, err := c.sns.CreateTopic(testCtx(t), &sns.CreateTopicInput{Name: aws.String(qname), Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.sns.Subscribe(testCtx(t), &sns.SubscribeInput{TopicArn: out.TopicArn, Protocol: aws.String("sqs"),
+		Endpoint: aws.String("arn:aws:sqs:us-east-1:000000000000:" + qname), Attributes: map[string]string{"RawMessageDelivery": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.TopicArn), url
+}
+
+// read returns every message the queue at url received so far, as
+// records of topic.
+func (c *clients) read(t testing.TB, topic, url string) []publisherstest.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return c.got[url]
+		}
+		for _, m := range out.Messages {
+			r := publisherstest.Record{Topic: topic, Value: []byte(aws.ToString(m.Body)), Headers: map[string]string{},
+				Stream: m.Attributes["MessageGroupId"]}
+			for name, a := range m.MessageAttributes {
+				if name == "outbox-key" {
+					r.Key = a.BinaryValue
+					continue
+				}
+				r.Headers[name] = aws.ToString(a.StringValue)
+			}
+			r.EventID = r.Headers["outbox-event-id"]
+			if r.Headers[sqssns.AttrBodyEncoding] == "base64" {
+				r.Value, _ = base64.StdEncoding.DecodeString(string(r.Value))
+				delete(r.Headers, sqssns.AttrBodyEncoding)
+			}
+			c.got[url] = append(c.got[url], r)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package sqssns
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// NewSQS returns a Publisher to SQS queues: an outbox topic is a queue URL
+// (http:// or https://) or a queue name (see Name), whose URL GetQueueUrl
+// finds once. It does not connect.
+func NewSQS(cfg Config) (*Publisher, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ac, err := cfg.awsConfig()
+	if err != nil {
+		return nil, err
+	}
+	client := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = cfg.endpoint() })
+	return newPublisher(cfg, &sqsService{c: client}, ac), nil
+}
+
+// sqsService sends to SQS.
+type sqsService struct {
+	c    *sqs.Client
+	urls sync.Map // queue name -> URL
+}
+
+func (s *sqsService) resolve(ctx context.Context, topic string) (string, bool, error) {
+	if strings.HasPrefix(topic, "https://") || strings.HasPrefix(topic, "http://") {
+		return topic, strings.HasSuffix(topic, ".fifo"), nil
+	}
+	name := Name(topic)
+	if u, ok := s.urls.Load(name); ok {
+		return u.(string), strings.HasSuffix(name, ".fifo"), nil
+	}
+	out, err := s.c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		return "", false, err
+	}
+	s.urls.Store(name, aws.ToString(out.QueueUrl))
+	return aws.ToString(out.QueueUrl), strings.HasSuffix(name, ".fifo"), nil
+}
+
+func (s *sqsService) send(ctx context.Context, url string, batch []entry) ([]error, error) {
+	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: make([]sqstypes.SendMessageBatchRequestEntry, len(batch))}
+	for i, e := range batch {
+		attrs := make(map[string]sqstypes.MessageAttributeValue, len(e.attrs))
+		for name, a := range e.attrs {
+			if a.binary {
+				attrs[name] = sqstypes.MessageAttributeValue{DataType: aws.String("Binary"), BinaryValue: []byte(a.value)}
+			} else {
+				attrs[name] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(a.value)}
+			}
+		}
+		in.Entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(e.body),
+			MessageAttributes: attrs, MessageGroupId: optional(e.group), MessageDeduplicationId: optional(e.dedup)}
+	}
+	out, err := s.c.SendMessageBatch(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]error, len(batch))
+	acked := make([]bool, len(batch))
+	for _, ok := range out.Successful {
+		if i, err := strconv.Atoi(aws.ToString(ok.Id)); err == nil && i < len(batch) {
+			acked[i] = true
+		}
+	}
+	for _, f := range out.Failed {
+		if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i < len(batch) {
+			results[i] = entryError(aws.ToString(f.Code), aws.ToString(f.Message), f.SenderFault)
+			acked[i] = true
+		}
+	}
+	return unanswered(results, acked), nil
+}
+
+func (s *sqsService) probe(ctx context.Context) error {
+	_, err := s.c.ListQueues(ctx, &sqs.ListQueuesInput{MaxResults: aws.Int32(1)})
+	return err
+}
+
+// optional is s as an optional field: nil when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
