@@ -84,8 +84,14 @@ func (f *flags) printHelp(w io.Writer, section string) error {
 	}
 	f.printFlags(w, f.synopsis, "Flags ("+sections[0].about+"):", sections[0].flags)
 	fmt.Fprintf(w, "\nMore flags, by section: %s --help SECTION shows one, %s --help all every flag.\n", f.fs.Name(), f.fs.Name())
+	var sinkNames []string
 	for _, s := range sections[1:] {
+		if _, ok := sinks.Named(s.name); ok { // one line names every sink's section
+			sinkNames = append(sinkNames, s.name)
+			continue
+		}
 		fmt.Fprintf(w, "  %-10s %s\n%s", s.name, s.about, wrap("--"+strings.Join(s.flags, " --"), "             ", 100))
 	}
+	fmt.Fprintf(w, "  %-10s %s\n", "SINK", "a sink's flags (--SINK-...): "+strings.Join(sinkNames, ", "))
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/outboxrelay/outboxrelay/internal/emulators"
 	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -51,18 +52,30 @@ func TestRunWithSQSAndSNSSinks(t *testing.T) {
 }
 
 func runAWSSink(t *testing.T, sink string) {
-	em, err := emulator.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// sqs: local-aws-sqs (from the npm registry); sns: the sink's fake.
+	var endpoint string
+	if sink == "sqs" {
+		e, err := emulators.Start("sqs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		endpoint = e.Endpoint
+	} else {
+		em, err := emulator.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = em.Close() })
+		endpoint = em.URL()
 	}
-	t.Cleanup(func() { _ = em.Close() })
 	ctx := context.Background()
 	ac, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sq := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(em.URL()) })
-	sn := sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = aws.String(em.URL()) })
+	sq := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	sn := sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	base := "e2e-" + hex.EncodeToString(b)
@@ -70,7 +83,11 @@ func runAWSSink(t *testing.T, sink string) {
 	urls := map[string]string{}
 	for _, topic := range topics {
 		name, fifo := sqssns.Name(topic), strings.HasSuffix(topic, ".fifo")
-		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{"FifoQueue": fmt.Sprint(fifo)}})
+		attrs := map[string]string{}
+		if fifo {
+			attrs["FifoQueue"] = "true" // local-aws-sqs, as SQS, takes no FifoQueue on a standard queue
+		}
+		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +139,7 @@ func runAWSSink(t *testing.T, sink string) {
 	}
 
 	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema}
-	args := []string{"run", "--sink", sink, "--" + sink + "-endpoint", em.URL(),
+	args := []string{"run", "--sink", sink, "--" + sink + "-endpoint", endpoint,
 		"--ordered-topics", topics[0], "--poll-interval", "20ms", "--log-format", "json"}
 	if sink == "sns" {
 		args = append(args, "--sns-topic-arn-prefix", emulator.TopicARNPrefix)
@@ -138,7 +155,7 @@ func runAWSSink(t *testing.T, sink string) {
 		t.Fatalf("run exit %d; stderr:\n%s", code, runErr.String())
 	}
 	logs := runErr.String()
-	if !strings.Contains(logs, `"msg":"`+sink+` sink"`) || !strings.Contains(logs, em.URL()) {
+	if !strings.Contains(logs, `"msg":"`+sink+` sink"`) || !strings.Contains(logs, endpoint) {
 		t.Errorf("the sink's configuration is not logged:\n%s", logs)
 	}
 	if strings.Contains(logs+runOut.String(), awsTestSecret) {

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/outboxrelay/outboxrelay/internal/emulators"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/sqssns"
@@ -99,25 +100,36 @@ func (a *awsFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publi
 	return p, nil
 }
 
-// Embed starts the in-memory emulator (publishers/sqssns/emulator) and
-// points --sqs-endpoint or --sns-endpoint at it; for the SDK's chain it
-// sets placeholder credentials and region in this process's environment
-// when it has none.
+// Embed starts an emulator and points --sqs-endpoint or --sns-endpoint at
+// it: for sqs local-aws-sqs (internal/emulators, from the npm registry),
+// for sns the package's fake (publishers/sqssns/emulator: no SNS emulator
+// of the registries here answers PublishBatch or has FIFO topics). For the
+// SDK's chain it sets placeholder credentials and region in this process's
+// environment when it has none.
 func (a *awsFlags) Embed() (func(), error) {
-	s, err := emulator.Start("127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	var stop func()
+	if a.name == "sqs" {
+		e, err := emulators.Start("sqs")
+		if err != nil {
+			return nil, err
+		}
+		a.endpoint, stop = e.Endpoint, e.Close
+	} else {
+		s, err := emulator.Start("127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		a.endpoint, stop = s.URL(), func() { _ = s.Close() }
+		if a.arnPrefix == "" {
+			a.arnPrefix = emulator.TopicARNPrefix
+		}
 	}
 	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator", "AWS_REGION": "us-east-1"} {
 		if os.Getenv(k) == "" {
 			_ = os.Setenv(k, v)
 		}
 	}
-	a.endpoint = s.URL()
-	if a.name == "sns" && a.arnPrefix == "" {
-		a.arnPrefix = emulator.TopicARNPrefix
-	}
-	return func() { _ = s.Close() }, nil
+	return stop, nil
 }
 
 // awsReader reads what the sqs or sns sink published from an SQS queue
@@ -243,10 +255,13 @@ func (r *awsReader) Read(ctx context.Context, topic string, follow bool, got fun
 		var del []sqstypes.DeleteMessageBatchRequestEntry
 		for i, m := range out.Messages {
 			rec := Record{EventID: aws.ToString(m.MessageAttributes[outbox.HeaderEventID].StringValue),
-				Key: string(m.MessageAttributes[sqssns.AttrKey].BinaryValue), Payload: aws.ToString(m.Body)}
-			if aws.ToString(m.MessageAttributes[sqssns.AttrBodyEncoding].StringValue) == "base64" {
+				Key: sqssns.AttributeValue(m.MessageAttributes[sqssns.AttrKey]), Payload: aws.ToString(m.Body)}
+			switch aws.ToString(m.MessageAttributes[sqssns.AttrBodyEncoding].StringValue) {
+			case "base64":
 				b, _ := base64.StdEncoding.DecodeString(rec.Payload)
 				rec.Payload = string(b)
+			case "empty":
+				rec.Payload = ""
 			}
 			ms, _ := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64)
 			rec.Time = time.UnixMilli(ms)

@@ -31,13 +31,13 @@ func benchMessages(topic string) []outbox.Message {
 }
 
 // BenchmarkPublish measures the sqs sink: one Publish of 100 messages to
-// a FIFO queue of the emulator per iteration. Compare with
+// a FIFO queue of local-aws-sqs per iteration. Compare with
 // BenchmarkBareClient.
 func BenchmarkPublish(b *testing.B) {
-	em := startEmulator(b)
-	c := newClients(b, em.URL())
+	url0 := startService(b, "sqs")
+	c := newClients(b, url0)
 	name, _ := c.queue(b, true)
-	p, err := sqssns.NewSQS(sqssns.Config{Endpoint: em.URL()})
+	p, err := sqssns.NewSQS(sqssns.Config{Endpoint: url0})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,8 +60,8 @@ func BenchmarkPublish(b *testing.B) {
 // messages as 10 SendMessageBatch calls of 10, one after the other, with
 // the same attributes, group and deduplication ids.
 func BenchmarkBareClient(b *testing.B) {
-	em := startEmulator(b)
-	c := newClients(b, em.URL())
+	url0 := startService(b, "sqs")
+	c := newClients(b, url0)
 	_, url := c.queue(b, true)
 	msgs := benchMessages("")
 	ctx := context.Background()

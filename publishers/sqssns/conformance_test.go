@@ -1,6 +1,7 @@
 package sqssns_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,13 +17,13 @@ import (
 // queue that receives it.
 func conformance(t *testing.T, name string, newPub func(sqssns.Config) (*sqssns.Publisher, error),
 	topic func(c *clients, t *testing.T) (string, string)) {
-	em := startEmulator(t)
-	proxy, err := faultproxy.Start(em.Addr())
+	url := startService(t, name)
+	proxy, err := faultproxy.Start(strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatalf("start fault proxy: %v", err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	c := newClients(t, em.URL())
+	c := newClients(t, url)
 	var mu sync.Mutex
 	queues := map[string]string{}
 	publisherstest.Run(t, publisherstest.Harness{
@@ -64,12 +65,13 @@ func conformance(t *testing.T, name string, newPub func(sqssns.Config) (*sqssns.
 }
 
 // TestConformanceSQS runs the sink conformance suite on FIFO queues of
-// the emulator.
+// local-aws-sqs.
 func TestConformanceSQS(t *testing.T) {
 	conformance(t, "sqs", sqssns.NewSQS, func(c *clients, t *testing.T) (string, string) { return c.queue(t, true) })
 }
 
-// TestConformanceSNS runs it on FIFO topics, read from a subscribed queue.
+// TestConformanceSNS runs it on FIFO topics of the package's fake, read
+// from a subscribed queue.
 func TestConformanceSNS(t *testing.T) {
 	conformance(t, "sns", sqssns.NewSNS, func(c *clients, t *testing.T) (string, string) { return c.topic(t, true) })
 }

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -19,7 +22,9 @@ const (
 	AttrKey = "outbox-key"
 	// AttrBodyEncoding is "base64" on a message whose body is its payload
 	// in standard base64: a payload that is not text SQS allows (see
-	// validBody). Other messages do not have it.
+	// validBody); and "empty" on a message whose payload is empty, which
+	// SQS and SNS refuse as a body: its body is "-". Other messages do not
+	// have it.
 	AttrBodyEncoding = "outbox-body-encoding"
 	// MaxAttributes is the most message attributes SQS and SNS take: the
 	// event id, the key and the headers together.
@@ -42,6 +47,20 @@ type attribute struct {
 	value  string
 }
 
+// wire returns the data type and value a travels with. SQS and SNS refuse
+// an empty value, so an empty one travels as "-" with ".empty" appended to
+// its type (String.empty, Binary.empty), which a reader maps back to "".
+func (a attribute) wire() (dataType, value string) {
+	dataType, value = "String", a.value
+	if a.binary {
+		dataType = "Binary"
+	}
+	if value == "" {
+		return dataType + ".empty", "-"
+	}
+	return dataType, value
+}
+
 // entry is one message as a batch sends it.
 type entry struct {
 	body         string
@@ -56,7 +75,11 @@ type entry struct {
 // AttrKey. It returns a permanent error when m cannot be carried intact.
 func toEntry(m *outbox.Message, fifo bool, maxBytes int) (entry, error) {
 	e := entry{body: string(m.Payload), attrs: make(map[string]attribute, len(m.Headers)+3)}
-	if !validBody(m.Payload) {
+	switch {
+	case len(m.Payload) == 0:
+		e.body = "-"
+		e.attrs[AttrBodyEncoding] = attribute{value: "empty"}
+	case !validBody(m.Payload):
 		e.body = base64.StdEncoding.EncodeToString(m.Payload)
 		e.attrs[AttrBodyEncoding] = attribute{value: "base64"}
 	}
@@ -145,4 +168,17 @@ func Name(topic string) string {
 		return base + ".fifo"
 	}
 	return base
+}
+
+// AttributeValue returns the value of a message attribute the sink sent,
+// as read back from SQS: the bytes of a Binary one, the text of a String
+// one, "" for one sent empty (wire).
+func AttributeValue(a sqstypes.MessageAttributeValue) string {
+	switch {
+	case strings.HasSuffix(aws.ToString(a.DataType), ".empty"):
+		return ""
+	case a.BinaryValue != nil:
+		return string(a.BinaryValue)
+	}
+	return aws.ToString(a.StringValue)
 }

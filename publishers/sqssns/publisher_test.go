@@ -29,10 +29,10 @@ func newSQS(t *testing.T, endpoint string) *sqssns.Publisher {
 // key byte for byte.
 func TestFIFODedupOrderAndBinaryKey(t *testing.T) {
 	t.Parallel()
-	em := startEmulator(t)
-	c := newClients(t, em.URL())
+	url0 := startService(t, "sqs")
+	c := newClients(t, url0)
 	name, url := c.queue(t, true)
-	p := newSQS(t, em.URL())
+	p := newSQS(t, url0)
 	var msgs []outbox.Message
 	for i := range 25 {
 		msgs = append(msgs, outbox.Message{ID: uuid.New(), Topic: name, Key: []byte{0, 0xff, byte(i % 2)}, Payload: fmt.Appendf(nil, "%d", i)})
@@ -57,10 +57,10 @@ func TestFIFODedupOrderAndBinaryKey(t *testing.T) {
 // attributes, a missing queue; an event without key is its own group.
 func TestPermanentFailures(t *testing.T) {
 	t.Parallel()
-	em := startEmulator(t)
-	c := newClients(t, em.URL())
+	url0 := startService(t, "sqs")
+	c := newClients(t, url0)
 	name, url := c.queue(t, true)
-	p := newSQS(t, em.URL())
+	p := newSQS(t, url0)
 	headers := map[string]string{}
 	for i := range 9 {
 		headers[fmt.Sprintf("h%d", i)] = "v"
@@ -92,8 +92,7 @@ func TestPermanentFailures(t *testing.T) {
 // Probe.
 func TestSNSNameWithoutPrefixAndCancelledCtx(t *testing.T) {
 	t.Parallel()
-	em := startEmulator(t)
-	p, err := sqssns.NewSNS(sqssns.Config{Endpoint: em.URL()})
+	p, err := sqssns.NewSNS(sqssns.Config{Endpoint: startService(t, "sns")})
 	if err != nil {
 		t.Fatal(err)
 	}

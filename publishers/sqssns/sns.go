@@ -50,10 +50,11 @@ func (s *snsService) send(ctx context.Context, arn string, batch []entry) ([]err
 	for i, e := range batch {
 		attrs := make(map[string]snstypes.MessageAttributeValue, len(e.attrs))
 		for name, a := range e.attrs {
+			typ, v := a.wire()
 			if a.binary {
-				attrs[name] = snstypes.MessageAttributeValue{DataType: aws.String("Binary"), BinaryValue: []byte(a.value)}
+				attrs[name] = snstypes.MessageAttributeValue{DataType: aws.String(typ), BinaryValue: []byte(v)}
 			} else {
-				attrs[name] = snstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(a.value)}
+				attrs[name] = snstypes.MessageAttributeValue{DataType: aws.String(typ), StringValue: aws.String(v)}
 			}
 		}
 		in.PublishBatchRequestEntries[i] = snstypes.PublishBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), Message: aws.String(e.body),

@@ -53,10 +53,11 @@ func (s *sqsService) send(ctx context.Context, url string, batch []entry) ([]err
 	for i, e := range batch {
 		attrs := make(map[string]sqstypes.MessageAttributeValue, len(e.attrs))
 		for name, a := range e.attrs {
+			typ, v := a.wire()
 			if a.binary {
-				attrs[name] = sqstypes.MessageAttributeValue{DataType: aws.String("Binary"), BinaryValue: []byte(a.value)}
+				attrs[name] = sqstypes.MessageAttributeValue{DataType: aws.String(typ), BinaryValue: []byte(v)}
 			} else {
-				attrs[name] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(a.value)}
+				attrs[name] = sqstypes.MessageAttributeValue{DataType: aws.String(typ), StringValue: aws.String(v)}
 			}
 		}
 		in.Entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(e.body),
