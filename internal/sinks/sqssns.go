@@ -239,16 +239,21 @@ func (r *awsReader) Read(ctx context.Context, topic string, follow bool, got fun
 	if follow {
 		wait = 1
 	}
+	// A receive or delete is never abandoned when ctx ends: the messages of
+	// an abandoned receive would stay invisible (in flight) for the queue's
+	// visibility timeout, and a Read right after would miss them.
+	whole := context.WithoutCancel(ctx)
 	for {
-		out, err := r.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: wait,
-			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"SentTimestamp"}})
+		out, err := r.sqs.ReceiveMessage(whole, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: wait,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"SentTimestamp"},
+			AttributeNames: []sqstypes.QueueAttributeName{"SentTimestamp"}}) // the older name, which local-aws-sqs reads
 		switch {
-		case ctx.Err() != nil && follow:
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
 		case err != nil:
 			return fmt.Errorf("%s: receive from %s: %w", r.a.name, url, err)
+		case len(out.Messages) == 0 && ctx.Err() != nil && follow:
+			return nil
+		case len(out.Messages) == 0 && ctx.Err() != nil:
+			return ctx.Err()
 		case len(out.Messages) == 0 && !follow:
 			return nil
 		}
@@ -275,7 +280,7 @@ func (r *awsReader) Read(ctx context.Context, topic string, follow bool, got fun
 		if len(del) == 0 {
 			continue
 		}
-		if _, err := r.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil && ctx.Err() == nil {
+		if _, err := r.sqs.DeleteMessageBatch(whole, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil {
 			return fmt.Errorf("%s: delete from %s: %w", r.a.name, url, err)
 		}
 	}
