@@ -26,6 +26,7 @@ type Emulator struct {
 	cmd      *exec.Cmd
 	stdin    io.Closer
 	done     chan struct{}
+	kill     bool // stopped by SIGTERM rather than by closing its input
 }
 
 // Start runs scripts/emulators/<name>.mjs on a free port and returns once
@@ -79,6 +80,9 @@ func Start(name string) (*Emulator, error) {
 // Close stops the emulator and waits for it to exit (killing it after 5 s).
 func (e *Emulator) Close() {
 	_ = e.stdin.Close()
+	if e.kill {
+		_ = e.cmd.Process.Signal(os.Interrupt)
+	}
 	select {
 	case <-e.done:
 	case <-time.After(5 * time.Second):
