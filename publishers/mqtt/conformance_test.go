@@ -2,6 +2,7 @@ package mqttsink_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/faultproxy"
 	"github.com/outboxrelay/outboxrelay/publishers"
@@ -32,7 +33,7 @@ func TestConformance(t *testing.T) {
 			Stall:            true,
 		},
 		New: func(t *testing.T) publishers.Publisher {
-			p, err := mqttsink.New(mqttsink.Config{URL: "mqtt://" + proxy.Addr()})
+			p, err := mqttsink.New(mqttsink.Config{URL: "mqtt://" + proxy.Addr(), PublishTimeout: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
