@@ -44,6 +44,8 @@ type setup struct {
 
 var setups = map[string]setup{
 	"kafka": {broker: kafkaBroker},
+	// mqtt: the private Mosquitto its Reader embeds (no queue limit).
+	"mqtt": {flags: []string{"--mqtt-publish-timeout", publishTimeout.String()}},
 	"nats": {
 		args:  []string{"--nats-url", envOr("OUTBOX_TEST_NATS_URL", "nats://127.0.0.1:4222")},
 		flags: []string{"--nats-publish-timeout", publishTimeout.String()},
