@@ -5,8 +5,8 @@
 // transactions with what a consumer read back from the sink.
 //
 // The sink is Kafka unless OUTBOX_CHAOS_SINK names another sink of the
-// registry (internal/sinks) that can be read back: mqtt, nats, pubsub,
-// rabbitmq, redis, sns, sqs, webhook. The relays publish with the sink of `relay run --sink`, its
+// registry (internal/sinks) that can be read back: kinesis, mqtt, nats,
+// pubsub, rabbitmq, redis, sns, sqs, webhook. The relays publish with the sink of `relay run --sink`, its
 // flags pointing at the broker fault proxy; the sink's Reader prepares the
 // run's two topics (chaos.ordered and chaos.plain with a suffix unique to
 // the run, chaos.ordered.r1a2b3c4d), follows them during the run as a
@@ -21,6 +21,7 @@
 //
 //	kafka     a kfake broker of the run that advertises its proxy's address and
 //	          refuses a share of produce requests (NOT_LEADER_FOR_PARTITION)
+//	kinesis   kinesalite, which the Reader starts (internal/emulators)
 //	mqtt      a private Mosquitto the Reader starts (internal/emulators)
 //	nats      the NATS server (OUTBOX_TEST_NATS_URL, default this machine's)
 //	pubsub    the Google client's fake (pstest) in the test process, refusing a

@@ -44,6 +44,8 @@ type setup struct {
 
 var setups = map[string]setup{
 	"kafka": {broker: kafkaBroker},
+	// kinesis: the kinesalite its Reader embeds.
+	"kinesis": {flags: []string{"--kinesis-timeout", publishTimeout.String()}},
 	// mqtt: the private Mosquitto its Reader embeds (no queue limit).
 	"mqtt": {flags: []string{"--mqtt-publish-timeout", publishTimeout.String()}},
 	"nats": {
