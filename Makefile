@@ -40,9 +40,10 @@ chaos-short: prereqs
 
 # The short profile against another sink: the broker of this machine
 # (NATS with JetStream on 4222, RabbitMQ on 5672, Redis on 6379) or one
-# the run starts (the webhook's receiver, Pub/Sub's pstest) behind a fault
+# the run starts (the webhook's receiver, pstest, Mosquitto, the AWS
+# emulators) behind a fault
 # proxy, a destination of the run's own (integration/chaos/doc.go).
-CHAOS_SINKS := nats rabbitmq redis webhook pubsub
+CHAOS_SINKS := nats rabbitmq redis webhook pubsub mqtt sqs sns kinesis
 .PHONY: $(addprefix chaos-short-,$(CHAOS_SINKS))
 $(addprefix chaos-short-,$(CHAOS_SINKS)): chaos-short-%: prereqs
 	OUTBOX_CHAOS_SINK=$* OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)
