@@ -29,7 +29,7 @@ func Mosquitto() (*Emulator, error) {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "mosquitto.conf")
-	text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_inflight_messages 0\nlog_type error\nlog_type warning\n", port)
+	text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_inflight_messages 0\nlog_type error\nlog_type warning\nset_tcp_nodelay true\n", port)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
