@@ -60,11 +60,13 @@ func dial(ctx context.Context, cfg Config, addr string) (*conn, error) {
 	}
 	c := &conn{dead: make(chan struct{})}
 	c.c = paho.NewClient(paho.ClientConfig{
-		ClientID:           cfg.ClientID,
-		Conn:               packets.NewThreadSafeConn(deadlineConn{nc, cfg.PublishTimeout}), // publishes run in parallel
-		PacketTimeout:      cfg.PublishTimeout,
-		OnClientError:      func(err error) { c.lose(fmt.Errorf("connection lost: %w", err)) },
-		OnServerDisconnect: func(d *paho.Disconnect) { c.lose(fmt.Errorf("disconnected by the broker (reason 0x%02x)", d.ReasonCode)) },
+		ClientID:      cfg.ClientID,
+		Conn:          packets.NewThreadSafeConn(deadlineConn{nc, cfg.PublishTimeout}), // publishes run in parallel
+		PacketTimeout: cfg.PublishTimeout,
+		OnClientError: func(err error) { c.lose(fmt.Errorf("connection lost: %w", err)) },
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			c.lose(fmt.Errorf("disconnected by the broker (reason 0x%02x)", d.ReasonCode))
+		},
 	})
 	ack, err := c.c.Connect(ctx, &paho.Connect{
 		ClientID: cfg.ClientID, CleanStart: true, KeepAlive: 30,
