@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,9 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/outboxrelay/outboxrelay/internal/emulators"
-	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
-	"github.com/outboxrelay/outboxrelay/outbox"
 	kinesissink "github.com/outboxrelay/outboxrelay/publishers/kinesis"
 )
 
@@ -51,68 +48,11 @@ func TestRunWithKinesisSink(t *testing.T) {
 		}
 	}
 
-	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(tx outbox.Executor, m outbox.Message) outbox.Message {
-		t.Helper()
-		res, err := w.Write(ctx, tx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.ID = res.ID
-		return m
-	}
-	committed := map[string]outbox.Message{}
-	want := map[string][]string{} // key -> event ids of the ordered topic, in write order
-	for i := range 30 {
-		m := outbox.Message{Topic: topics[i%2], Key: fmt.Appendf(nil, "customer-%d", i%3), Payload: fmt.Appendf(nil, `{"seq":%d}`, i),
-			Headers: map[string]string{"content-type": "application/json", "trace-id": fmt.Sprint(i)}}
-		switch i % 10 {
-		case 9:
-			m.Key = nil
-		case 7:
-			m.Key = []byte{0xfe, 'x', byte(i)} // not UTF-8: partitioned by its hash
-		}
-		m = write(pool, m)
-		committed[m.ID.String()] = m
-		if m.Topic == topics[0] && m.Key != nil {
-			want[string(m.Key)] = append(want[string(m.Key)], m.ID.String())
-		}
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		write(tx, outbox.Message{Topic: topics[0], Key: []byte("customer-0"), Payload: fmt.Appendf(nil, "rolled back %d", i)})
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	committed, want := sinkEvents(t, pool, table, topics)
 
 	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema, "OUTBOX_KINESIS_ENDPOINT": e.Endpoint}
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		return os.Getenv(k) // the SDK's chain
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var runOut, runErr syncbuf.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(runCtx, []string{"run", "--sink", "kinesis", "--ordered-topics", topics[0], "--poll-interval", "20ms", "--log-format", "json"},
-			getenv, &runOut, &runErr)
-	}()
-	testdb.AwaitSent(t, pool, table, len(committed), 30*time.Second)
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exit %d; stderr:\n%s", code, runErr.String())
-	}
-	if logs := runErr.String(); !strings.Contains(logs, `"msg":"kinesis sink"`) || strings.Contains(logs, awsTestSecret) {
+	logs := runUntilSent(t, pool, table, len(committed), env, "--sink", "kinesis", "--ordered-topics", topics[0])
+	if !strings.Contains(logs, `"msg":"kinesis sink"`) || strings.Contains(logs, awsTestSecret) {
 		t.Errorf("the sink's configuration is not logged, or credentials are:\n%s", logs)
 	}
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/outboxrelay/outboxrelay/internal/emulators"
-	"github.com/outboxrelay/outboxrelay/internal/syncbuf"
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	mqttsink "github.com/outboxrelay/outboxrelay/publishers/mqtt"
@@ -57,64 +55,13 @@ func TestRunWithMQTTSink(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w, err := outbox.NewWriter(outbox.WriterConfig{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(tx outbox.Executor, m outbox.Message) outbox.Message {
-		t.Helper()
-		res, err := w.Write(ctx, tx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.ID = res.ID
-		return m
-	}
-	committed := map[string]outbox.Message{}
-	want := map[string][]string{} // key -> event ids of the ordered topic, in write order
-	for i := range 30 {
-		m := outbox.Message{Topic: topics[i%2], Key: fmt.Appendf(nil, "customer-%d", i%3), Payload: fmt.Appendf(nil, `{"seq":%d}`, i),
-			Headers: map[string]string{"content-type": "application/json", "seq": fmt.Sprint(i)}}
-		switch i % 10 {
-		case 9:
-			m.Key = nil
-		case 7:
-			m.Key = []byte{0xfe, 'x', byte(i)} // not UTF-8: outbox-key-base64
-		}
-		m = write(pool, m)
-		committed[m.ID.String()] = m
-		if m.Topic == topics[0] && m.Key != nil {
-			want[string(m.Key)] = append(want[string(m.Key)], m.ID.String())
-		}
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		write(tx, outbox.Message{Topic: topics[0], Key: []byte("customer-0"), Payload: fmt.Appendf(nil, "rolled back %d", i)})
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	committed, want := sinkEvents(t, pool, table, topics)
 
 	const secret = "s3cret-mqtt-password"
 	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema,
 		"OUTBOX_MQTT_URL": broker.Endpoint, "OUTBOX_MQTT_USERNAME": "relay", "OUTBOX_MQTT_PASSWORD": secret}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var runOut, runErr syncbuf.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(runCtx, []string{"run", "--sink", "mqtt", "--ordered-topics", topics[0], "--poll-interval", "20ms", "--log-format", "json"},
-			func(k string) string { return env[k] }, &runOut, &runErr)
-	}()
-	testdb.AwaitSent(t, pool, table, len(committed), 30*time.Second)
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exit %d; stderr:\n%s", code, runErr.String())
-	}
-	if logs := runErr.String(); !strings.Contains(logs, `"msg":"mqtt sink"`) || strings.Contains(logs, secret) {
+	logs := runUntilSent(t, pool, table, len(committed), env, "--sink", "mqtt", "--ordered-topics", topics[0])
+	if !strings.Contains(logs, `"msg":"mqtt sink"`) || strings.Contains(logs, secret) {
 		t.Errorf("the sink's configuration is not logged, or the password is:\n%s", logs)
 	}
 
