@@ -51,6 +51,7 @@ func openSink(ctx context.Context, cfg Config) (*sink, error) {
 			return nil, err
 		}
 		fmt.Fprintf(cfg.Progress, "%s: embedded broker in its own process: %s\n", cfg.Sink, strings.Join(s.broker.args, " "))
+		sinks.EmulatorEnv() // an embedded broker is an emulator: placeholder AWS credentials, for this process and its relays
 		if s.settings, s.fs, err = sk.Parse(s.broker.args...); err != nil {
 			_ = s.close()
 			return nil, fmt.Errorf("bench: %s sink: %w", cfg.Sink, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -81,11 +80,7 @@ func (k *kinesisFlags) Embed() (func(), error) {
 		return nil, err
 	}
 	k.endpoint = e.Endpoint
-	for name, v := range map[string]string{"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator", "AWS_REGION": "us-east-1"} {
-		if os.Getenv(name) == "" {
-			_ = os.Setenv(name, v)
-		}
-	}
+	EmulatorEnv()
 	return e.Close, nil
 }
 

@@ -124,11 +124,7 @@ func (a *awsFlags) Embed() (func(), error) {
 			a.arnPrefix = emulator.TopicARNPrefix
 		}
 	}
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator", "AWS_REGION": "us-east-1"} {
-		if os.Getenv(k) == "" {
-			_ = os.Setenv(k, v)
-		}
-	}
+	EmulatorEnv()
 	return stop, nil
 }
 
@@ -310,4 +306,17 @@ func (r *awsReader) Close() error {
 		r.stop()
 	}
 	return nil
+}
+
+// EmulatorEnv sets placeholder AWS credentials and region in this
+// process's environment, where it has none, for the SDK's chain to find:
+// the emulators check no signature. The embedded brokers call it, and so
+// does a program that starts one in another process (relay-bench), before
+// it starts its relays.
+func EmulatorEnv() {
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "emulator", "AWS_SECRET_ACCESS_KEY": "emulator", "AWS_REGION": "us-east-1"} {
+		if os.Getenv(k) == "" {
+			_ = os.Setenv(k, v)
+		}
+	}
 }
