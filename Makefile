@@ -43,7 +43,7 @@ chaos-short: prereqs
 # the run starts (the webhook's receiver, pstest, Mosquitto, the AWS
 # emulators) behind a fault
 # proxy, a destination of the run's own (integration/chaos/doc.go).
-CHAOS_SINKS := nats rabbitmq redis webhook pubsub mqtt sqs sns kinesis
+CHAOS_SINKS := nats rabbitmq redis webhook pubsub mqtt sqs kinesis
 .PHONY: $(addprefix chaos-short-,$(CHAOS_SINKS))
 $(addprefix chaos-short-,$(CHAOS_SINKS)): chaos-short-%: prereqs
 	OUTBOX_CHAOS_SINK=$* OUTBOX_CHAOS_PROFILE=short go test -race -count=1 -v -timeout 15m -run '^TestChaos$$' $(CHAOS_PKG)

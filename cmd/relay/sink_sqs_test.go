@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/outboxrelay/outboxrelay/internal/emulators"
@@ -21,7 +20,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testdb"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers/sqssns"
-	"github.com/outboxrelay/outboxrelay/publishers/sqssns/emulator"
 )
 
 // awsTestSecret is the secret key the SDK's chain finds in these tests
@@ -37,45 +35,25 @@ func init() {
 	}
 }
 
-// relay run --sink sqs and --sink sns publish every committed event, and
-// none rolled back, to the queue or topic of its topic (read back from an
-// SQS queue, subscribed to the topic for sns), with id, key, payload and
-// headers intact and a FIFO topic's keys in order; no secret is logged.
-func TestRunWithSQSAndSNSSinks(t *testing.T) {
+// relay run --sink sqs publishes every committed event, and none rolled
+// back, to the queue of its topic on local-aws-sqs (from the npm
+// registry), with id, key, payload and headers intact and a FIFO queue's
+// keys in order, read back with the SDK; no secret is logged.
+func TestRunWithSQSSink(t *testing.T) {
 	t.Parallel()
-	for _, sink := range []string{"sqs", "sns"} {
-		t.Run(sink, func(t *testing.T) {
-			t.Parallel()
-			runAWSSink(t, sink)
-		})
+	const sink = "sqs"
+	e, err := emulators.Start("sqs")
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func runAWSSink(t *testing.T, sink string) {
-	// sqs: local-aws-sqs (from the npm registry); sns: the sink's fake.
-	var endpoint string
-	if sink == "sqs" {
-		e, err := emulators.Start("sqs")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(e.Close)
-		endpoint = e.Endpoint
-	} else {
-		em, err := emulator.Start("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = em.Close() })
-		endpoint = em.URL()
-	}
+	t.Cleanup(e.Close)
+	endpoint := e.Endpoint
 	ctx := context.Background()
 	ac, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sq := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	sn := sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	base := "e2e-" + hex.EncodeToString(b)
@@ -92,16 +70,6 @@ func runAWSSink(t *testing.T, sink string) {
 			t.Fatal(err)
 		}
 		urls[topic] = aws.ToString(q.QueueUrl)
-		if sink == "sns" {
-			tp, err := sn.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(name), Attributes: map[string]string{"FifoTopic": fmt.Sprint(fifo)}})
-			if err == nil {
-				_, err = sn.Subscribe(ctx, &sns.SubscribeInput{TopicArn: tp.TopicArn, Protocol: aws.String("sqs"),
-					Endpoint: aws.String("arn:aws:sqs:us-east-1:000000000000:" + name), Attributes: map[string]string{"RawMessageDelivery": "true"}})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 
 	pool, table := testdb.New(t)
@@ -141,9 +109,6 @@ func runAWSSink(t *testing.T, sink string) {
 	env := map[string]string{"OUTBOX_DATABASE_URL": testdb.URL(t), "OUTBOX_SCHEMA": table.Schema}
 	args := []string{"run", "--sink", sink, "--" + sink + "-endpoint", endpoint,
 		"--ordered-topics", topics[0], "--poll-interval", "20ms", "--log-format", "json"}
-	if sink == "sns" {
-		args = append(args, "--sns-topic-arn-prefix", emulator.TopicARNPrefix)
-	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var runOut, runErr syncbuf.Buffer
@@ -226,11 +191,11 @@ func runAWSSink(t *testing.T, sink string) {
 	}
 }
 
-// Every bad --sqs-* and --sns-* flag is reported, all at once, each naming
-// the flag and its variable.
-func TestSQSAndSNSSinkBadFlags(t *testing.T) {
+// Every bad --sqs-* flag is reported, all at once, each naming the flag
+// and its variable.
+func TestSQSSinkBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, sink := range []string{"sqs", "sns"} {
+	for _, sink := range []string{"sqs"} {
 		code, _, stderr := invoke(context.Background(), map[string]string{"OUTBOX_" + strings.ToUpper(sink) + "_TIMEOUT": "0s"},
 			"run", "--sink", sink, "--database-url", "postgres://postgres@127.0.0.1:1/postgres",
 			"--"+sink+"-endpoint", "ftp://host", "--"+sink+"-max-message-bytes", "-1")

@@ -6,7 +6,7 @@
 //
 // The sink is Kafka unless OUTBOX_CHAOS_SINK names another sink of the
 // registry (internal/sinks) that can be read back: kinesis, mqtt, nats,
-// pubsub, rabbitmq, redis, sns, sqs, webhook. The relays publish with the sink of `relay run --sink`, its
+// pubsub, rabbitmq, redis, sqs, webhook. The relays publish with the sink of `relay run --sink`, its
 // flags pointing at the broker fault proxy; the sink's Reader prepares the
 // run's two topics (chaos.ordered and chaos.plain with a suffix unique to
 // the run, chaos.ordered.r1a2b3c4d), follows them during the run as a
@@ -28,13 +28,13 @@
 //	          share of publish requests (ResourceExhausted)
 //	rabbitmq  the RabbitMQ broker (OUTBOX_TEST_RABBITMQ_URL)
 //	redis     the Redis server (OUTBOX_TEST_REDIS_ADDR)
-//	sns, sqs  the SQS/SNS emulator the Reader embeds in the test process
-//	          (publishers/sqssns/emulator), read directly; the relays reach it
-//	          through a front that answers a share of the requests 503
+//	sqs       local-aws-sqs, which the Reader starts (internal/emulators), read
+//	          directly; the relays reach it through a front that answers a
+//	          share of the requests 503
 //	webhook   the sink's receiver in the test process, behind a front that
 //	          answers a share of the POSTs 503
 //
-// broker-errors runs against Kafka, Pub/Sub, SNS, SQS and the webhook;
+// broker-errors runs against Kafka, Pub/Sub, SQS and the webhook;
 // the other brokers have no such switch and leave it out.
 //
 // The harness owns every component it breaks: a private PostgreSQL server

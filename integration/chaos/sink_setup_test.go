@@ -61,9 +61,8 @@ var setups = map[string]setup{
 		args:  []string{"--redis-url", "redis://" + envOr("OUTBOX_TEST_REDIS_ADDR", "127.0.0.1:6379") + "/0"},
 		flags: []string{"--redis-timeout", publishTimeout.String(), "--redis-dial-timeout", "2s"},
 	},
-	// sqs and sns: the emulator their Reader embeds, direct for the
+	// sqs: the emulator its Reader embeds, direct for the
 	// reader, behind the front and the proxy for the relays.
-	"sns":     {front: refusingFront, flags: []string{"--sns-timeout", publishTimeout.String()}},
 	"sqs":     {front: refusingFront, flags: []string{"--sqs-timeout", publishTimeout.String()}},
 	"webhook": {front: refusingFront, flags: []string{"--webhook-timeout", publishTimeout.String()}},
 }

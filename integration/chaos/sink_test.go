@@ -119,7 +119,7 @@ func (s *sink) start(ctx context.Context, t *testing.T) *faultproxy.Proxy {
 	if s.proxy == nil {
 		fl := fs.Lookup(s.name + "-url")
 		if fl == nil {
-			fl = fs.Lookup(s.name + "-endpoint") // sqs, sns
+			fl = fs.Lookup(s.name + "-endpoint") // sqs, kinesis
 		}
 		s.proxyURL(t, fl)
 	}

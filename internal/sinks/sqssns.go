@@ -14,7 +14,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -22,25 +21,23 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/sqssns"
-	"github.com/outboxrelay/outboxrelay/publishers/sqssns/emulator"
 	"github.com/outboxrelay/outboxrelay/relay"
 )
 
-// The sqs and sns sinks (publishers/sqssns); their flags are --sqs-* and
-// --sns-*.
+// The sqs sink (publishers/sqssns); its flags are --sqs-*. Its flags and
+// reader take the sink's name, for SNS to follow.
 func init() {
 	register(Sink{Name: "sqs", About: "Amazon SQS queues, SendMessageBatch", Flags: awsFlagsOf("sqs")})
-	register(Sink{Name: "sns", About: "Amazon SNS topics, PublishBatch", Flags: awsFlagsOf("sns")})
 }
 
-// awsFlags are the flags of the sqs or sns sink.
+// awsFlags are the flags of the sqs sink.
 type awsFlags struct {
-	name string // "sqs" or "sns"
+	name string // "sqs"
 	cfg  sqssns.Config
 
-	endpoint, region, arnPrefix string
-	maxBytes                    int
-	timeout                     time.Duration
+	endpoint, region string
+	maxBytes         int
+	timeout          time.Duration
 }
 
 func awsFlagsOf(name string) func(Flags) Settings {
@@ -50,9 +47,6 @@ func awsFlagsOf(name string) func(Flags) Settings {
 		f.String(&a.region, name+"-region", "", "AWS region (default: the SDK's chain, AWS_REGION or the shared config); credentials always come from the chain")
 		f.Int(&a.maxBytes, name+"-max-message-bytes", sqssns.DefaultMaxMessageBytes, "largest message sent, body and attributes; a larger event fails permanently")
 		f.Duration(&a.timeout, name+"-timeout", sqssns.DefaultTimeout, "bound on each request to AWS")
-		if name == "sns" {
-			f.String(&a.arnPrefix, "sns-topic-arn-prefix", "", "turns a topic that is not an ARN into one: prefix+name (arn:aws:sns:REGION:ACCOUNT:)")
-		}
 		return a
 	}
 }
@@ -66,7 +60,7 @@ func (a *awsFlags) Check(relay.Config) error {
 	if a.timeout <= 0 {
 		errs.add(invalid(a.name+"-timeout", "must be positive"))
 	}
-	a.cfg = sqssns.Config{Endpoint: a.endpoint, Region: a.region, TopicARNPrefix: a.arnPrefix,
+	a.cfg = sqssns.Config{Endpoint: a.endpoint, Region: a.region,
 		MaxMessageBytes: max(a.maxBytes, 0), Timeout: max(a.timeout, 0)}
 	if _, err := a.open(); err != nil {
 		for _, e := range joined(err) {
@@ -83,9 +77,6 @@ func (a *awsFlags) Check(relay.Config) error {
 
 // open returns the publisher; it does not connect.
 func (a *awsFlags) open() (*sqssns.Publisher, error) {
-	if a.name == "sns" {
-		return sqssns.NewSNS(a.cfg)
-	}
 	return sqssns.NewSQS(a.cfg)
 }
 
@@ -100,44 +91,27 @@ func (a *awsFlags) Open(_ relay.Config, logger *slog.Logger, _ io.Writer) (publi
 	return p, nil
 }
 
-// Embed starts an emulator and points --sqs-endpoint or --sns-endpoint at
-// it: for sqs local-aws-sqs (internal/emulators, from the npm registry),
-// for sns the package's fake (publishers/sqssns/emulator: no SNS emulator
-// of the registries here answers PublishBatch or has FIFO topics). For the
-// SDK's chain it sets placeholder credentials and region in this process's
-// environment when it has none.
+// Embed starts local-aws-sqs (internal/emulators, from the npm registry)
+// and points --sqs-endpoint at it; for the SDK's chain it sets placeholder
+// credentials and region in this process's environment when it has none.
 func (a *awsFlags) Embed() (func(), error) {
-	var stop func()
-	if a.name == "sqs" {
-		e, err := emulators.Start("sqs")
-		if err != nil {
-			return nil, err
-		}
-		a.endpoint, stop = e.Endpoint, e.Close
-	} else {
-		s, err := emulator.Start("127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		a.endpoint, stop = s.URL(), func() { _ = s.Close() }
-		if a.arnPrefix == "" {
-			a.arnPrefix = emulator.TopicARNPrefix
-		}
+	e, err := emulators.Start("sqs")
+	if err != nil {
+		return nil, err
 	}
+	a.endpoint = e.Endpoint
 	EmulatorEnv()
-	return stop, nil
+	return e.Close, nil
 }
 
-// awsReader reads what the sqs or sns sink published from an SQS queue
-// named after the topic (sqssns.Name); for sns, Prepare subscribes it to
-// the topic with raw delivery. Reading deletes the messages from the
+// awsReader reads what the sqs sink published from the SQS queue named
+// after the topic (sqssns.Name). Reading deletes the messages from the
 // queue, so the reader keeps what it read, and each Read hands that over
 // again before reading on.
 type awsReader struct {
 	a    *awsFlags
 	stop func() // the embedded emulator's; nil with an endpoint given
 	sqs  *sqs.Client
-	sns  *sns.Client
 	mu   sync.Mutex
 	urls map[string]string   // topic -> queue URL
 	got  map[string][]Record // topic -> what Read read
@@ -168,13 +142,11 @@ func (a *awsFlags) Reader() (Reader, error) {
 		ep = aws.String(a.endpoint)
 	}
 	r.sqs = sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = ep })
-	r.sns = sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = ep })
 	return r, nil
 }
 
-// Prepare creates the queue (FIFO for a .fifo topic) and, for sns, the
-// topic, the queue subscribed to it. A queue that exists keeps what it
-// holds.
+// Prepare creates the queue (FIFO for a .fifo topic). A queue that
+// exists keeps what it holds.
 func (r *awsReader) Prepare(ctx context.Context, topic string) (string, error) {
 	name := sqssns.Name(topic)
 	fifo := strconv.FormatBool(len(name) > 5 && name[len(name)-5:] == ".fifo")
@@ -189,27 +161,7 @@ func (r *awsReader) Prepare(ctx context.Context, topic string) (string, error) {
 	r.mu.Lock()
 	r.urls[topic] = aws.ToString(q.QueueUrl)
 	r.mu.Unlock()
-	if r.a.name == "sqs" {
-		return fmt.Sprintf("sqs:      %s, queue %s", r.endpointName(), name), nil
-	}
-	tattrs := map[string]string{}
-	if fifo == "true" {
-		tattrs["FifoTopic"] = fifo
-	}
-	t, err := r.sns.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(name), Attributes: tattrs})
-	if err != nil {
-		return "", fmt.Errorf("cannot create SNS topic %s: %w", name, err)
-	}
-	qa, err := r.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{"QueueArn"}})
-	if err != nil {
-		return "", fmt.Errorf("cannot read the ARN of SQS queue %s: %w", name, err)
-	}
-	_, err = r.sns.Subscribe(ctx, &sns.SubscribeInput{TopicArn: t.TopicArn, Protocol: aws.String("sqs"),
-		Endpoint: aws.String(qa.Attributes["QueueArn"]), Attributes: map[string]string{"RawMessageDelivery": "true"}})
-	if err != nil {
-		return "", fmt.Errorf("cannot subscribe SQS queue %s to SNS topic %s: %w", name, aws.ToString(t.TopicArn), err)
-	}
-	return fmt.Sprintf("sns:      %s, topic %s, read from queue %s", r.endpointName(), aws.ToString(t.TopicArn), name), nil
+	return fmt.Sprintf("sqs:      %s, queue %s", r.endpointName(), name), nil
 }
 
 func (r *awsReader) endpointName() string {
@@ -282,7 +234,7 @@ func (r *awsReader) Read(ctx context.Context, topic string, follow bool, got fun
 	}
 }
 
-// Remove deletes the queue and, for sns, the topic.
+// Remove deletes the queue.
 func (r *awsReader) Remove(ctx context.Context, topic string) error {
 	r.mu.Lock()
 	url := r.urls[topic]
@@ -290,11 +242,6 @@ func (r *awsReader) Remove(ctx context.Context, topic string) error {
 	if url != "" {
 		if _, err := r.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
 			return fmt.Errorf("%s: delete queue %s: %w", r.a.name, url, err)
-		}
-	}
-	if r.a.name == "sns" && r.a.arnPrefix != "" {
-		if _, err := r.sns.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: aws.String(r.a.arnPrefix + sqssns.Name(topic))}); err != nil {
-			return fmt.Errorf("sns: delete topic: %w", err)
 		}
 	}
 	return nil

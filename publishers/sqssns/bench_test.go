@@ -34,7 +34,7 @@ func benchMessages(topic string) []outbox.Message {
 // a FIFO queue of local-aws-sqs per iteration. Compare with
 // BenchmarkBareClient.
 func BenchmarkPublish(b *testing.B) {
-	url0 := startService(b, "sqs")
+	url0 := startService(b)
 	c := newClients(b, url0)
 	name, _ := c.queue(b, true)
 	p, err := sqssns.NewSQS(sqssns.Config{Endpoint: url0})
@@ -60,7 +60,7 @@ func BenchmarkPublish(b *testing.B) {
 // messages as 10 SendMessageBatch calls of 10, one after the other, with
 // the same attributes, group and deduplication ids.
 func BenchmarkBareClient(b *testing.B) {
-	url0 := startService(b, "sqs")
+	url0 := startService(b)
 	c := newClients(b, url0)
 	_, url := c.queue(b, true)
 	msgs := benchMessages("")

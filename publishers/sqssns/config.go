@@ -47,10 +47,6 @@ type Config struct {
 	// Region overrides the region of the standard chain. Defaults to the
 	// chain's (AWS_REGION, the shared config).
 	Region string
-	// TopicARNPrefix (SNS) turns a topic name into its ARN: prefix+name,
-	// as in arn:aws:sns:eu-west-1:123456789012:. Defaults to none: every
-	// outbox topic must then be an ARN.
-	TopicARNPrefix string
 	// MaxMessageBytes is the largest message sent, body and attributes;
 	// a larger one fails permanently. Defaults to DefaultMaxMessageBytes.
 	MaxMessageBytes int

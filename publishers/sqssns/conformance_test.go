@@ -9,7 +9,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
 	"github.com/outboxrelay/outboxrelay/publishers/sqssns"
-	"github.com/outboxrelay/outboxrelay/publishers/sqssns/emulator"
 )
 
 // conformance runs the suite against an emulator behind a fault proxy;
@@ -17,7 +16,7 @@ import (
 // queue that receives it.
 func conformance(t *testing.T, name string, newPub func(sqssns.Config) (*sqssns.Publisher, error),
 	topic func(c *clients, t *testing.T) (string, string)) {
-	url := startService(t, name)
+	url := startService(t)
 	proxy, err := faultproxy.Start(strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatalf("start fault proxy: %v", err)
@@ -38,7 +37,7 @@ func conformance(t *testing.T, name string, newPub func(sqssns.Config) (*sqssns.
 			Stall:            true,
 		},
 		New: func(t *testing.T) publishers.Publisher {
-			p, err := newPub(sqssns.Config{Endpoint: "http://" + proxy.Addr(), TopicARNPrefix: emulator.TopicARNPrefix})
+			p, err := newPub(sqssns.Config{Endpoint: "http://" + proxy.Addr()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,10 +67,4 @@ func conformance(t *testing.T, name string, newPub func(sqssns.Config) (*sqssns.
 // local-aws-sqs.
 func TestConformanceSQS(t *testing.T) {
 	conformance(t, "sqs", sqssns.NewSQS, func(c *clients, t *testing.T) (string, string) { return c.queue(t, true) })
-}
-
-// TestConformanceSNS runs it on FIFO topics of the package's fake, read
-// from a subscribed queue.
-func TestConformanceSNS(t *testing.T) {
-	conformance(t, "sns", sqssns.NewSNS, func(c *clients, t *testing.T) (string, string) { return c.topic(t, true) })
 }

@@ -1,13 +1,12 @@
-// Package sqssns is the Amazon SQS and Amazon SNS sink: NewSQS sends each
-// topic's messages to an SQS queue with SendMessageBatch, NewSNS to an SNS
-// topic with PublishBatch, at most 10 messages and MaxMessageBytes a
-// request, with github.com/aws/aws-sdk-go-v2. Credentials and region come
+// Package sqssns is the Amazon SQS sink (Amazon SNS is to follow, when an
+// emulator of it can test it): NewSQS sends each topic's messages to an
+// SQS queue with SendMessageBatch, at most 10 messages and MaxMessageBytes
+// a request, with github.com/aws/aws-sdk-go-v2. Credentials and region come
 // from the SDK's standard chain; they are never logged.
 //
 // Destination: SQS takes a queue URL, or a queue name (Name maps the
 // outbox topic: characters other than letters, digits, '-' and '_' become
-// '-', a final ".fifo" stays) whose URL GetQueueUrl finds once. SNS takes
-// a topic ARN, or a name appended to Config.TopicARNPrefix.
+// '-', a final ".fifo" stays) whose URL GetQueueUrl finds once.
 //
 // Message: the payload is the body; a payload that is not UTF-8 text of
 // the characters SQS allows is sent in base64 with the attribute

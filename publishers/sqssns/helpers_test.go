@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/leakcheck"
 	"github.com/outboxrelay/outboxrelay/publishers/publisherstest"
 	"github.com/outboxrelay/outboxrelay/publishers/sqssns"
-	"github.com/outboxrelay/outboxrelay/publishers/sqssns/emulator"
 )
 
 // The SDK's standard chain finds these placeholders (the emulator checks
@@ -37,32 +35,21 @@ func TestMain(m *testing.M) {
 	leakcheck.Main(m, "github.com/outboxrelay/outboxrelay/publishers/sqssns.", "net/http.")
 }
 
-// startService starts what the tests of sink publish to and returns its
-// URL: for sqs, local-aws-sqs (scripts/emulators, from the npm registry);
-// for sns, the package's fake (publishers/sqssns/emulator), since no SNS
-// emulator of the registries here answers PublishBatch or has FIFO topics.
-func startService(t testing.TB, sink string) string {
+// startService starts local-aws-sqs (scripts/emulators, from the npm
+// registry) for the test and returns its URL.
+func startService(t testing.TB) string {
 	t.Helper()
-	if sink == "sqs" {
-		e, err := emulators.Start("sqs")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(e.Close)
-		return e.Endpoint
-	}
-	s, err := emulator.Start("127.0.0.1:0")
+	e, err := emulators.Start("sqs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s.URL()
+	t.Cleanup(e.Close)
+	return e.Endpoint
 }
 
 // clients are the test's own SQS and SNS clients of an endpoint.
 type clients struct {
 	sqs *sqs.Client
-	sns *sns.Client
 	mu  sync.Mutex
 	got map[string][]publisherstest.Record // per queue URL, what Read received
 }
@@ -77,7 +64,6 @@ func newClients(t testing.TB, endpoint string) *clients {
 	}
 	return &clients{
 		sqs: sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) }),
-		sns: sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = aws.String(endpoint) }),
 		got: map[string][]publisherstest.Record{},
 	}
 }
@@ -101,26 +87,6 @@ func (c *clients) queue(t testing.TB, fifo bool) (string, string) {
 		t.Fatal(err)
 	}
 	return name, aws.ToString(out.QueueUrl)
-}
-
-// topic creates a fresh topic with a queue subscribed to it (raw
-// delivery) and returns the topic's ARN and the queue's URL.
-func (c *clients) topic(t testing.TB, fifo bool) (string, string) {
-	qname, url := c.queue(t, fifo)
-	attrs := map[string]string{}
-	if fifo {
-		attrs["FifoTopic"] = "true"
-	}
-	out, err := c.sns.CreateTopic(testCtx(t), &sns.CreateTopicInput{Name: aws.String(qname), Attributes: attrs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.sns.Subscribe(testCtx(t), &sns.SubscribeInput{TopicArn: out.TopicArn, Protocol: aws.String("sqs"),
-		Endpoint: aws.String("arn:aws:sqs:us-east-1:000000000000:" + qname), Attributes: map[string]string{"RawMessageDelivery": "true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(out.TopicArn), url
 }
 
 // read returns every message the queue at url received so far, as

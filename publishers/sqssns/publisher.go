@@ -12,7 +12,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// service is what differs between SQS and SNS.
+// service is what a destination service answers: SQS now, SNS to follow.
 type service interface {
 	// resolve returns the destination of an outbox topic (a queue URL, a
 	// topic ARN) and whether it is FIFO.

@@ -2,6 +2,7 @@ package sqssns
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,4 +95,14 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// unanswered sets an error on each entry the response did not mention.
+func unanswered(results []error, answered []bool) []error {
+	for i, ok := range answered {
+		if !ok {
+			results[i] = fmt.Errorf("sqssns: entry %d not in the response", i)
+		}
+	}
+	return results
 }
