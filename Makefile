@@ -13,8 +13,9 @@ test: prereqs vet unit partitioned chaos-short chaos-short-mariadb
 
 # What the tests need besides Go (the database, kcat, PostgreSQL's server
 # programs): each missing piece is named with the command that installs it.
-prereqs: scripts/emulators/node_modules
+prereqs:
 	@scripts/check-prereqs.sh
+	@$(MAKE) --no-print-directory scripts/emulators/node_modules
 
 # The cloud services' emulators (internal/emulators), from the npm registry.
 scripts/emulators/node_modules: scripts/emulators/package-lock.json

@@ -113,7 +113,7 @@ func TestCheckPrereqsPassesWhenAllIsThere(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := fakePath(t, []string{"go", "psql"}, []string{"kcat", "chromium"})
+	path := fakePath(t, []string{"go", "psql"}, []string{"kcat", "chromium", "mosquitto", "node", "npm"})
 	code, stdout, stderr := runCheck(t, "PATH="+path, "HOME="+t.TempDir(), "PG_SERVER_DIRS="+server,
 		"OUTBOX_TEST_DATABASE_URL="+testURL())
 	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "prerequisites: ") || !strings.Contains(stdout, server) {

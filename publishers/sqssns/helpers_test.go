@@ -106,7 +106,11 @@ func (c *clients) read(t testing.TB, topic, url string) []publisherstest.Record 
 		if len(out.Messages) == 0 {
 			return c.got[url]
 		}
-		for _, m := range out.Messages {
+		// Delete what arrived: a FIFO queue hands out none of a group's
+		// messages while earlier ones are in flight.
+		var del []sqstypes.DeleteMessageBatchRequestEntry
+		for k, m := range out.Messages {
+			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(k)), ReceiptHandle: m.ReceiptHandle})
 			r := publisherstest.Record{Topic: topic, Value: []byte(aws.ToString(m.Body)), Headers: map[string]string{},
 				Stream: m.Attributes["MessageGroupId"]}
 			for name, a := range m.MessageAttributes {
@@ -125,6 +129,9 @@ func (c *clients) read(t testing.TB, topic, url string) []publisherstest.Record 
 			}
 			delete(r.Headers, sqssns.AttrBodyEncoding)
 			c.got[url] = append(c.got[url], r)
+		}
+		if _, err := c.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
