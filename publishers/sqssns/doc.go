@@ -20,14 +20,14 @@
 // so the service drops a resend within its 5-minute window;
 // MessageGroupId is the key (printable ASCII up to 128 characters, else
 // "sha256:" and the key's hash), or the event id for an event without key.
-// A group's messages are stored in the order sent; standard queues and
-// topics keep no order. The Publisher is not a publishers.KeyBatcher: the
+// A group's messages are stored in the order sent; standard queues keep
+// no order. The Publisher is not a publishers.KeyBatcher: the
 // relay sends one event per key per call.
 //
-// Acknowledgement: a message is acknowledged when SendMessageBatch or
-// PublishBatch lists it as successful (stored redundantly by AWS).
+// Acknowledgement: a message is acknowledged when SendMessageBatch lists
+// it as successful (stored redundantly by AWS).
 // Errors: an entry the response lists as failed with SenderFault, a
-// missing queue or topic (ErrNoDestination), a message too large, with
+// missing queue (ErrNoDestination), a message too large, with
 // too many attributes or invalid, fail permanently (publishers.Permanent);
 // no answer (refused, reset, timed out) is publishers.Unavailable, and the
 // rest of the call is then not sent; throttling, 5xx and other failures

@@ -6,36 +6,20 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/publishers"
 )
 
-// service is what a destination service answers: SQS now, SNS to follow.
-type service interface {
-	// resolve returns the destination of an outbox topic (a queue URL, a
-	// topic ARN) and whether it is FIFO.
-	resolve(ctx context.Context, topic string) (dest string, fifo bool, err error)
-	// send sends one batch (at most 10 entries) and returns one result
-	// per entry, or an error for the whole batch.
-	send(ctx context.Context, dest string, batch []entry) ([]error, error)
-	// probe makes one cheap request.
-	probe(ctx context.Context) error
-}
-
-// Publisher publishes to SQS queues or SNS topics with SendMessageBatch or
-// PublishBatch. It is safe for concurrent use.
+// Publisher publishes to SQS queues with SendMessageBatch. It is safe for
+// concurrent use.
 type Publisher struct {
 	cfg    Config
-	svc    service
+	c      *sqs.Client
+	urls   sync.Map // queue name -> URL
 	client *http.Client
 	once   sync.Once
-}
-
-// newPublisher returns a Publisher of svc; ac holds its HTTP client.
-func newPublisher(cfg Config, svc service, ac aws.Config) *Publisher {
-	return &Publisher{cfg: cfg, svc: svc, client: ac.HTTPClient.(*http.Client)}
 }
 
 // Config returns the configuration in use, defaults filled.
@@ -49,7 +33,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	results := make([]error, len(msgs))
 	var down error // once the service is unreachable, the rest is not sent
 	for _, idx := range byTopic(msgs) {
-		dest, fifo, err := p.svc.resolve(ctx, msgs[idx[0]].Topic)
+		dest, fifo, err := p.resolve(ctx, msgs[idx[0]].Topic)
 		if err != nil {
 			setAll(results, idx, classify(err))
 			continue
@@ -66,7 +50,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 			case ctx.Err() != nil:
 				setAll(results, at, publishers.Unavailable(ctx.Err()))
 			default:
-				res, err := p.svc.send(ctx, dest, batch)
+				res, err := p.send(ctx, dest, batch)
 				if err != nil {
 					err = classify(err)
 					if errors.Is(err, publishers.ErrUnavailable) {
@@ -128,7 +112,7 @@ func (p *Publisher) Probe(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return classify(p.svc.probe(ctx))
+	return classify(p.probe(ctx))
 }
 
 // Close closes idle connections; it is idempotent and does not block.

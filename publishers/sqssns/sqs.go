@@ -3,9 +3,9 @@ package sqssns
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -23,17 +23,13 @@ func NewSQS(cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = cfg.endpoint() })
-	return newPublisher(cfg, &sqsService{c: client}, ac), nil
+	return &Publisher{cfg: cfg, c: sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = cfg.endpoint() }),
+		client: ac.HTTPClient.(*http.Client)}, nil
 }
 
-// sqsService sends to SQS.
-type sqsService struct {
-	c    *sqs.Client
-	urls sync.Map // queue name -> URL
-}
-
-func (s *sqsService) resolve(ctx context.Context, topic string) (string, bool, error) {
+// resolve returns the URL of an outbox topic's queue and whether it is
+// FIFO.
+func (s *Publisher) resolve(ctx context.Context, topic string) (string, bool, error) {
 	if strings.HasPrefix(topic, "https://") || strings.HasPrefix(topic, "http://") {
 		return topic, strings.HasSuffix(topic, ".fifo"), nil
 	}
@@ -49,7 +45,9 @@ func (s *sqsService) resolve(ctx context.Context, topic string) (string, bool, e
 	return aws.ToString(out.QueueUrl), strings.HasSuffix(name, ".fifo"), nil
 }
 
-func (s *sqsService) send(ctx context.Context, url string, batch []entry) ([]error, error) {
+// send sends one batch (at most 10 entries) and returns one result per
+// entry, or an error for the whole batch.
+func (s *Publisher) send(ctx context.Context, url string, batch []entry) ([]error, error) {
 	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: make([]sqstypes.SendMessageBatchRequestEntry, len(batch))}
 	for i, e := range batch {
 		attrs := make(map[string]sqstypes.MessageAttributeValue, len(e.attrs))
@@ -84,7 +82,8 @@ func (s *sqsService) send(ctx context.Context, url string, batch []entry) ([]err
 	return unanswered(results, acked), nil
 }
 
-func (s *sqsService) probe(ctx context.Context) error {
+// probe makes one cheap request.
+func (s *Publisher) probe(ctx context.Context) error {
 	_, err := s.c.ListQueues(ctx, &sqs.ListQueuesInput{MaxResults: aws.Int32(1)})
 	return err
 }
