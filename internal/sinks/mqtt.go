@@ -150,11 +150,10 @@ func (r *mqttReader) connect(ctx context.Context) error {
 	if r.c != nil {
 		return nil
 	}
-	cfg := mqttsink.Config{URL: r.f.url}
-	if err := cfg.Validate(); err != nil {
-		return err
+	host, err := mqttsink.Config{URL: r.f.url}.Address()
+	if err != nil {
+		return fmt.Errorf("mqtt: --mqtt-url %s: %w", r.f.url, err)
 	}
-	host := strings.TrimPrefix(strings.TrimPrefix(r.f.url, "mqtt://"), "tcp://")
 	nc, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", host)
 	if err != nil {
 		return fmt.Errorf("cannot reach MQTT at %s (start mosquitto, or pass --mqtt-url): %w", r.f.url, err)

@@ -85,7 +85,7 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	bad := func(field, reason string) { errs = append(errs, &ConfigError{Field: field, Reason: reason}) }
-	if _, err := c.address(); err != nil {
+	if _, err := c.Address(); err != nil {
 		bad("URL", err.Error())
 	}
 	if c.QoS != 1 && c.QoS != 2 {
@@ -106,8 +106,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// address returns the host:port of c.URL.
-func (c Config) address() (string, error) {
+// Address returns the host:port of c.URL, or why it is not a broker URL.
+func (c Config) Address() (string, error) {
 	u, err := url.Parse(c.URL)
 	switch {
 	case err != nil:

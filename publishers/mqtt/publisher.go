@@ -34,7 +34,7 @@ func New(cfg Config) (*Publisher, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	addr, _ := cfg.address()
+	addr, _ := cfg.Address()
 	return &Publisher{cfg: cfg, addr: addr}, nil
 }
 
